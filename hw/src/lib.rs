@@ -1,0 +1,10 @@
+//! # dmsim-hw: the NIC trait on real RDMA
+//!
+//! WIP
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+pub mod error;
+#[cfg(feature = "rdma")]
+pub mod verbs;
+
+pub use error::HwError;

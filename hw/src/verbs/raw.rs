@@ -1,0 +1,771 @@
+//! The only `unsafe` code in dmsim: thin owning wrappers over libibverbs handles.
+//!
+//! Each wrapper owns one handle and frees it on drop; a handle that others depend on is held
+//! through an `Arc` by its dependents, so drop order follows the dependency order libibverbs
+//! requires (QP before its CQs and PD, MR before its PD, everything before the device context).
+//!
+//! Memory safety of posted work requests rests on one rule: **a QP keeps every memory region
+//! it has ever posted against alive** (`Qp::pinned`). A work request may DMA into or out of its
+//! local buffer until it completes, is flushed, or the QP is destroyed; destroying the QP ends
+//! all DMA, and only after that do the pinned regions (and their memory) drop. Remote addresses
+//! are protected by the remote NIC's rkey check, not by this process.
+//!
+//! `ibv_post_send`, `ibv_post_recv` and `ibv_poll_cq` are `static inline` in `verbs.h`, so
+//! bindgen cannot bind them; they are called through the context's ops table, as the inline
+//! functions do.
+
+use std::ffi::CStr;
+use std::ptr::{self, NonNull};
+use std::sync::{Arc, Mutex};
+
+use dmsim_protocols::memory::Region;
+use ibverbs_sys as sys;
+
+use crate::error::HwError;
+
+fn errno() -> String {
+    std::io::Error::last_os_error().to_string()
+}
+
+fn code(rc: i32) -> String {
+    std::io::Error::from_raw_os_error(rc).to_string()
+}
+
+/// Names of the RDMA devices present (`ibv_get_device_list`).
+pub fn device_names() -> Result<Vec<String>, HwError> {
+    let mut count = 0i32;
+    // Safety: `count` is a valid out-pointer; the list is freed below and the names are copied
+    // out before that.
+    let list = unsafe { sys::ibv_get_device_list(&mut count) };
+    if list.is_null() {
+        return Err(HwError::Device { device: "*".into(), what: format!("ibv_get_device_list: {}", errno()) });
+    }
+    let mut names = Vec::new();
+    for i in 0..count.max(0) as usize {
+        // Safety: `list` holds `count` valid device pointers; the name is a NUL-terminated
+        // string owned by the device, valid until the list is freed.
+        let name = unsafe { CStr::from_ptr(sys::ibv_get_device_name(*list.add(i))) };
+        names.push(name.to_string_lossy().into_owned());
+    }
+    // Safety: `list` came from ibv_get_device_list and is freed once.
+    unsafe { sys::ibv_free_device_list(list) };
+    Ok(names)
+}
+
+/// An open device (`ibv_context`).
+pub struct Context {
+    ptr: NonNull<sys::ibv_context>,
+    name: String,
+}
+
+// Safety: libibverbs contexts are thread-safe (the library and providers lock internally); the
+// wrapper only hands out the pointer to libibverbs calls.
+unsafe impl Send for Context {}
+// Safety: as above; no method mutates Rust-side state.
+unsafe impl Sync for Context {}
+
+/// Port properties the connection set-up needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortInfo {
+    pub lid: u16,
+    pub active: bool,
+    /// `ibv_mtu` enum value (1 = 256 … 5 = 4096).
+    pub active_mtu: u32,
+    pub ethernet: bool,
+}
+
+/// Device limits the backend sizes its queues by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceCaps {
+    pub max_qp_wr: u32,
+    pub max_cqe: u32,
+    pub max_qp_rd_atom: u32,
+    /// False if the device cannot do CAS/FAA (`IBV_ATOMIC_NONE`).
+    pub atomics: bool,
+}
+
+impl Context {
+    /// Opens `name`, or the first device when `name` is `None`.
+    pub fn open(name: Option<&str>) -> Result<Arc<Context>, HwError> {
+        let want = name.unwrap_or("<first>").to_string();
+        let mut count = 0i32;
+        // Safety: as in `device_names`.
+        let list = unsafe { sys::ibv_get_device_list(&mut count) };
+        if list.is_null() {
+            return Err(HwError::Device { device: want, what: format!("ibv_get_device_list: {}", errno()) });
+        }
+        let mut found = None;
+        let mut seen = Vec::new();
+        for i in 0..count.max(0) as usize {
+            // Safety: `list` holds `count` valid device pointers.
+            let device = unsafe { *list.add(i) };
+            // Safety: the name string is owned by the device and valid while the list lives.
+            let device_name = unsafe { CStr::from_ptr(sys::ibv_get_device_name(device)) }
+                .to_string_lossy()
+                .into_owned();
+            if found.is_none() && name.is_none_or(|n| n == device_name) {
+                found = Some((device, device_name.clone()));
+            }
+            seen.push(device_name);
+        }
+        let opened = found.map(|(device, device_name)| {
+            // Safety: `device` is valid until the list is freed; an opened context stays valid
+            // after ibv_free_device_list (documented by libibverbs).
+            (unsafe { sys::ibv_open_device(device) }, device_name)
+        });
+        // Safety: freed once, after the last use of its device pointers.
+        unsafe { sys::ibv_free_device_list(list) };
+        match opened {
+            None => Err(HwError::Device {
+                device: want,
+                what: if seen.is_empty() {
+                    "no RDMA devices found (is rdma_rxe / the NIC driver loaded?)".into()
+                } else {
+                    format!("not found; present: {}", seen.join(", "))
+                },
+            }),
+            Some((ptr, device_name)) => match NonNull::new(ptr) {
+                None => Err(HwError::Device { device: device_name, what: format!("ibv_open_device: {}", errno()) }),
+                Some(ptr) => Ok(Arc::new(Context { ptr, name: device_name })),
+            },
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn err(&self, what: impl Into<String>) -> HwError {
+        HwError::Device { device: self.name.clone(), what: what.into() }
+    }
+
+    pub fn port(&self, port: u8) -> Result<PortInfo, HwError> {
+        let mut attr = sys::ibv_port_attr::default();
+        // Safety: the exported ibv_query_port fills a prefix-compatible `_compat_ibv_port_attr`
+        // (the inline wrapper in verbs.h passes an `ibv_port_attr` the same way); `attr` is a
+        // zeroed, properly sized and aligned out-parameter.
+        let rc = unsafe {
+            sys::ibv_query_port(
+                self.ptr.as_ptr(),
+                port,
+                &mut attr as *mut sys::ibv_port_attr as *mut sys::_compat_ibv_port_attr,
+            )
+        };
+        if rc != 0 {
+            return Err(self.err(format!("ibv_query_port({port}): {}", code(rc))));
+        }
+        Ok(PortInfo {
+            lid: attr.lid,
+            active: attr.state == sys::ibv_port_state::IBV_PORT_ACTIVE,
+            active_mtu: attr.active_mtu,
+            ethernet: attr.link_layer as u32 == sys::IBV_LINK_LAYER_ETHERNET,
+        })
+    }
+
+    pub fn gid(&self, port: u8, index: u8) -> Result<[u8; 16], HwError> {
+        let mut gid = sys::ibv_gid { raw: [0; 16] };
+        // Safety: `gid` is a valid out-parameter of the right type.
+        let rc = unsafe { sys::ibv_query_gid(self.ptr.as_ptr(), port, index as i32, &mut gid) };
+        if rc != 0 {
+            return Err(self.err(format!("ibv_query_gid(port {port}, index {index}): {}", errno())));
+        }
+        // Safety: every bit pattern of the union is a valid `[u8; 16]`.
+        Ok(unsafe { gid.raw })
+    }
+
+    pub fn caps(&self) -> Result<DeviceCaps, HwError> {
+        let mut attr = sys::ibv_device_attr::default();
+        // Safety: `attr` is a valid out-parameter of the right type.
+        let rc = unsafe { sys::ibv_query_device(self.ptr.as_ptr(), &mut attr) };
+        if rc != 0 {
+            return Err(self.err(format!("ibv_query_device: {}", code(rc))));
+        }
+        Ok(DeviceCaps {
+            max_qp_wr: attr.max_qp_wr.max(0) as u32,
+            max_cqe: attr.max_cqe.max(0) as u32,
+            max_qp_rd_atom: attr.max_qp_rd_atom.max(0) as u32,
+            atomics: attr.atomic_cap != sys::IBV_ATOMIC_NONE,
+        })
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // Safety: every dependent handle holds an Arc<Context>, so none is alive any more.
+        unsafe { sys::ibv_close_device(self.ptr.as_ptr()) };
+    }
+}
+
+/// A protection domain.
+pub struct Pd {
+    ptr: NonNull<sys::ibv_pd>,
+    ctx: Arc<Context>,
+}
+
+// Safety: a PD is only passed to thread-safe libibverbs calls.
+unsafe impl Send for Pd {}
+// Safety: as above.
+unsafe impl Sync for Pd {}
+
+impl Pd {
+    pub fn new(ctx: &Arc<Context>) -> Result<Arc<Pd>, HwError> {
+        // Safety: the context is open (held by Arc for the PD's lifetime).
+        let ptr = unsafe { sys::ibv_alloc_pd(ctx.ptr.as_ptr()) };
+        let ptr = NonNull::new(ptr).ok_or_else(|| ctx.err(format!("ibv_alloc_pd: {}", errno())))?;
+        Ok(Arc::new(Pd { ptr, ctx: ctx.clone() }))
+    }
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        // Safety: MRs and QPs hold Arc<Pd>, so none of them is alive any more.
+        unsafe { sys::ibv_dealloc_pd(self.ptr.as_ptr()) };
+    }
+}
+
+/// What remote peers may do to a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Local use only (scratch for atomics' results, send buffers).
+    Local,
+    /// Remote READ, WRITE and atomics (a node's registered region).
+    Remote,
+}
+
+/// A registered memory region over a [`Region`] of 8-byte atomic words.
+pub struct Mr {
+    ptr: NonNull<sys::ibv_mr>,
+    region: Arc<Region>,
+    pd: Arc<Pd>,
+}
+
+// Safety: the MR handle is immutable after registration and only read (keys, address).
+unsafe impl Send for Mr {}
+// Safety: as above.
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    /// Registers the whole of `region`. The MR keeps the region alive.
+    pub fn register(pd: &Arc<Pd>, region: Arc<Region>, access: Access) -> Result<Arc<Mr>, HwError> {
+        let len = region.size_bytes() as usize;
+        if len == 0 {
+            return Err(pd.ctx.err("cannot register an empty region"));
+        }
+        let mut flags = sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE;
+        if access == Access::Remote {
+            flags = flags
+                | sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ
+                | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE
+                | sys::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC;
+        }
+        // Safety: the memory is `len` bytes of `AtomicU64`s (interior mutability, so the NIC
+        // writing it while Rust holds `&Region` is not a data race in the Rust sense); it lives
+        // as long as this MR because the MR owns an Arc to it.
+        let ptr = unsafe {
+            sys::ibv_reg_mr(pd.ptr.as_ptr(), region.as_ptr() as *mut std::ffi::c_void, len, flags.0 as i32)
+        };
+        let ptr = NonNull::new(ptr)
+            .ok_or_else(|| pd.ctx.err(format!("ibv_reg_mr({len} bytes): {} (ulimit -l?)", errno())))?;
+        Ok(Arc::new(Mr { ptr, region, pd: pd.clone() }))
+    }
+
+    fn raw(&self) -> &sys::ibv_mr {
+        // Safety: the MR is registered until drop; libibverbs never changes these fields.
+        unsafe { self.ptr.as_ref() }
+    }
+    pub fn lkey(&self) -> u32 {
+        self.raw().lkey
+    }
+    pub fn rkey(&self) -> u32 {
+        self.raw().rkey
+    }
+    /// Virtual address of the first byte (what peers put in `remote_addr`).
+    pub fn addr(&self) -> u64 {
+        self.raw().addr as u64
+    }
+    pub fn len_bytes(&self) -> u64 {
+        self.raw().length as u64
+    }
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // Safety: QPs pin every MR they posted against, so no work request references it now.
+        unsafe { sys::ibv_dereg_mr(self.ptr.as_ptr()) };
+        let _ = &self.pd;
+    }
+}
+
+/// One completion, copied out of the CQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub wr_id: u64,
+    /// `ibv_wc_status`; 0 is success.
+    pub status: u32,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    pub qp_num: u32,
+}
+
+impl Completion {
+    pub fn ok(&self) -> bool {
+        self.status == sys::ibv_wc_status::IBV_WC_SUCCESS
+    }
+    /// Transport retries exhausted: the peer did not answer (gone, or never connected).
+    pub fn peer_unreachable(&self) -> bool {
+        self.status == sys::ibv_wc_status::IBV_WC_RETRY_EXC_ERR
+            || self.status == sys::ibv_wc_status::IBV_WC_RNR_RETRY_EXC_ERR
+    }
+    /// Flushed because the QP had already gone to the error state.
+    pub fn flushed(&self) -> bool {
+        self.status == sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR
+    }
+    pub fn status_str(&self) -> String {
+        // Safety: ibv_wc_status_str returns a static NUL-terminated string for any value.
+        let s = unsafe { CStr::from_ptr(sys::ibv_wc_status_str(self.status)) };
+        format!("{} (status {}, vendor_err {:#x})", s.to_string_lossy(), self.status, self.vendor_err)
+    }
+}
+
+/// A completion queue.
+pub struct Cq {
+    ptr: NonNull<sys::ibv_cq>,
+    ctx: Arc<Context>,
+}
+
+// Safety: ibv_poll_cq is thread-safe in libibverbs providers (they lock the CQ).
+unsafe impl Send for Cq {}
+// Safety: as above.
+unsafe impl Sync for Cq {}
+
+impl Cq {
+    pub fn new(ctx: &Arc<Context>, depth: u32) -> Result<Arc<Cq>, HwError> {
+        // Safety: the context is open; no completion channel; comp vector 0 always exists.
+        let ptr = unsafe { sys::ibv_create_cq(ctx.ptr.as_ptr(), depth as i32, ptr::null_mut(), ptr::null_mut(), 0) };
+        let ptr = NonNull::new(ptr).ok_or_else(|| ctx.err(format!("ibv_create_cq({depth}): {}", errno())))?;
+        Ok(Arc::new(Cq { ptr, ctx: ctx.clone() }))
+    }
+
+    /// Non-blocking: copies up to `out.len()` completions into `out`, returns how many.
+    pub fn poll(&self, out: &mut [Completion]) -> Result<usize, HwError> {
+        const CHUNK: usize = 16;
+        let mut wcs = [sys::ibv_wc::default(); CHUNK];
+        let want = out.len().min(CHUNK) as i32;
+        // Safety: the ops table of an open context is filled by the provider; `wcs` has room
+        // for `want` entries; the CQ lives as long as `self`.
+        let n = unsafe {
+            let ctx = self.ctx.ptr.as_ptr();
+            match (*ctx).ops.poll_cq {
+                Some(poll_cq) => poll_cq(self.ptr.as_ptr(), want, wcs.as_mut_ptr()),
+                None => return Err(self.ctx.err("provider has no poll_cq")),
+            }
+        };
+        if n < 0 {
+            return Err(self.ctx.err(format!("ibv_poll_cq failed ({n})")));
+        }
+        let n = n as usize;
+        for (o, wc) in out.iter_mut().zip(&wcs[..n]) {
+            let (status, vendor_err) = wc.error().unwrap_or((sys::ibv_wc_status::IBV_WC_SUCCESS, 0));
+            *o = Completion { wr_id: wc.wr_id(), status, vendor_err, byte_len: wc.len() as u32, qp_num: wc.qp_num };
+        }
+        Ok(n)
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // Safety: QPs hold Arc<Cq>, so no QP uses this CQ any more.
+        unsafe { sys::ibv_destroy_cq(self.ptr.as_ptr()) };
+    }
+}
+
+/// Queue sizes of a QP.
+#[derive(Clone, Copy, Debug)]
+pub struct QpCaps {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+}
+
+/// The remote side of an RC connection, as exchanged at bootstrap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteQp {
+    pub qpn: u32,
+    pub psn: u32,
+    pub lid: u16,
+    pub gid: [u8; 16],
+}
+
+/// Connection parameters (see `ibv_modify_qp(3)`).
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectParams {
+    pub port: u8,
+    /// Use a GRH with this source GID index (RoCE needs one); `None` for InfiniBand with LIDs.
+    pub gid_index: Option<u8>,
+    /// `ibv_mtu` enum value.
+    pub mtu: u32,
+    pub local_psn: u32,
+    /// Outstanding READ/atomic requests, each direction.
+    pub max_rd_atomic: u8,
+    /// Local ACK timeout exponent: 4.096 µs · 2^timeout.
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    /// 7 = retry forever on receiver-not-ready.
+    pub rnr_retry: u8,
+}
+
+/// A remote location for one-sided verbs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteBuf {
+    pub addr: u64,
+    pub rkey: u32,
+}
+
+/// The operation of one send-queue work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    Read(RemoteBuf),
+    Write(RemoteBuf),
+    /// The old value lands in the 8-byte local buffer.
+    Cas { remote: RemoteBuf, compare: u64, swap: u64 },
+    /// The old value lands in the 8-byte local buffer.
+    Faa { remote: RemoteBuf, add: u64 },
+    Send,
+}
+
+impl SendOp {
+    pub fn name(&self) -> &'static str {
+        match self {
+            SendOp::Read(_) => "READ",
+            SendOp::Write(_) => "WRITE",
+            SendOp::Cas { .. } => "CAS",
+            SendOp::Faa { .. } => "FAA",
+            SendOp::Send => "SEND",
+        }
+    }
+}
+
+/// A local buffer inside a registered region, bounds-checked at construction.
+#[derive(Clone)]
+pub struct LocalBuf {
+    mr: Arc<Mr>,
+    offset_bytes: u64,
+    len_bytes: u32,
+}
+
+impl LocalBuf {
+    pub fn new(mr: &Arc<Mr>, offset_bytes: u64, len_bytes: u32) -> Result<LocalBuf, HwError> {
+        let end = offset_bytes.checked_add(len_bytes as u64);
+        if end.is_none_or(|end| end > mr.len_bytes()) {
+            return Err(mr.pd.ctx.err(format!(
+                "local buffer {offset_bytes:#x}+{len_bytes} outside registered region of {} bytes",
+                mr.len_bytes()
+            )));
+        }
+        Ok(LocalBuf { mr: mr.clone(), offset_bytes, len_bytes })
+    }
+    fn sge(&self) -> sys::ibv_sge {
+        sys::ibv_sge { addr: self.mr.addr() + self.offset_bytes, length: self.len_bytes, lkey: self.mr.lkey() }
+    }
+}
+
+/// One send-queue work request.
+#[derive(Clone)]
+pub struct SendWr {
+    pub wr_id: u64,
+    pub op: SendOp,
+    pub local: LocalBuf,
+    pub signaled: bool,
+}
+
+/// An RC queue pair.
+pub struct Qp {
+    ptr: NonNull<sys::ibv_qp>,
+    pd: Arc<Pd>,
+    send_cq: Arc<Cq>,
+    recv_cq: Arc<Cq>,
+    /// Every MR a work request of this QP has referenced; see the module docs.
+    pinned: Mutex<Vec<Arc<Mr>>>,
+}
+
+// Safety: ibv_post_send/recv and ibv_modify_qp are thread-safe in libibverbs providers (the
+// provider locks the queues); Rust-side state is behind a Mutex.
+unsafe impl Send for Qp {}
+// Safety: as above.
+unsafe impl Sync for Qp {}
+
+/// Most work requests in one chained post.
+pub const MAX_CHAIN: usize = 16;
+
+impl Qp {
+    pub fn new_rc(pd: &Arc<Pd>, send_cq: &Arc<Cq>, recv_cq: &Arc<Cq>, caps: QpCaps) -> Result<Arc<Qp>, HwError> {
+        let mut init = sys::ibv_qp_init_attr {
+            qp_context: ptr::null_mut(),
+            send_cq: send_cq.ptr.as_ptr(),
+            recv_cq: recv_cq.ptr.as_ptr(),
+            srq: ptr::null_mut(),
+            cap: sys::ibv_qp_cap {
+                max_send_wr: caps.max_send_wr,
+                max_recv_wr: caps.max_recv_wr,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            qp_type: sys::ibv_qp_type::IBV_QPT_RC,
+            sq_sig_all: 0,
+        };
+        // Safety: PD and CQs are alive (held by the QP); `init` is fully initialised.
+        let ptr = unsafe { sys::ibv_create_qp(pd.ptr.as_ptr(), &mut init) };
+        let ptr = NonNull::new(ptr).ok_or_else(|| {
+            pd.ctx.err(format!(
+                "ibv_create_qp(RC, send_wr {}, recv_wr {}): {}",
+                caps.max_send_wr,
+                caps.max_recv_wr,
+                errno()
+            ))
+        })?;
+        Ok(Arc::new(Qp {
+            ptr,
+            pd: pd.clone(),
+            send_cq: send_cq.clone(),
+            recv_cq: recv_cq.clone(),
+            pinned: Mutex::new(Vec::new()),
+        }))
+    }
+
+    pub fn qpn(&self) -> u32 {
+        // Safety: qp_num is set at creation and never changes.
+        unsafe { self.ptr.as_ref().qp_num }
+    }
+
+    pub fn device(&self) -> &str {
+        self.pd.ctx.name()
+    }
+
+    fn modify(&self, attr: &mut sys::ibv_qp_attr, mask: sys::ibv_qp_attr_mask, step: &str) -> Result<(), HwError> {
+        // Safety: the QP is alive; `attr` is initialised for every field `mask` names.
+        let rc = unsafe { sys::ibv_modify_qp(self.ptr.as_ptr(), attr, mask.0 as i32) };
+        if rc != 0 {
+            return Err(self.pd.ctx.err(format!("qp {:#x}: ibv_modify_qp to {step}: {}", self.qpn(), code(rc))));
+        }
+        Ok(())
+    }
+
+    /// RESET → INIT → RTR → RTS against `remote`.
+    pub fn connect(&self, remote: &RemoteQp, p: &ConnectParams) -> Result<(), HwError> {
+        use sys::ibv_qp_attr_mask as m;
+        let mut attr = sys::ibv_qp_attr {
+            qp_state: sys::ibv_qp_state::IBV_QPS_INIT,
+            pkey_index: 0,
+            port_num: p.port,
+            qp_access_flags: (sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
+                | sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ
+                | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE
+                | sys::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC)
+                .0,
+            ..Default::default()
+        };
+        self.modify(&mut attr, m::IBV_QP_STATE | m::IBV_QP_PKEY_INDEX | m::IBV_QP_PORT | m::IBV_QP_ACCESS_FLAGS, "INIT")?;
+
+        let mut attr = sys::ibv_qp_attr {
+            qp_state: sys::ibv_qp_state::IBV_QPS_RTR,
+            path_mtu: p.mtu,
+            dest_qp_num: remote.qpn,
+            rq_psn: remote.psn,
+            max_dest_rd_atomic: p.max_rd_atomic,
+            min_rnr_timer: 12,
+            ..Default::default()
+        };
+        attr.ah_attr.dlid = remote.lid;
+        attr.ah_attr.sl = 0;
+        attr.ah_attr.port_num = p.port;
+        if let Some(gid_index) = p.gid_index {
+            attr.ah_attr.is_global = 1;
+            attr.ah_attr.grh.dgid = sys::ibv_gid { raw: remote.gid };
+            attr.ah_attr.grh.sgid_index = gid_index;
+            attr.ah_attr.grh.hop_limit = 64;
+        }
+        self.modify(
+            &mut attr,
+            m::IBV_QP_STATE
+                | m::IBV_QP_AV
+                | m::IBV_QP_PATH_MTU
+                | m::IBV_QP_DEST_QPN
+                | m::IBV_QP_RQ_PSN
+                | m::IBV_QP_MAX_DEST_RD_ATOMIC
+                | m::IBV_QP_MIN_RNR_TIMER,
+            "RTR",
+        )?;
+
+        let mut attr = sys::ibv_qp_attr {
+            qp_state: sys::ibv_qp_state::IBV_QPS_RTS,
+            sq_psn: p.local_psn,
+            timeout: p.timeout,
+            retry_cnt: p.retry_cnt,
+            rnr_retry: p.rnr_retry,
+            max_rd_atomic: p.max_rd_atomic,
+            ..Default::default()
+        };
+        self.modify(
+            &mut attr,
+            m::IBV_QP_STATE
+                | m::IBV_QP_SQ_PSN
+                | m::IBV_QP_TIMEOUT
+                | m::IBV_QP_RETRY_CNT
+                | m::IBV_QP_RNR_RETRY
+                | m::IBV_QP_MAX_QP_RD_ATOMIC,
+            "RTS",
+        )
+    }
+
+    /// Moves the QP to the error state: outstanding work requests are flushed with errors.
+    pub fn to_error(&self) -> Result<(), HwError> {
+        let mut attr = sys::ibv_qp_attr { qp_state: sys::ibv_qp_state::IBV_QPS_ERR, ..Default::default() };
+        self.modify(&mut attr, sys::ibv_qp_attr_mask::IBV_QP_STATE, "ERR")
+    }
+
+    fn pin(&self, mr: &Arc<Mr>) {
+        let mut pinned = self.pinned.lock().unwrap_or_else(|e| e.into_inner());
+        if !pinned.iter().any(|p| Arc::ptr_eq(p, mr)) {
+            pinned.push(mr.clone());
+        }
+    }
+
+    fn check_pd(&self, mr: &Mr) -> Result<(), HwError> {
+        if !Arc::ptr_eq(&mr.pd, &self.pd) {
+            return Err(self.pd.ctx.err(format!("qp {:#x}: local buffer registered in another PD", self.qpn())));
+        }
+        Ok(())
+    }
+
+    /// Posts `wrs` as one chained list (one doorbell). Atomics need an 8-byte local buffer.
+    /// An error names the first work request the provider refused.
+    pub fn post_send(&self, wrs: &[SendWr]) -> Result<(), HwError> {
+        if wrs.is_empty() || wrs.len() > MAX_CHAIN {
+            return Err(self.pd.ctx.err(format!("post_send of {} work requests (1..={MAX_CHAIN})", wrs.len())));
+        }
+        let mut sges = [sys::ibv_sge::default(); MAX_CHAIN];
+        // Safety: an all-zero ibv_send_wr is a valid value (null pointers, zero counts).
+        let mut raw: [sys::ibv_send_wr; MAX_CHAIN] = unsafe { std::mem::zeroed() };
+        for (i, wr) in wrs.iter().enumerate() {
+            self.check_pd(&wr.local.mr)?;
+            if matches!(wr.op, SendOp::Cas { .. } | SendOp::Faa { .. }) && wr.local.len_bytes != 8 {
+                return Err(self.pd.ctx.err(format!("{} needs an 8-byte local buffer", wr.op.name())));
+            }
+            self.pin(&wr.local.mr);
+            sges[i] = wr.local.sge();
+            let w = &mut raw[i];
+            w.wr_id = wr.wr_id;
+            w.num_sge = 1;
+            w.send_flags = if wr.signaled { sys::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+            match wr.op {
+                SendOp::Read(r) | SendOp::Write(r) => {
+                    w.opcode = if matches!(wr.op, SendOp::Read(_)) {
+                        sys::ibv_wr_opcode::IBV_WR_RDMA_READ
+                    } else {
+                        sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE
+                    };
+                    w.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: r.addr, rkey: r.rkey };
+                }
+                SendOp::Cas { remote, compare, swap } => {
+                    w.opcode = sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP;
+                    w.wr.atomic = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+                        remote_addr: remote.addr,
+                        compare_add: compare,
+                        swap,
+                        rkey: remote.rkey,
+                    };
+                }
+                SendOp::Faa { remote, add } => {
+                    w.opcode = sys::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD;
+                    w.wr.atomic = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+                        remote_addr: remote.addr,
+                        compare_add: add,
+                        swap: 0,
+                        rkey: remote.rkey,
+                    };
+                }
+                SendOp::Send => w.opcode = sys::ibv_wr_opcode::IBV_WR_SEND,
+            }
+        }
+        // Link the chain only now that `raw` and `sges` no longer move.
+        let n = wrs.len();
+        let base = raw.as_mut_ptr();
+        for (i, sge) in sges.iter_mut().enumerate().take(n) {
+            // Safety: `i` and `i + 1` (when < n) are in bounds of `raw`; `base` points at it.
+            unsafe {
+                (*base.add(i)).sg_list = sge;
+                (*base.add(i)).next = if i + 1 < n { base.add(i + 1) } else { ptr::null_mut() };
+            }
+        }
+        let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
+        // Safety: the chain and its SGEs live on this stack frame for the call (the provider
+        // copies them into the send queue before returning); every SGE points into an MR of
+        // this QP's PD that the QP has pinned; the ops table belongs to the open context.
+        let rc = unsafe {
+            let ctx = self.pd.ctx.ptr.as_ptr();
+            match (*ctx).ops.post_send {
+                Some(post_send) => post_send(self.ptr.as_ptr(), base, &mut bad),
+                None => return Err(self.pd.ctx.err("provider has no post_send")),
+            }
+        };
+        if rc != 0 {
+            let index = if bad.is_null() {
+                0
+            } else {
+                // Safety: on failure `bad` points into our `raw` array.
+                (unsafe { bad.offset_from(base) }).clamp(0, n as isize - 1) as usize
+            };
+            return Err(HwError::Verb {
+                device: self.device().to_string(),
+                qp: self.qpn(),
+                verb: wrs[index].op.name(),
+                wr_id: wrs[index].wr_id,
+                status: format!("ibv_post_send refused work request {index} of {n}: {}", code(rc)),
+            });
+        }
+        Ok(())
+    }
+
+    /// Posts one receive buffer.
+    pub fn post_recv(&self, wr_id: u64, local: &LocalBuf) -> Result<(), HwError> {
+        self.check_pd(&local.mr)?;
+        self.pin(&local.mr);
+        let mut sge = local.sge();
+        let mut wr = sys::ibv_recv_wr { wr_id, next: ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
+        let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
+        // Safety: `wr` and `sge` live for the call (copied by the provider); the buffer is in a
+        // pinned MR of this PD; the ops table belongs to the open context.
+        let rc = unsafe {
+            let ctx = self.pd.ctx.ptr.as_ptr();
+            match (*ctx).ops.post_recv {
+                Some(post_recv) => post_recv(self.ptr.as_ptr(), &mut wr, &mut bad),
+                None => return Err(self.pd.ctx.err("provider has no post_recv")),
+            }
+        };
+        if rc != 0 {
+            return Err(HwError::Verb {
+                device: self.device().to_string(),
+                qp: self.qpn(),
+                verb: "RECV",
+                wr_id,
+                status: format!("ibv_post_recv: {}", code(rc)),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        // Safety: the QP is alive; destroying it stops all DMA for its work requests, after
+        // which the pinned MRs (dropped with `self`) may go.
+        unsafe { sys::ibv_destroy_qp(self.ptr.as_ptr()) };
+        let _ = (&self.send_cq, &self.recv_cq);
+    }
+}
