@@ -1,0 +1,211 @@
+//! The deterministic discrete-event engine.
+//!
+//! One run is one thread: the world lives in a thread-local for the duration of [`Sim::run`],
+//! tasks are polled one at a time, and virtual time only moves when the next event is popped.
+//!
+//! ```text
+//!   ┌──────────── run loop ────────────┐
+//!   │ 1. pop all events at time t      │  queue: BinaryHeap ordered by (time_ns, seq)
+//!   │    (verb arrive/exec/done, wake) │
+//!   │ 2. while tasks are ready:        │  ready: wake order; the choice source picks which
+//!   │      pick one (choice source),   │         of the ready tasks runs next
+//!   │      poll it                     │
+//!   │ 3. check invariants (check mode) │
+//!   └──────────────────────────────────┘
+//! ```
+//!
+//! Events are totally ordered by `(time_ns, seq)`; `seq` rises with every scheduled event, so
+//! two events at one instant run in the order they were scheduled. Every other source of
+//! nondeterminism (which ready task runs, jitter, faults) is a recorded decision of the
+//! [`ChoiceSource`]. Nothing reads the wall clock and no map is iterated.
+
+pub mod executor;
+mod queue;
+mod verbs;
+pub(crate) mod world;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use dmsim_protocols::memory::Region;
+use dmsim_protocols::nic::{Cluster, Nanos, NodeId};
+
+use crate::choice::{ChoiceLog, ChoiceSource, Strategy};
+use crate::fabric::Profile;
+use crate::simnic::{Env, SimNic};
+use crate::trace::{Trace, TraceSink};
+pub use world::VerbCounts;
+use world::{with_world, World, WORLD};
+
+/// Everything a run needs besides the tasks.
+pub struct SimConfig {
+    pub cluster: Cluster,
+    pub profile: Profile,
+    pub strategy: Strategy,
+    /// Keep the choice log (needed for replay files; costs memory on long runs).
+    pub record_choices: bool,
+    pub trace: TraceSink,
+    /// Tear READs/WRITEs longer than 64 bytes into chunks that execute at successive times.
+    pub torn_large_verbs: bool,
+    /// Modelled cores per node (`None`: every task has its own core).
+    pub cores: Vec<Option<u32>>,
+    /// Share of each modelled core available to the node (1.0 = dedicated; stranded ≪ 1).
+    pub cpu_share: Vec<f64>,
+    /// Stop at this virtual time even if main tasks remain.
+    pub time_ns_max: u64,
+    /// Stop after this many events (a bound on every run).
+    pub events_max: u64,
+}
+
+impl SimConfig {
+    /// Defaults: random choices from `seed`, no trace, unmodelled cores, 60 s virtual bound.
+    pub fn new(cluster: Cluster, profile: Profile, seed: u64) -> SimConfig {
+        let n = cluster.node_count();
+        SimConfig {
+            cluster,
+            profile,
+            strategy: Strategy::Random { seed },
+            record_choices: false,
+            trace: TraceSink::Off,
+            torn_large_verbs: false,
+            cores: vec![None; n],
+            cpu_share: vec![1.0; n],
+            time_ns_max: 60_000_000_000,
+            events_max: u64::MAX,
+        }
+    }
+}
+
+/// Why a run stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// Every main task finished.
+    Finished,
+    /// No event and no ready task, but main tasks remain: a deadlock or lost wake-up.
+    Stalled { main_tasks_alive: usize },
+    TimeLimit,
+    EventLimit,
+    /// The checker reported a violation.
+    Violation { message: String },
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct Outcome {
+    pub stop: StopReason,
+    pub end_time: Nanos,
+    pub events: u64,
+    pub trace_hash: u64,
+    pub trace_lines: Vec<String>,
+    pub trace_error: Option<String>,
+    pub choice_log: ChoiceLog,
+    pub decisions: u64,
+    pub marks: BTreeMap<&'static str, u64>,
+    pub verbs: VerbCounts,
+}
+
+type Checker = Box<dyn FnMut(Nanos) -> Result<(), String>>;
+
+/// A simulation, built then run once.
+pub struct Sim {
+    world: Option<Box<World>>,
+    env: Arc<Env>,
+    checker: Option<Checker>,
+}
+
+impl Sim {
+    pub fn new(config: SimConfig) -> Sim {
+        let regions: Vec<Arc<Region>> =
+            config.cluster.region_size_bytes.iter().map(|&size| Arc::new(Region::new(size))).collect();
+        let env = Arc::new(Env { cluster: config.cluster.clone(), regions: regions.clone() });
+        let choice = ChoiceSource::new(config.strategy.clone(), config.record_choices);
+        let trace = Trace::new(config.trace);
+        let world = World::new(
+            &config.cluster,
+            &config.profile,
+            regions,
+            choice,
+            trace,
+            config.torn_large_verbs,
+            &config.cores,
+            &config.cpu_share,
+            config.time_ns_max,
+            config.events_max,
+        );
+        Sim { world: Some(Box::new(world)), env, checker: None }
+    }
+
+    /// A NIC handle for `node` on channel 0.
+    pub fn nic(&self, node: NodeId) -> SimNic {
+        assert!(node.index() < self.env.cluster.node_count(), "no node {node}");
+        SimNic::new(node, 0, self.env.clone())
+    }
+
+    pub fn region(&self, node: NodeId) -> Arc<Region> {
+        self.env.regions[node.index()].clone()
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        &self.env.cluster
+    }
+
+    /// A task the run waits for.
+    pub fn spawn_main(&mut self, node: NodeId, task: impl Future<Output = ()> + Send + 'static) {
+        self.world.as_mut().expect("spawn before run").spawn(node, Box::pin(task), true);
+    }
+
+    /// A background task (handler, evictor) dropped when the main tasks are done.
+    pub fn spawn_daemon(&mut self, node: NodeId, task: impl Future<Output = ()> + Send + 'static) {
+        self.world.as_mut().expect("spawn before run").spawn(node, Box::pin(task), false);
+    }
+
+    /// Check mode: `checker` runs after every event; an `Err` stops the run as a violation.
+    pub fn set_checker(&mut self, checker: impl FnMut(Nanos) -> Result<(), String> + 'static) {
+        self.checker = Some(Box::new(checker));
+    }
+
+    /// Run to completion (or a bound). A run happens once per `Sim`.
+    pub fn run(&mut self) -> Outcome {
+        let world = self.world.take().expect("a Sim runs once");
+        world::install(world);
+        let stop = run_loop(&mut self.checker);
+        let mut world = world::uninstall_after_dropping_tasks();
+        world.finish(stop)
+    }
+}
+
+/// The hot loop. See the module docs for its shape.
+fn run_loop(checker: &mut Option<Checker>) -> StopReason {
+    loop {
+        // 1. Ready tasks, in the order the choice source picks.
+        while let Some(task) = with_world(World::pick_ready) {
+            world::poll_task(task);
+            if let Some(reason) = run_checker(checker) {
+                return reason;
+            }
+        }
+        if let Some(reason) = with_world(World::stop_reason) {
+            return reason;
+        }
+        // 2. All events at the next instant (verb arrive/exec/done, timer wakes).
+        if let world::Step::Stop(reason) = with_world(World::pop_instant) {
+            return reason;
+        }
+        // 3. Invariants after the memory effects of this instant.
+        if let Some(reason) = run_checker(checker) {
+            return reason;
+        }
+    }
+}
+
+fn run_checker(checker: &mut Option<Checker>) -> Option<StopReason> {
+    let check = checker.as_mut()?;
+    let now = Nanos(executor::NOW_NS.with(|n| n.get()));
+    check(now).err().map(|message| StopReason::Violation { message })
+}
+
+/// True while a simulation is running on this thread.
+pub fn in_simulation() -> bool {
+    WORLD.with(|w| w.try_borrow().map(|w| w.is_some()).unwrap_or(true))
+}

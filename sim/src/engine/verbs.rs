@@ -1,0 +1,376 @@
+//! Verbs and messages through the modelled fabric: post → arrive → exec → done.
+//!
+//! Each verb of a doorbell batch is its own set of events, so another node's verb can execute
+//! between two verbs of one batch at the target, as on hardware; the per-QP clamps keep one
+//! QP's verbs in post order (arrival, execution and completion are each monotonic per QP).
+//!
+//! Simplification, documented: a READ's data is copied into the initiator's region when it
+//! executes at the target, not when the response lands. Protocols must (and on hardware do)
+//! wait for completion before reading the buffer, so the difference is invisible to a correct
+//! protocol; a buggy one that peeks early sees the data sooner than on hardware.
+
+use std::fmt::Write as _;
+
+use dmsim_protocols::nic::{
+    validate_batch, BatchResult, Message, NicError, NicResult, NodeId, Verb, VerbClass, MAX_BATCH,
+};
+
+use super::executor::wake_task;
+use super::queue::EventKind;
+use super::world::World;
+use crate::fabric::{class_index, ps_to_ns_ceil, reserve, QpState};
+
+/// Bytes per chunk when large verbs are torn (a cache line).
+pub const TEAR_CHUNK_BYTES: u32 = 64;
+
+/// A posted batch (or one SEND) in flight.
+pub struct Op {
+    /// The waiting task, or `u32::MAX` if its future was dropped.
+    pub task: u32,
+    pub source: NodeId,
+    pub target: NodeId,
+    pub channel: u16,
+    pub qp: u32,
+    pub verbs: [Verb; MAX_BATCH],
+    pub len: u8,
+    pub send: Option<(u16, Vec<u8>)>,
+    pub results: [u64; MAX_BATCH],
+    pub arrive_ps: [u64; MAX_BATCH],
+    pub exec_ps: [u64; MAX_BATCH],
+    pub done_count: u8,
+    pub finished: bool,
+}
+
+const NO_VERB: Verb = Verb::WriteWord {
+    remote: dmsim_protocols::nic::RemoteAddr::new(NodeId(0), 0),
+    value: 0,
+};
+
+impl Op {
+    fn class(&self, i: usize) -> VerbClass {
+        if self.send.is_some() {
+            VerbClass::Send
+        } else {
+            self.verbs[i].class()
+        }
+    }
+    /// Bytes carried by the request and by the response of verb `i`.
+    fn wire_bytes(&self, i: usize) -> (u64, u64) {
+        if let Some((_, bytes)) = &self.send {
+            return (bytes.len() as u64, 0);
+        }
+        match self.verbs[i] {
+            Verb::Read { len_bytes, .. } => (0, len_bytes as u64),
+            Verb::Write { len_bytes, .. } => (len_bytes as u64, 0),
+            Verb::WriteWord { .. } => (8, 0),
+            Verb::Cas { .. } => (16, 8),
+            Verb::Faa { .. } => (8, 8),
+        }
+    }
+}
+
+impl World {
+    fn qp_index(&mut self, source: NodeId, target: NodeId, channel: u16) -> u32 {
+        let next = self.qp_states.len() as u32;
+        let index = *self.qps.entry((source.0, target.0, channel)).or_insert(next);
+        if index == next {
+            self.qp_states.push(QpState::default());
+        }
+        index
+    }
+
+    fn alloc_op(&mut self, op: Op) -> u32 {
+        match self.free_ops.pop() {
+            Some(i) => {
+                self.ops[i as usize] = op;
+                i
+            }
+            None => {
+                self.ops.push(op);
+                self.ops.len() as u32 - 1
+            }
+        }
+    }
+
+    /// Post a doorbell batch for `task`; returns the operation id to poll.
+    pub fn post_batch(&mut self, source: NodeId, channel: u16, verbs: &[Verb], task: u32) -> NicResult<u32> {
+        let target = validate_batch(&self.cluster, source, verbs)?;
+        let mut array = [NO_VERB; MAX_BATCH];
+        array[..verbs.len()].copy_from_slice(verbs);
+        self.post(source, target, channel, array, verbs.len(), None, task)
+    }
+
+    /// Post one SEND of `bytes` to `(target, port)`.
+    pub fn post_send(&mut self, source: NodeId, channel: u16, target: NodeId, port: u16, bytes: Vec<u8>, task: u32) -> NicResult<u32> {
+        if target.index() >= self.cluster.node_count() {
+            return Err(NicError::PeerGone { node: target });
+        }
+        self.post(source, target, channel, [NO_VERB; MAX_BATCH], 1, Some((port, bytes)), task)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn post(
+        &mut self,
+        source: NodeId,
+        target: NodeId,
+        channel: u16,
+        verbs: [Verb; MAX_BATCH],
+        len: usize,
+        send: Option<(u16, Vec<u8>)>,
+        task: u32,
+    ) -> NicResult<u32> {
+        let qp = self.qp_index(source, target, channel);
+        let cap = self.params.qp_outstanding_max;
+        if self.qp_states[qp as usize].outstanding + len as u32 > cap {
+            return Err(NicError::QpOverflow { qp: format!("{}>{}.{}", source.0, target.0, channel), cap });
+        }
+        let op = Op {
+            task,
+            source,
+            target,
+            channel,
+            qp,
+            verbs,
+            len: len as u8,
+            send,
+            results: [0; MAX_BATCH],
+            arrive_ps: [0; MAX_BATCH],
+            exec_ps: [0; MAX_BATCH],
+            done_count: 0,
+            finished: false,
+        };
+        let id = self.alloc_op(op);
+        self.verbs.batches += 1;
+        let now_ps = self.now_ns * crate::fabric::PS_PER_NS;
+        for i in 0..len {
+            let op = &self.ops[id as usize];
+            let class = class_index(op.class(i));
+            let (request_bytes, _) = op.wire_bytes(i);
+            let node = &mut self.nodes[source.index()];
+            // Doorbell batch: the NIC issues the chained requests back to back.
+            let issue = reserve(&mut node.nic_issue_free_ps, now_ps, self.params.cost_ps[class]);
+            let wire = self.params.wire_ps(request_bytes);
+            let leave = reserve(&mut node.egress_free_ps, issue, wire);
+            let jitter = self.jitter_ps();
+            let qp_state = &mut self.qp_states[qp as usize];
+            // Per-QP FIFO on the wire: a later request never overtakes an earlier one.
+            let arrive = (leave + self.params.oneway_ps[class] + jitter).max(qp_state.last_arrive_ps);
+            qp_state.last_arrive_ps = arrive;
+            qp_state.outstanding += 1;
+            qp_state.verbs_posted += 1;
+            self.ops[id as usize].arrive_ps[i] = arrive;
+            self.queue.push(ps_to_ns_ceil(arrive), EventKind::Arrive { op: id, verb: i as u8 });
+        }
+        Ok(id)
+    }
+
+    /// The request has reached the target: ingress serialization, NIC processing, atomic unit.
+    pub fn arrive(&mut self, id: u32, i: usize) {
+        let op = &self.ops[id as usize];
+        let (target, qp, class) = (op.target, op.qp, op.class(i));
+        let (request_bytes, _) = op.wire_bytes(i);
+        let arrive = op.arrive_ps[i];
+        let node = &mut self.nodes[target.index()];
+        let wire = self.params.wire_ps(request_bytes);
+        let received = reserve(&mut node.ingress_free_ps, arrive, wire) + wire;
+        let mut exec = reserve(&mut node.nic_process_free_ps, received, self.params.cost_ps[class_index(class)]);
+        if class == VerbClass::Atomic {
+            let word = op.verbs[i].remote().offset_bytes;
+            let free = self.atomic_free_ps.entry((target.0, word)).or_insert(0);
+            exec = reserve(free, exec, self.params.atomic_service_ps);
+        }
+        let chunks = self.chunks(id, i);
+        let qp_state = &mut self.qp_states[qp as usize];
+        exec = exec.max(qp_state.last_exec_ps);
+        // A torn verb occupies the QP until its last chunk executes.
+        qp_state.last_exec_ps = exec + (chunks as u64 - 1) * self.params.wire_ps(TEAR_CHUNK_BYTES as u64);
+        self.ops[id as usize].exec_ps[i] = exec;
+        self.queue.push(ps_to_ns_ceil(exec), EventKind::Exec { op: id, verb: i as u8, chunk: 0 });
+    }
+
+    /// How many pieces verb `i` executes in (1 unless tearing is on and it is long).
+    fn chunks(&self, id: u32, i: usize) -> u16 {
+        if !self.torn_large_verbs {
+            return 1;
+        }
+        match self.ops[id as usize].verbs[i] {
+            Verb::Read { len_bytes, .. } | Verb::Write { len_bytes, .. } if self.ops[id as usize].send.is_none() => {
+                len_bytes.div_ceil(TEAR_CHUNK_BYTES).max(1) as u16
+            }
+            _ => 1,
+        }
+    }
+
+    /// The verb takes effect at the target's memory; then its response leaves.
+    pub fn exec(&mut self, id: u32, i: usize, chunk: u16) {
+        let chunks = self.chunks(id, i);
+        let op = &self.ops[id as usize];
+        let (source, target) = (op.source, op.target);
+        if let Some((port, bytes)) = &op.send {
+            let message = Message { from: source, port: *port, bytes: bytes.clone() };
+            self.deliver(target, message);
+        } else {
+            let verb = op.verbs[i];
+            let result = self.apply(source, verb, chunk, chunks);
+            self.ops[id as usize].results[i] = result;
+            if chunk == 0 {
+                self.trace_verb(id, i, result);
+            }
+        }
+        if chunk + 1 < chunks {
+            let next = self.ops[id as usize].exec_ps[i] + (chunk as u64 + 1) * self.params.wire_ps(TEAR_CHUNK_BYTES as u64);
+            self.queue.push(ps_to_ns_ceil(next), EventKind::Exec { op: id, verb: i as u8, chunk: chunk + 1 });
+            return;
+        }
+        let op = &self.ops[id as usize];
+        let class = class_index(op.class(i));
+        let (_, response_bytes) = op.wire_bytes(i);
+        let (qp, exec_ps) = (op.qp, op.exec_ps[i]);
+        let wire = self.params.wire_ps(response_bytes);
+        let now_ps = (self.now_ns * crate::fabric::PS_PER_NS).max(exec_ps);
+        let leave = reserve(&mut self.nodes[target.index()].egress_free_ps, now_ps, wire);
+        let jitter = self.jitter_ps();
+        let reach = leave + self.params.oneway_ps[class] + jitter;
+        let received = reserve(&mut self.nodes[source.index()].ingress_free_ps, reach, wire) + wire;
+        let qp_state = &mut self.qp_states[qp as usize];
+        let done = received.max(qp_state.last_done_ps);
+        qp_state.last_done_ps = done;
+        self.queue.push(ps_to_ns_ceil(done), EventKind::Done { op: id, verb: i as u8 });
+    }
+
+    /// Apply one verb (or one chunk of it) to memory; returns the verb's result word.
+    fn apply(&mut self, source: NodeId, verb: Verb, chunk: u16, chunks: u16) -> u64 {
+        match verb {
+            Verb::Read { remote, local_bytes, len_bytes } | Verb::Write { remote, local_bytes, len_bytes } => {
+                let (offset, len) = if chunks > 1 {
+                    let start = chunk as u64 * TEAR_CHUNK_BYTES as u64;
+                    (start, (len_bytes as u64 - start).min(TEAR_CHUNK_BYTES as u64))
+                } else {
+                    (0, len_bytes as u64)
+                };
+                let (s, t) = (&self.regions[source.index()], &self.regions[remote.node.index()]);
+                if matches!(verb, Verb::Read { .. }) {
+                    s.copy_from(local_bytes + offset, t, remote.offset_bytes + offset, len);
+                    self.verbs.read += (chunk == 0) as u64;
+                } else {
+                    t.copy_from(remote.offset_bytes + offset, s, local_bytes + offset, len);
+                    self.verbs.write += (chunk == 0) as u64;
+                }
+                self.verbs.bytes += len;
+                0
+            }
+            Verb::WriteWord { remote, value } => {
+                self.regions[remote.node.index()].store(remote.offset_bytes, value);
+                self.verbs.write += 1;
+                self.verbs.bytes += 8;
+                0
+            }
+            Verb::Cas { remote, expect, swap } => {
+                self.verbs.atomic += 1;
+                self.regions[remote.node.index()].cas_local(remote.offset_bytes, expect, swap)
+            }
+            Verb::Faa { remote, add } => {
+                self.verbs.atomic += 1;
+                self.regions[remote.node.index()].faa_local(remote.offset_bytes, add)
+            }
+        }
+    }
+
+    fn trace_verb(&mut self, id: u32, i: usize, result: u64) {
+        if !self.trace.enabled() {
+            return;
+        }
+        let op = &self.ops[id as usize];
+        let (verb, qp) = (op.verbs[i], (op.source.0, op.target.0, op.channel));
+        let now = self.now_ns;
+        self.trace.line(now, verb.remote().node.0, verb.name(), |l| {
+            let _ = match verb {
+                Verb::Read { remote, len_bytes, .. } | Verb::Write { remote, len_bytes, .. } => {
+                    write!(l, "{remote} len={len_bytes}")
+                }
+                Verb::WriteWord { remote, value } => write!(l, "{remote} val={value:#x}"),
+                Verb::Cas { remote, expect, swap } => {
+                    write!(l, "{remote} exp={expect:#x} swp={swap:#x} old={result:#x}")
+                }
+                Verb::Faa { remote, add } => write!(l, "{remote} add={add:#x} old={result:#x}"),
+            };
+            let _ = write!(l, " qp={}>{}.{}", qp.0, qp.1, qp.2);
+        });
+    }
+
+    /// The response reached the initiator; the batch completes with its last verb.
+    pub fn done(&mut self, id: u32, _i: usize) {
+        let op = &mut self.ops[id as usize];
+        op.done_count += 1;
+        self.qp_states[op.qp as usize].outstanding -= 1;
+        if op.done_count < op.len {
+            return;
+        }
+        op.finished = true;
+        if op.send.is_some() {
+            self.verbs.send += 1;
+        }
+        if op.task == u32::MAX {
+            self.free_ops.push(id); // nobody waits: the future was dropped
+        } else {
+            wake_task(op.task);
+        }
+    }
+
+    /// The result of a finished operation (freeing it), or `None` while in flight.
+    pub fn take_result(&mut self, id: u32) -> Option<BatchResult> {
+        let op = &self.ops[id as usize];
+        if !op.finished {
+            return None;
+        }
+        let result = BatchResult::new(&op.results[..op.len as usize]);
+        self.free_ops.push(id);
+        Some(result)
+    }
+
+    /// The waiting future was dropped: free the op when it completes.
+    pub fn abandon(&mut self, id: u32) {
+        let op = &mut self.ops[id as usize];
+        if op.finished {
+            self.free_ops.push(id);
+        } else {
+            op.task = u32::MAX;
+        }
+    }
+
+    fn deliver(&mut self, node: NodeId, message: Message) {
+        let now = self.now_ns;
+        self.trace.line(now, node.0, "RECV", |l| {
+            let _ = write!(l, "port={} from={} len={}", message.port, message.from, message.bytes.len());
+        });
+        let inbox = self.inboxes.entry((node.0, message.port)).or_default();
+        inbox.messages.push_back(message);
+        if let Some(task) = inbox.waiters.pop_front() {
+            wake_task(task);
+        }
+    }
+
+    /// Take the next message on `(node, port)`, or register `task` as waiting.
+    pub fn recv(&mut self, node: NodeId, port: u16, task: u32) -> Option<Message> {
+        let inbox = self.inboxes.entry((node.0, port)).or_default();
+        if let Some(message) = inbox.messages.pop_front() {
+            return Some(message);
+        }
+        if !inbox.waiters.contains(&task) {
+            inbox.waiters.push_back(task);
+        }
+        None
+    }
+
+    /// A receiving future was dropped: stop waiting and pass a pending wake-up on.
+    pub fn cancel_recv(&mut self, node: NodeId, port: u16, task: u32) {
+        if let Some(inbox) = self.inboxes.get_mut(&(node.0, port)) {
+            inbox.waiters.retain(|t| *t != task);
+            if !inbox.messages.is_empty() {
+                if let Some(next) = inbox.waiters.front() {
+                    wake_task(*next);
+                }
+            }
+        }
+    }
+}

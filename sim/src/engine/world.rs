@@ -1,0 +1,294 @@
+//! The world of one run: tasks, events, the fabric state, inboxes, the choice source, the
+//! trace. Lives in a thread-local while the run is going so that `SimNic` futures can reach it.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::task::Context;
+
+use dmsim_protocols::memory::Region;
+use dmsim_protocols::nic::{Cluster, Message, Nanos, NodeId};
+
+use super::executor::{self, waker_for, TaskFuture, TaskSlot, CURRENT_TASK, NOW_NS, READY};
+use super::queue::{EventKind, EventQueue};
+use super::verbs::Op;
+use super::{Outcome, StopReason};
+use crate::choice::{ChoiceKind, ChoiceSource};
+use crate::fabric::{LookupMap, NodeFabric, Params, Profile, QpState};
+use crate::trace::Trace;
+
+thread_local! {
+    pub static WORLD: RefCell<Option<Box<World>>> = const { RefCell::new(None) };
+}
+
+/// Run `f` on the installed world. Panics outside a run: simulator futures only make sense
+/// inside one.
+#[inline]
+pub fn with_world<R>(f: impl FnOnce(&mut World) -> R) -> R {
+    WORLD.with(|w| {
+        let mut w = w.borrow_mut();
+        let world = w.as_mut().expect("no simulation is running on this thread");
+        f(world)
+    })
+}
+
+/// Like [`with_world`], but `None` when no run is installed (for `Drop` impls).
+pub fn try_with_world<R>(f: impl FnOnce(&mut World) -> R) -> Option<R> {
+    WORLD.with(|w| w.try_borrow_mut().ok().and_then(|mut w| w.as_mut().map(|world| f(world))))
+}
+
+pub fn install(world: Box<World>) {
+    READY.with(|r| {
+        let mut r = r.borrow_mut();
+        r.reset(true);
+        for (i, slot) in world.tasks.iter().enumerate() {
+            if slot.alive {
+                r.push(i as u32);
+            }
+        }
+    });
+    NOW_NS.with(|n| n.set(world.now_ns));
+    WORLD.with(|w| {
+        let mut w = w.borrow_mut();
+        assert!(w.is_none(), "one run per thread at a time");
+        *w = Some(world);
+    });
+}
+
+/// Drop every task future while the world is still installed (their `Drop`s may look at it),
+/// then take the world out.
+pub fn uninstall_after_dropping_tasks() -> Box<World> {
+    READY.with(|r| r.borrow_mut().reset(false));
+    let futures: Vec<TaskFuture> = with_world(|w| w.tasks.iter_mut().filter_map(|t| t.future.take()).collect());
+    drop(futures);
+    WORLD.with(|w| w.borrow_mut().take()).expect("world installed")
+}
+
+/// Poll one task with no world borrow held.
+pub fn poll_task(task: u32) {
+    let Some((mut future, waker)) = with_world(|w| {
+        let slot = &mut w.tasks[task as usize];
+        slot.future.take().map(|f| (f, slot.waker.clone()))
+    }) else {
+        return; // finished, or a stale wake
+    };
+    CURRENT_TASK.with(|c| c.set(task));
+    let poll = future.as_mut().poll(&mut Context::from_waker(&waker));
+    CURRENT_TASK.with(|c| c.set(u32::MAX));
+    with_world(|w| {
+        if poll.is_ready() {
+            w.finish_task(task);
+        } else {
+            w.tasks[task as usize].future = Some(future);
+        }
+    });
+}
+
+pub enum Step {
+    Continue,
+    Stop(StopReason),
+}
+
+/// Verbs executed, by class and in total (for events/s and protocol counts).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerbCounts {
+    pub read: u64,
+    pub write: u64,
+    pub atomic: u64,
+    pub send: u64,
+    pub batches: u64,
+    pub bytes: u64,
+}
+
+/// A node's port: queued messages and the tasks waiting for one.
+#[derive(Default)]
+pub struct Inbox {
+    pub messages: VecDeque<Message>,
+    pub waiters: VecDeque<u32>,
+}
+
+pub struct World {
+    pub now_ns: u64,
+    pub queue: EventQueue,
+    pub tasks: Vec<TaskSlot>,
+    pub main_alive: usize,
+    pub ops: Vec<Op>,
+    pub free_ops: Vec<u32>,
+    pub regions: Vec<Arc<Region>>,
+    pub cluster: Cluster,
+    pub params: Params,
+    pub nodes: Vec<NodeFabric>,
+    pub qps: LookupMap<(u16, u16, u16), u32>,
+    pub qp_states: Vec<QpState>,
+    pub atomic_free_ps: LookupMap<(u16, u64), u64>,
+    pub inboxes: LookupMap<(u16, u16), Inbox>,
+    pub choice: ChoiceSource,
+    pub trace: Trace,
+    pub torn_large_verbs: bool,
+    pub events: u64,
+    pub time_ns_max: u64,
+    pub events_max: u64,
+    pub marks: BTreeMap<&'static str, u64>,
+    pub verbs: VerbCounts,
+}
+
+impl World {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        cluster: &Cluster,
+        profile: &Profile,
+        regions: Vec<Arc<Region>>,
+        choice: ChoiceSource,
+        trace: Trace,
+        torn_large_verbs: bool,
+        cores: &[Option<u32>],
+        cpu_share: &[f64],
+        time_ns_max: u64,
+        events_max: u64,
+    ) -> World {
+        assert_eq!(cores.len(), cluster.node_count(), "one core setting per node");
+        assert_eq!(cpu_share.len(), cluster.node_count(), "one cpu share per node");
+        let nodes = (0..cluster.node_count())
+            .map(|i| NodeFabric {
+                cores_free_ns: cores[i].map(|c| vec![0; c.max(1) as usize]),
+                cpu_share_ppm: (cpu_share[i] * 1e6).round().max(1.0) as u64,
+                ..Default::default()
+            })
+            .collect();
+        World {
+            now_ns: 0,
+            queue: EventQueue::default(),
+            tasks: Vec::new(),
+            main_alive: 0,
+            ops: Vec::new(),
+            free_ops: Vec::new(),
+            regions,
+            cluster: cluster.clone(),
+            params: Params::from_profile(profile),
+            nodes,
+            qps: LookupMap::default(),
+            qp_states: Vec::new(),
+            atomic_free_ps: LookupMap::default(),
+            inboxes: LookupMap::default(),
+            choice,
+            trace,
+            torn_large_verbs,
+            events: 0,
+            time_ns_max,
+            events_max,
+            marks: BTreeMap::new(),
+            verbs: VerbCounts::default(),
+        }
+    }
+
+    pub fn spawn(&mut self, node: NodeId, future: TaskFuture, main: bool) -> u32 {
+        let id = self.tasks.len() as u32;
+        self.tasks.push(TaskSlot { future: Some(future), node, main, alive: true, waker: waker_for(id) });
+        if main {
+            self.main_alive += 1;
+        }
+        executor::wake_task(id);
+        id
+    }
+
+    pub fn finish_task(&mut self, task: u32) {
+        let slot = &mut self.tasks[task as usize];
+        assert!(slot.alive, "task {task} finished twice");
+        slot.alive = false;
+        if slot.main {
+            self.main_alive -= 1;
+        }
+    }
+
+    /// Which ready task runs next, through the choice source.
+    pub fn pick_ready(&mut self) -> Option<u32> {
+        READY.with(|r| {
+            let mut r = r.borrow_mut();
+            if r.list.is_empty() {
+                return None;
+            }
+            let index = self.choice.choose_ready(&r.list);
+            Some(r.take(index))
+        })
+    }
+
+    pub fn stop_reason(&mut self) -> Option<StopReason> {
+        (self.main_alive == 0).then_some(StopReason::Finished)
+    }
+
+    /// Pop and process every event at the earliest pending instant.
+    pub fn pop_instant(&mut self) -> Step {
+        let Some(time_ns) = self.queue.peek_time() else {
+            return Step::Stop(StopReason::Stalled { main_tasks_alive: self.main_alive });
+        };
+        if time_ns > self.time_ns_max {
+            return Step::Stop(StopReason::TimeLimit);
+        }
+        assert!(time_ns >= self.now_ns, "time went backwards: {time_ns} < {}", self.now_ns);
+        self.now_ns = time_ns;
+        NOW_NS.with(|n| n.set(time_ns));
+        while self.queue.peek_time() == Some(time_ns) {
+            if self.events >= self.events_max {
+                return Step::Stop(StopReason::EventLimit);
+            }
+            let event = self.queue.pop().unwrap();
+            self.events += 1;
+            let (a, b) = event.kind.hash_words();
+            self.trace.hash_event(time_ns, a, b);
+            match event.kind {
+                EventKind::Wake { task } => executor::wake_task(task),
+                EventKind::Arrive { op, verb } => self.arrive(op, verb as usize),
+                EventKind::Exec { op, verb, chunk } => self.exec(op, verb as usize, chunk),
+                EventKind::Done { op, verb } => self.done(op, verb as usize),
+            }
+        }
+        Step::Continue
+    }
+
+    /// Wake `task` at `time_ns` (a timer).
+    pub fn wake_at(&mut self, time_ns: u64, task: u32) {
+        debug_assert!(time_ns >= self.now_ns);
+        self.queue.push(time_ns, EventKind::Wake { task });
+    }
+
+    /// Reserve CPU on `node` for `work_ns`; returns when it completes.
+    pub fn cpu(&mut self, node: NodeId, work_ns: u64) -> u64 {
+        let now = self.now_ns;
+        self.nodes[node.index()].cpu(now, work_ns)
+    }
+
+    /// One jitter draw in picoseconds.
+    pub fn jitter_ps(&mut self) -> u64 {
+        let max = self.params.jitter_ns_max;
+        if max == 0 {
+            return 0;
+        }
+        self.choice.choose(ChoiceKind::Jitter, max + 1) * crate::fabric::PS_PER_NS
+    }
+
+    pub fn mark(&mut self, node: NodeId, label: &'static str, value: u64) {
+        *self.marks.entry(label).or_insert(0) += 1;
+        let now = self.now_ns;
+        self.trace.hash_event(now, 5, value ^ label.len() as u64);
+        self.trace.line(now, node.0, "MARK", |l| {
+            use std::fmt::Write;
+            let _ = write!(l, "{label} {value}");
+        });
+    }
+
+    pub fn finish(&mut self, stop: StopReason) -> Outcome {
+        let trace_error = self.trace.finish().err();
+        Outcome {
+            stop,
+            end_time: Nanos(self.now_ns),
+            events: self.events,
+            trace_hash: self.trace.hash(),
+            trace_lines: self.trace.take_lines(),
+            trace_error,
+            choice_log: self.choice.take_log(),
+            decisions: self.choice.decisions(),
+            marks: std::mem::take(&mut self.marks),
+            verbs: self.verbs.clone(),
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! Paper-vs-simulator comparison: each [`PaperClaim`] is one number a paper reports next to the
+//! number the simulator produced for it, with the tolerance the scenario file allows.
+//!
+//! The same claims are written twice: as `paper-vs-sim.md` for people and as a JSON list (see
+//! [`paper_vs_sim_json`]) that the CLI embeds in `summary.json` for tools and for the exit status.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::atomic::write_atomic;
+use super::error::ReportError;
+
+/// One reported number and its simulated counterpart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PaperClaim {
+    /// What is compared, e.g. "SELCC throughput at 8 CN, 64 threads (Mops)".
+    pub claim: String,
+    pub paper: f64,
+    pub sim: f64,
+    /// Allowed relative deviation: 0.25 accepts `sim` within ±25 % of `paper`.
+    pub tolerance: f64,
+    /// Whether the qualitative trend the paper states (e.g. "SELCC beats GAM by >2×") holds in
+    /// the simulation; `None` when the claim states no trend.
+    #[serde(default)]
+    pub trend_holds: Option<bool>,
+    #[serde(default)]
+    pub note: String,
+}
+
+impl PaperClaim {
+    /// `sim / paper`, or `None` when it is undefined (`paper == 0`, or either value not finite).
+    pub fn ratio(&self) -> Option<f64> {
+        let ratio = self.sim / self.paper;
+        (self.paper != 0.0 && ratio.is_finite()).then_some(ratio)
+    }
+
+    /// `|sim - paper| <= tolerance * |paper|`. With `paper == 0` only `sim == 0` passes. A
+    /// non-finite value or a negative or NaN tolerance never passes: a claim that cannot be
+    /// checked must not count as reproduced.
+    pub fn within_tolerance(&self) -> bool {
+        let finite = self.paper.is_finite() && self.sim.is_finite() && self.tolerance.is_finite();
+        finite && self.tolerance >= 0.0 && (self.sim - self.paper).abs() <= self.tolerance * self.paper.abs()
+    }
+
+    /// The JSON object of this claim; non-finite numbers become `null`.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "claim": self.claim,
+            "paper": self.paper,
+            "sim": self.sim,
+            "ratio": self.ratio(),
+            "tolerance": self.tolerance,
+            "within_tolerance": self.within_tolerance(),
+            "trend_holds": self.trend_holds,
+            "note": self.note,
+        })
+    }
+}
+
+/// The claims as a JSON list for `summary.json`; each element has the keys `claim`, `paper`,
+/// `sim`, `ratio`, `tolerance`, `within_tolerance`, `trend_holds`, `note`.
+pub fn paper_vs_sim_json(claims: &[PaperClaim]) -> serde_json::Value {
+    serde_json::Value::Array(claims.iter().map(PaperClaim::to_json).collect())
+}
+
+/// Formats a measured number for a table: four significant digits, no exponent for the usual
+/// range, `n/a` for NaN.
+pub(crate) fn format_number(value: f64) -> String {
+    if value.is_nan() {
+        return "n/a".to_string();
+    }
+    if value.is_infinite() {
+        return if value > 0.0 { "inf".to_string() } else { "-inf".to_string() };
+    }
+    let magnitude = value.abs();
+    if magnitude == 0.0 {
+        return "0".to_string();
+    }
+    if magnitude >= 1e4 {
+        return format!("{value:.0}");
+    }
+    if magnitude < 1e-3 {
+        return format!("{value:.3e}");
+    }
+    // Digits after the point so that four significant digits show, then trailing zeros trimmed.
+    let decimals = (3 - magnitude.log10().floor() as i32).max(0) as usize;
+    let text = format!("{value:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// Makes free text safe inside a Markdown table cell.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace("\r\n", " ").replace(['\n', '\r'], " ")
+}
+
+fn format_tolerance(tolerance: f64) -> String {
+    if tolerance.is_finite() {
+        format!("±{}%", format_number(tolerance * 100.0))
+    } else {
+        "±?".to_string()
+    }
+}
+
+/// The Markdown report: a heading, the calibration note (which figures the NIC profile was fitted
+/// on, what was scaled down), the claims table and a one-line tally.
+pub fn paper_vs_sim_markdown(title: &str, claims: &[PaperClaim], calibration_note: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# {}\n", title.trim());
+    if !calibration_note.trim().is_empty() {
+        let _ = writeln!(out, "{}\n", calibration_note.trim());
+    }
+    if claims.is_empty() {
+        out.push_str("No paper claims are recorded for this scenario.\n");
+        return out;
+    }
+    out.push_str("| claim | paper | sim | sim/paper | within ±tol | trend holds | note |\n");
+    out.push_str("|---|---:|---:|---:|:---:|:---:|---|\n");
+    for claim in claims {
+        let ratio = claim.ratio().map_or_else(|| "n/a".to_string(), |ratio| format!("{ratio:.2}"));
+        let verdict = if claim.within_tolerance() { "yes" } else { "**no**" };
+        let trend = match claim.trend_holds {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "–",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} ({}) | {} | {} |",
+            cell(&claim.claim),
+            format_number(claim.paper),
+            format_number(claim.sim),
+            ratio,
+            verdict,
+            format_tolerance(claim.tolerance),
+            trend,
+            cell(&claim.note),
+        );
+    }
+    let within = claims.iter().filter(|claim| claim.within_tolerance()).count();
+    let trends: Vec<bool> = claims.iter().filter_map(|claim| claim.trend_holds).collect();
+    let _ = write!(out, "\n**{within} of {} claims within tolerance**", claims.len());
+    if !trends.is_empty() {
+        let holding = trends.iter().filter(|&&holds| holds).count();
+        let _ = write!(out, "; trend holds for {holding} of {} checked", trends.len());
+    }
+    out.push_str(".\n");
+    out
+}
+
+/// Writes [`paper_vs_sim_markdown`] to `path`, atomically.
+pub fn write_paper_vs_sim_md(
+    path: impl AsRef<Path>,
+    title: &str,
+    claims: &[PaperClaim],
+    calibration_note: &str,
+) -> Result<(), ReportError> {
+    write_atomic(path.as_ref(), paper_vs_sim_markdown(title, claims, calibration_note).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::scratch_dir;
+
+    fn claim(paper: f64, sim: f64, tolerance: f64) -> PaperClaim {
+        PaperClaim {
+            claim: "throughput".into(),
+            paper,
+            sim,
+            tolerance,
+            trend_holds: None,
+            note: String::new(),
+        }
+    }
+
+    /// Goal: the ratio is sim/paper and undefined exactly where division is meaningless.
+    #[test]
+    fn ratio() {
+        assert_eq!(claim(10.0, 12.5, 0.25).ratio(), Some(1.25));
+        assert_eq!(claim(0.0, 1.0, 0.25).ratio(), None);
+        assert_eq!(claim(0.0, 0.0, 0.25).ratio(), None);
+        assert_eq!(claim(10.0, f64::NAN, 0.25).ratio(), None);
+        assert_eq!(claim(-4.0, -2.0, 0.25).ratio(), Some(0.5));
+    }
+
+    /// Goal: the tolerance is relative to the paper's value, inclusive at the edge, symmetric,
+    /// and anything uncheckable fails. Edges use values exact in binary so the test is not about
+    /// rounding.
+    #[test]
+    fn within_tolerance() {
+        assert!(claim(8.0, 10.0, 0.25).within_tolerance());
+        assert!(claim(8.0, 6.0, 0.25).within_tolerance());
+        assert!(!claim(8.0, 10.5, 0.25).within_tolerance());
+        assert!(!claim(8.0, 5.5, 0.25).within_tolerance());
+        assert!(claim(-8.0, -10.0, 0.25).within_tolerance());
+        assert!(claim(0.0, 0.0, 0.25).within_tolerance());
+        assert!(!claim(0.0, 0.1, 0.25).within_tolerance());
+        assert!(!claim(8.0, f64::NAN, 0.25).within_tolerance());
+        assert!(!claim(f64::INFINITY, f64::INFINITY, 0.25).within_tolerance());
+        assert!(!claim(8.0, 8.0, -0.1).within_tolerance());
+        assert!(!claim(8.0, 8.0, f64::NAN).within_tolerance());
+        assert!(claim(8.0, 8.0, 0.0).within_tolerance());
+    }
+
+    #[test]
+    fn number_format() {
+        assert_eq!(format_number(12.5), "12.5");
+        assert_eq!(format_number(3.0), "3");
+        assert_eq!(format_number(0.123456), "0.1235");
+        assert_eq!(format_number(1234.56), "1235");
+        assert_eq!(format_number(1_250_000.0), "1250000");
+        assert_eq!(format_number(0.0), "0");
+        assert_eq!(format_number(f64::NAN), "n/a");
+        assert_eq!(format_number(0.00012), "1.200e-4");
+    }
+
+    /// Goal: the Markdown holds the title, the note, one escaped row per claim with ratio,
+    /// verdict, tolerance and trend, and the tally.
+    #[test]
+    fn markdown_contents() {
+        let claims = vec![
+            PaperClaim {
+                claim: "SELCC | 8 CN".into(),
+                paper: 10.0,
+                sim: 9.0,
+                tolerance: 0.25,
+                trend_holds: Some(true),
+                note: "line one\nline two".into(),
+            },
+            PaperClaim {
+                claim: "GAM".into(),
+                paper: 4.0,
+                sim: 8.0,
+                tolerance: 0.25,
+                trend_holds: Some(false),
+                note: String::new(),
+            },
+            claim(0.0, 1.0, 0.1),
+        ];
+        let text = paper_vs_sim_markdown("SELCC Fig. 12", &claims, "Calibrated on Fig. 10; keys scaled 1/100.");
+        assert!(text.starts_with("# SELCC Fig. 12\n\nCalibrated on Fig. 10; keys scaled 1/100.\n\n"), "{text}");
+        assert!(text.contains("| claim | paper | sim | sim/paper | within ±tol | trend holds | note |"));
+        assert!(text.contains("| SELCC \\| 8 CN | 10 | 9 | 0.90 | yes (±25%) | yes | line one line two |"), "{text}");
+        assert!(text.contains("| GAM | 4 | 8 | 2.00 | **no** (±25%) | **no** |  |"), "{text}");
+        assert!(text.contains("| throughput | 0 | 1 | n/a | **no** (±10%) | – |  |"), "{text}");
+        assert!(text.contains("**1 of 3 claims within tolerance**; trend holds for 1 of 2 checked."), "{text}");
+        // One header, one separator, three rows.
+        assert_eq!(text.lines().filter(|line| line.starts_with('|')).count(), 5);
+    }
+
+    #[test]
+    fn markdown_without_claims_or_note() {
+        let text = paper_vs_sim_markdown("T", &[], "  ");
+        assert_eq!(text, "# T\n\nNo paper claims are recorded for this scenario.\n");
+    }
+
+    /// Goal: the JSON form has the documented keys, and NaN becomes null instead of failing.
+    #[test]
+    fn json_form() {
+        let mut nan_claim = claim(10.0, f64::NAN, 0.25);
+        nan_claim.trend_holds = Some(true);
+        let json = paper_vs_sim_json(&[claim(10.0, 12.0, 0.25), nan_claim]);
+        let list = json.as_array().unwrap();
+        assert_eq!(list.len(), 2);
+        let first = list[0].as_object().unwrap();
+        for key in ["claim", "paper", "sim", "ratio", "within_tolerance", "trend_holds", "note"] {
+            assert!(first.contains_key(key), "missing {key}");
+        }
+        assert_eq!(first["ratio"], 1.2);
+        assert_eq!(first["within_tolerance"], true);
+        assert!(first["trend_holds"].is_null());
+        assert!(list[1]["sim"].is_null());
+        assert!(list[1]["ratio"].is_null());
+        assert_eq!(list[1]["within_tolerance"], false);
+        assert_eq!(list[1]["trend_holds"], true);
+        // Serializes to valid JSON text.
+        serde_json::to_string(&json).unwrap();
+    }
+
+    #[test]
+    fn writes_markdown_file() {
+        let dir = scratch_dir("claims-write");
+        let path = dir.join("paper-vs-sim.md");
+        write_paper_vs_sim_md(&path, "T", &[claim(1.0, 1.0, 0.1)], "").unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("| throughput | 1 | 1 | 1.00 | yes (±10%) | – |  |"), "{text}");
+    }
+}
