@@ -8,3 +8,4 @@ pub mod error;
 pub mod verbs;
 
 pub use error::HwError;
+pub mod runtime;
