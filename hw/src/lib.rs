@@ -9,3 +9,4 @@ pub mod verbs;
 
 pub use error::HwError;
 pub mod runtime;
+pub mod rendezvous;
