@@ -26,6 +26,7 @@
 pub mod choice;
 pub mod engine;
 pub mod fabric;
+pub mod report;
 pub mod simnic;
 pub mod trace;
 

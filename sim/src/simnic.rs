@@ -76,7 +76,12 @@ impl Nic for SimNic {
         OpFuture { node: self.node, channel: self.channel, work: Work::Batch { verbs: array, len }, op: None }
     }
     fn send(&self, to: NodeId, port: u16, bytes: Vec<u8>) -> impl Future<Output = NicResult<()>> + Send {
-        let op = OpFuture { node: self.node, channel: self.channel, work: Work::Send { to, port, bytes }, op: None };
+        let op = OpFuture {
+            node: self.node,
+            channel: self.channel,
+            work: Work::Send { to, port, bytes },
+            op: None,
+        };
         async move { op.await.map(|_| ()) }
     }
     fn recv(&self, port: u16) -> impl Future<Output = NicResult<Message>> + Send {
@@ -154,7 +159,9 @@ impl Future for OpFuture {
                     with_world(|w| w.post_batch(node, channel, &verbs[..len], task))
                 }
             }
-            Work::Send { to, port, bytes } => with_world(|w| w.post_send(node, channel, to, port, bytes, task)),
+            Work::Send { to, port, bytes } => {
+                with_world(|w| w.post_send(node, channel, to, port, bytes, task))
+            }
             Work::Posted => panic!("OpFuture polled after completion"),
         };
         match posted {

@@ -120,6 +120,8 @@ impl Op {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
     pub at: Nanos,
+    /// The recorder's event counter at the return; see [`Record::invoke_seq`].
+    pub seq: u64,
     /// The value read (`Read`) or the old value (`Cas`, `Faa`); `None` for `Write`.
     pub value: Option<u64>,
 }
@@ -131,6 +133,12 @@ pub struct Record {
     pub client: ClientId,
     pub op: Op,
     pub invoke_at: Nanos,
+    /// The recorder's event counter at the invocation. Invocations and returns are numbered in the
+    /// order they were recorded, which in the simulator is the order the engine ran them. The
+    /// checkers order events by `(time, seq)`: two events in the same nanosecond are ordered as
+    /// they happened, not treated as concurrent — otherwise a read invoked in the very nanosecond a
+    /// conflicting write returned could never be called stale.
+    pub invoke_seq: u64,
     /// `None` while (or if it stayed) pending.
     pub completion: Option<Completion>,
 }
@@ -169,10 +177,10 @@ impl fmt::Display for Record {
             Op::Faa { key, add } => write!(f, "faa({key}, +{add})")?,
         }
         match self.completion {
-            Some(Completion { at, value: Some(value) }) => {
+            Some(Completion { at, value: Some(value), .. }) => {
                 write!(f, " → {value} [{}, {}]", self.invoke_at, at)
             }
-            Some(Completion { at, value: None }) => write!(f, " [{}, {}]", self.invoke_at, at),
+            Some(Completion { at, value: None, .. }) => write!(f, " [{}, {}]", self.invoke_at, at),
             None => write!(f, " [{}, pending)", self.invoke_at),
         }
     }
@@ -194,6 +202,8 @@ pub struct History {
     initial_values: BTreeMap<Key, u64>,
     /// For each client, its pending operation if it has one (enforces sequential clients).
     in_flight: BTreeMap<ClientId, OpId>,
+    /// Invocations and returns recorded so far.
+    seq_next: u64,
 }
 
 impl History {
@@ -228,7 +238,8 @@ impl History {
         let id = OpId(u32::try_from(self.records.len()).expect("history longer than u32::MAX operations"));
         let previous = self.in_flight.insert(client, id);
         assert!(previous.is_none(), "{client} invoked {op:?} while {} is still in flight", previous.unwrap());
-        self.records.push(Record { id, client, op, invoke_at: at, completion: None });
+        self.records.push(Record { id, client, op, invoke_at: at, invoke_seq: self.seq_next, completion: None });
+        self.seq_next += 1;
         id
     }
 
@@ -243,7 +254,8 @@ impl History {
             "{id}: {:?} must complete with a value iff it returns one",
             record.op
         );
-        record.completion = Some(Completion { at, value });
+        record.completion = Some(Completion { at, seq: self.seq_next, value });
+        self.seq_next += 1;
         let removed = self.in_flight.remove(&record.client);
         assert_eq!(removed, Some(id));
     }

@@ -51,6 +51,8 @@ pub mod invariant;
 pub mod linearizability;
 mod order;
 pub mod sequential;
+#[cfg(test)]
+mod testkit;
 
 pub use history::{ClientId, Commit, Completion, History, HistoryRecorder, HistorySink, Key, Op, OpId, Record};
 pub use invariant::{FnInvariant, Invariant, InvariantSet};

@@ -8,8 +8,6 @@
 
 use std::collections::BTreeMap;
 
-use dmsim_protocols::nic::Nanos;
-
 use super::history::{History, Key, Op, OpId};
 use super::Violation;
 
@@ -17,7 +15,6 @@ use super::Violation;
 pub(crate) struct KeyOrder {
     pub values: Vec<u64>,
     pub writers: Vec<Option<OpId>>,
-    pub commit_at: Vec<Option<Nanos>>,
     position_by_value: BTreeMap<u64, usize>,
     position_by_writer: BTreeMap<OpId, usize>,
 }
@@ -68,7 +65,6 @@ pub(crate) fn resolve(
 
     let mut used = vec![false; ops.len()];
     let mut writers = vec![None];
-    let mut commit_at = vec![None];
     let mut position_by_writer = BTreeMap::new();
     for (index, commit) in commits.iter().enumerate() {
         let position = index + 1;
@@ -101,7 +97,6 @@ pub(crate) fn resolve(
         }
         used[slot] = true;
         writers.push(Some(*writer));
-        commit_at.push(Some(commit.at));
         position_by_writer.insert(*writer, position);
     }
 
@@ -122,7 +117,7 @@ pub(crate) fn resolve(
         }
     }
 
-    Ok(Resolution::Resolved(KeyOrder { values, writers, commit_at, position_by_value, position_by_writer }))
+    Ok(Resolution::Resolved(KeyOrder { values, writers, position_by_value, position_by_writer }))
 }
 
 /// Whether `id` could be the operation that changed the value from `previous` to `value`.

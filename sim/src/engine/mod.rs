@@ -83,11 +83,15 @@ pub enum StopReason {
     /// Every main task finished.
     Finished,
     /// No event and no ready task, but main tasks remain: a deadlock or lost wake-up.
-    Stalled { main_tasks_alive: usize },
+    Stalled {
+        main_tasks_alive: usize,
+    },
     TimeLimit,
     EventLimit,
     /// The checker reported a violation.
-    Violation { message: String },
+    Violation {
+        message: String,
+    },
 }
 
 /// What a run produced.

@@ -73,7 +73,6 @@ impl EventQueue {
     pub fn peek_time(&self) -> Option<u64> {
         self.heap.peek().map(|e| e.time_ns)
     }
-
 }
 
 #[cfg(test)]

@@ -37,14 +37,14 @@ pub struct Op {
     pub results: [u64; MAX_BATCH],
     pub arrive_ps: [u64; MAX_BATCH],
     pub exec_ps: [u64; MAX_BATCH],
+    /// Pieces of each torn verb that have landed so far.
+    pub pieces_landed: [u16; MAX_BATCH],
     pub done_count: u8,
     pub finished: bool,
 }
 
-const NO_VERB: Verb = Verb::WriteWord {
-    remote: dmsim_protocols::nic::RemoteAddr::new(NodeId(0), 0),
-    value: 0,
-};
+const NO_VERB: Verb =
+    Verb::WriteWord { remote: dmsim_protocols::nic::RemoteAddr::new(NodeId(0), 0), value: 0 };
 
 impl Op {
     fn class(&self, i: usize) -> VerbClass {
@@ -101,7 +101,15 @@ impl World {
     }
 
     /// Post one SEND of `bytes` to `(target, port)`.
-    pub fn post_send(&mut self, source: NodeId, channel: u16, target: NodeId, port: u16, bytes: Vec<u8>, task: u32) -> NicResult<u32> {
+    pub fn post_send(
+        &mut self,
+        source: NodeId,
+        channel: u16,
+        target: NodeId,
+        port: u16,
+        bytes: Vec<u8>,
+        task: u32,
+    ) -> NicResult<u32> {
         if target.index() >= self.cluster.node_count() {
             return Err(NicError::PeerGone { node: target });
         }
@@ -136,6 +144,7 @@ impl World {
             results: [0; MAX_BATCH],
             arrive_ps: [0; MAX_BATCH],
             exec_ps: [0; MAX_BATCH],
+            pieces_landed: [0; MAX_BATCH],
             done_count: 0,
             finished: false,
         };
@@ -173,17 +182,18 @@ impl World {
         let node = &mut self.nodes[target.index()];
         let wire = self.params.wire_ps(request_bytes);
         let received = reserve(&mut node.ingress_free_ps, arrive, wire) + wire;
-        let mut exec = reserve(&mut node.nic_process_free_ps, received, self.params.cost_ps[class_index(class)]);
+        let mut exec =
+            reserve(&mut node.nic_process_free_ps, received, self.params.cost_ps[class_index(class)]);
         if class == VerbClass::Atomic {
             let word = op.verbs[i].remote().offset_bytes;
             let free = self.atomic_free_ps.entry((target.0, word)).or_insert(0);
             exec = reserve(free, exec, self.params.atomic_service_ps);
         }
-        let chunks = self.chunks(id, i);
+        let span = self.tear_span_ps(id, i);
         let qp_state = &mut self.qp_states[qp as usize];
         exec = exec.max(qp_state.last_exec_ps);
-        // A torn verb occupies the QP until its last chunk executes.
-        qp_state.last_exec_ps = exec + (chunks as u64 - 1) * self.params.wire_ps(TEAR_CHUNK_BYTES as u64);
+        // A torn verb occupies the QP until its last chunk has taken effect.
+        qp_state.last_exec_ps = exec + span;
         self.ops[id as usize].exec_ps[i] = exec;
         self.queue.push(ps_to_ns_ceil(exec), EventKind::Exec { op: id, verb: i as u8, chunk: 0 });
     }
@@ -194,14 +204,29 @@ impl World {
             return 1;
         }
         match self.ops[id as usize].verbs[i] {
-            Verb::Read { len_bytes, .. } | Verb::Write { len_bytes, .. } if self.ops[id as usize].send.is_none() => {
+            Verb::Read { len_bytes, .. } | Verb::Write { len_bytes, .. }
+                if self.ops[id as usize].send.is_none() =>
+            {
                 len_bytes.div_ceil(TEAR_CHUNK_BYTES).max(1) as u16
             }
             _ => 1,
         }
     }
 
+    /// How long the chunks of a torn verb take to land: its payload's wire time (0 if untorn).
+    fn tear_span_ps(&self, id: u32, i: usize) -> u64 {
+        if self.chunks(id, i) <= 1 {
+            return 0;
+        }
+        self.params.wire_ps(self.ops[id as usize].verbs[i].payload_bytes() as u64)
+    }
+
     /// The verb takes effect at the target's memory; then its response leaves.
+    ///
+    /// `chunk` 0 is the verb reaching memory. A torn verb then lands as `chunks` separate
+    /// 64-byte pieces (`chunk` = piece + 1), each at a time the choice source draws within the
+    /// verb's transfer time: DMA gives no order among the cache lines of one verb, so a READ
+    /// overlapping a WRITE may see any mix of old and new lines, and the fuzzer can steer it.
     pub fn exec(&mut self, id: u32, i: usize, chunk: u16) {
         let chunks = self.chunks(id, i);
         let op = &self.ops[id as usize];
@@ -209,18 +234,28 @@ impl World {
         if let Some((port, bytes)) = &op.send {
             let message = Message { from: source, port: *port, bytes: bytes.clone() };
             self.deliver(target, message);
+        } else if chunks > 1 && chunk == 0 {
+            self.trace_verb(id, i, 0);
+            let span_ns = ps_to_ns_ceil(self.tear_span_ps(id, i));
+            for piece in 0..chunks {
+                let delay = self.choice.choose(crate::choice::ChoiceKind::Jitter, span_ns + 1);
+                self.queue
+                    .push(self.now_ns + delay, EventKind::Exec { op: id, verb: i as u8, chunk: piece + 1 });
+            }
+            return;
         } else {
             let verb = op.verbs[i];
-            let result = self.apply(source, verb, chunk, chunks);
+            let result = self.apply(source, verb, chunk.saturating_sub(1), chunks);
             self.ops[id as usize].results[i] = result;
-            if chunk == 0 {
+            if chunks == 1 {
                 self.trace_verb(id, i, result);
+            } else {
+                let op = &mut self.ops[id as usize];
+                op.pieces_landed[i] += 1;
+                if op.pieces_landed[i] < chunks {
+                    return;
+                }
             }
-        }
-        if chunk + 1 < chunks {
-            let next = self.ops[id as usize].exec_ps[i] + (chunk as u64 + 1) * self.params.wire_ps(TEAR_CHUNK_BYTES as u64);
-            self.queue.push(ps_to_ns_ceil(next), EventKind::Exec { op: id, verb: i as u8, chunk: chunk + 1 });
-            return;
         }
         let op = &self.ops[id as usize];
         let class = class_index(op.class(i));
@@ -239,11 +274,12 @@ impl World {
     }
 
     /// Apply one verb (or one chunk of it) to memory; returns the verb's result word.
-    fn apply(&mut self, source: NodeId, verb: Verb, chunk: u16, chunks: u16) -> u64 {
+    fn apply(&mut self, source: NodeId, verb: Verb, piece: u16, chunks: u16) -> u64 {
         match verb {
-            Verb::Read { remote, local_bytes, len_bytes } | Verb::Write { remote, local_bytes, len_bytes } => {
+            Verb::Read { remote, local_bytes, len_bytes }
+            | Verb::Write { remote, local_bytes, len_bytes } => {
                 let (offset, len) = if chunks > 1 {
-                    let start = chunk as u64 * TEAR_CHUNK_BYTES as u64;
+                    let start = piece as u64 * TEAR_CHUNK_BYTES as u64;
                     (start, (len_bytes as u64 - start).min(TEAR_CHUNK_BYTES as u64))
                 } else {
                     (0, len_bytes as u64)
@@ -251,10 +287,10 @@ impl World {
                 let (s, t) = (&self.regions[source.index()], &self.regions[remote.node.index()]);
                 if matches!(verb, Verb::Read { .. }) {
                     s.copy_from(local_bytes + offset, t, remote.offset_bytes + offset, len);
-                    self.verbs.read += (chunk == 0) as u64;
+                    self.verbs.read += (offset == 0) as u64;
                 } else {
                     t.copy_from(remote.offset_bytes + offset, s, local_bytes + offset, len);
-                    self.verbs.write += (chunk == 0) as u64;
+                    self.verbs.write += (offset == 0) as u64;
                 }
                 self.verbs.bytes += len;
                 0

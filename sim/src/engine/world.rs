@@ -59,7 +59,8 @@ pub fn install(world: Box<World>) {
 /// then take the world out.
 pub fn uninstall_after_dropping_tasks() -> Box<World> {
     READY.with(|r| r.borrow_mut().reset(false));
-    let futures: Vec<TaskFuture> = with_world(|w| w.tasks.iter_mut().filter_map(|t| t.future.take()).collect());
+    let futures: Vec<TaskFuture> =
+        with_world(|w| w.tasks.iter_mut().filter_map(|t| t.future.take()).collect());
     drop(futures);
     WORLD.with(|w| w.borrow_mut().take()).expect("world installed")
 }

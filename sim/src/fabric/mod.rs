@@ -179,7 +179,8 @@ mod tests {
     #[test]
     fn cores_queue_fcfs_and_stranded_share_slows_work() {
         // Goal: with one core, work queues; a 10% share makes 1 µs of work take 10 µs.
-        let mut n = NodeFabric { cores_free_ns: Some(vec![0]), cpu_share_ppm: 1_000_000, ..Default::default() };
+        let mut n =
+            NodeFabric { cores_free_ns: Some(vec![0]), cpu_share_ppm: 1_000_000, ..Default::default() };
         assert_eq!(n.cpu(0, 100), 100);
         assert_eq!(n.cpu(0, 100), 200);
         let mut s = NodeFabric { cores_free_ns: Some(vec![0]), cpu_share_ppm: 100_000, ..Default::default() };

@@ -244,13 +244,23 @@ mod tests {
             },
             claim(0.0, 1.0, 0.1),
         ];
-        let text = paper_vs_sim_markdown("SELCC Fig. 12", &claims, "Calibrated on Fig. 10; keys scaled 1/100.");
-        assert!(text.starts_with("# SELCC Fig. 12\n\nCalibrated on Fig. 10; keys scaled 1/100.\n\n"), "{text}");
+        let text =
+            paper_vs_sim_markdown("SELCC Fig. 12", &claims, "Calibrated on Fig. 10; keys scaled 1/100.");
+        assert!(
+            text.starts_with("# SELCC Fig. 12\n\nCalibrated on Fig. 10; keys scaled 1/100.\n\n"),
+            "{text}"
+        );
         assert!(text.contains("| claim | paper | sim | sim/paper | within ±tol | trend holds | note |"));
-        assert!(text.contains("| SELCC \\| 8 CN | 10 | 9 | 0.90 | yes (±25%) | yes | line one line two |"), "{text}");
+        assert!(
+            text.contains("| SELCC \\| 8 CN | 10 | 9 | 0.90 | yes (±25%) | yes | line one line two |"),
+            "{text}"
+        );
         assert!(text.contains("| GAM | 4 | 8 | 2.00 | **no** (±25%) | **no** |  |"), "{text}");
         assert!(text.contains("| throughput | 0 | 1 | n/a | **no** (±10%) | – |  |"), "{text}");
-        assert!(text.contains("**1 of 3 claims within tolerance**; trend holds for 1 of 2 checked."), "{text}");
+        assert!(
+            text.contains("**1 of 3 claims within tolerance**; trend holds for 1 of 2 checked."),
+            "{text}"
+        );
         // One header, one separator, three rows.
         assert_eq!(text.lines().filter(|line| line.starts_with('|')).count(), 5);
     }

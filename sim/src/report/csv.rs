@@ -152,7 +152,11 @@ impl Table {
     /// The first ragged row, as (row index, width).
     fn first_ragged_row(&self) -> Option<(usize, usize)> {
         let width = self.columns.len();
-        self.rows.iter().enumerate().find(|(_, row)| row.len() != width).map(|(index, row)| (index, row.len()))
+        self.rows
+            .iter()
+            .enumerate()
+            .find(|(_, row)| row.len() != width)
+            .map(|(index, row)| (index, row.len()))
     }
 
     /// The CSV text: a header line and one line per row, each ending in `\n`.

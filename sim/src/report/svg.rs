@@ -1,0 +1,1136 @@
+//! Renders a [`Figure`] to SVG with plotters, in the look of a paper figure.
+//!
+//! The layout, per panel:
+//!
+//! ```text
+//!   +------------------------------------------+
+//!   |              panel title                 |
+//!   |      +----------------------+            |
+//!   |  y   | ▲ SELCC    (legend,  |            |
+//!   | tick | ● GAM      corner    |            |
+//!   |      |            with the  |            |
+//!   |      |  data      least data)            |
+//!   |      +----------------------+            |
+//!   |        x ticks / x label                 |
+//!   +------------------------------------------+
+//! ```
+//!
+//! Choices, with reasons:
+//! - Axes are our own [`Axis`] (a plotters `Ranged` over *transformed* values, `log2(x)` on a
+//!   Log2 axis) with precomputed ticks, because plotters' log axes put ticks at arbitrary values
+//!   and a paper's thread axis must read 1, 2, 4, 8, 16.
+//! - A series name gets one colour and marker for the whole figure, so a protocol looks the same
+//!   in every panel. Colours are the Tableau 10 palette (distinct on screen and in print);
+//!   markers alternate filled and hollow shapes so series stay apart in greyscale too.
+//! - The legend is drawn by us, inside the plot, in the candidate position covering the fewest
+//!   data pixels; when every position covers data, the y range grows to leave room at the top
+//!   (the usual paper fix) rather than hide points.
+//! - Markers and the legend are drawn in backend pixels on the root area, which lets one marker
+//!   function serve the plot and the legend and keeps edge markers whole instead of clipped.
+//! - Text is emitted as SVG `<text>` (no font files needed); widths are estimated.
+
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::ops::Range;
+use std::path::Path;
+
+use super::atomic::write_atomic;
+use super::claims::format_number;
+use super::error::ReportError;
+use super::figure::{Figure, Panel, PanelKind, Scale};
+
+/// Size of one panel in the grid, in SVG pixels (about a column of a two-column paper at 2×).
+pub const PANEL_WIDTH_PX: u32 = 520;
+pub const PANEL_HEIGHT_PX: u32 = 380;
+/// Extra height for the figure title.
+const FIGURE_TITLE_HEIGHT_PX: u32 = 34;
+
+const FONT: &str = "sans-serif";
+const FONT_SIZE_FIGURE_TITLE: u32 = 20;
+const FONT_SIZE_PANEL_TITLE: u32 = 16;
+const FONT_SIZE_AXIS_LABEL: u32 = 14;
+const FONT_SIZE_TICK: u32 = 12;
+const FONT_SIZE_LEGEND: u32 = 12;
+/// Width of one character as a fraction of the font size; generous for sans-serif so estimated
+/// boxes are never too small.
+const CHAR_WIDTH_EM: f64 = 0.6;
+
+const MARGIN_PX: i32 = 12;
+const X_LABEL_AREA_PX: i32 = 46;
+
+const LEGEND_ROW_PX: i32 = 18;
+const LEGEND_PADDING_PX: i32 = 6;
+const LEGEND_SAMPLE_PX: i32 = 26;
+const LEGEND_INSET_PX: i32 = 6;
+
+const MARKER_RADIUS_PX: i32 = 4;
+const LINE_WIDTH_PX: u32 = 2;
+/// Fraction of a category's width used by its bar group.
+const BAR_GROUP_WIDTH: f64 = 0.8;
+
+/// Tableau 10.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+    RGBColor(0xbc, 0xbd, 0x22),
+    RGBColor(0x17, 0xbe, 0xcf),
+];
+const GRID_COLOR: RGBColor = RGBColor(0xdd, 0xdd, 0xdd);
+const NOTE_COLOR: RGBColor = RGBColor(0x77, 0x77, 0x77);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MarkerShape {
+    Circle,
+    Square,
+    TriangleUp,
+    Diamond,
+    TriangleDown,
+}
+
+/// Marker of the n-th series of a figure: five shapes, filled first, then hollow.
+fn marker_of(style_index: usize) -> (MarkerShape, bool) {
+    const SHAPES: [MarkerShape; 5] = [
+        MarkerShape::Circle,
+        MarkerShape::Square,
+        MarkerShape::TriangleUp,
+        MarkerShape::Diamond,
+        MarkerShape::TriangleDown,
+    ];
+    (SHAPES[style_index % SHAPES.len()], (style_index / SHAPES.len()).is_multiple_of(2))
+}
+
+fn color_of(style_index: usize) -> RGBColor {
+    PALETTE[style_index % PALETTE.len()]
+}
+
+/// Writes `figure` as an SVG file at `path`, atomically.
+pub fn write_svg(path: impl AsRef<Path>, figure: &Figure) -> Result<(), ReportError> {
+    let path = path.as_ref();
+    let svg = render_svg(figure).map_err(|message| ReportError::plot(path, message))?;
+    write_atomic(path, svg.as_bytes())
+}
+
+/// Renders `figure` to SVG text. Errors are plotters drawing errors, which the in-memory SVG
+/// backend should never produce.
+pub fn render_svg(figure: &Figure) -> Result<String, String> {
+    let (rows, columns) = figure.grid();
+    let title_height = if figure.title.trim().is_empty() { 0 } else { FIGURE_TITLE_HEIGHT_PX };
+    let width = PANEL_WIDTH_PX * columns.max(1) as u32;
+    let height = PANEL_HEIGHT_PX * rows.max(1) as u32 + title_height;
+    let style_names = style_registry(figure);
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|error| error.to_string())?;
+        let body = if title_height > 0 {
+            root.titled(&figure.title, (FONT, FONT_SIZE_FIGURE_TITLE).into_font().style(FontStyle::Bold))
+                .map_err(|error| error.to_string())?
+        } else {
+            root.clone()
+        };
+        if figure.panels.is_empty() {
+            draw_centered_note(&body, "(no panels)")?;
+        } else {
+            let areas = body.split_evenly((rows, columns));
+            for (panel, area) in figure.panels.iter().zip(areas.iter()) {
+                draw_panel(&root, area, panel, &style_names)?;
+            }
+        }
+        root.present().map_err(|error| error.to_string())?;
+    }
+    Ok(svg)
+}
+
+/// Series names in order of first appearance in the figure; a name's index picks its style.
+fn style_registry(figure: &Figure) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for series in figure.panels.iter().flat_map(|panel| &panel.series) {
+        if !names.contains(&series.name) {
+            names.push(series.name.clone());
+        }
+    }
+    names
+}
+
+fn style_index(style_names: &[String], name: &str) -> usize {
+    style_names.iter().position(|known| known == name).unwrap_or(0)
+}
+
+fn draw_centered_note<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, text: &str) -> Result<(), String> {
+    let (width, height) = area.dim_in_pixel();
+    let style =
+        (FONT, FONT_SIZE_AXIS_LABEL).into_font().color(&NOTE_COLOR).pos(Pos::new(HPos::Center, VPos::Center));
+    area.draw_text(text, &style, (width as i32 / 2, height as i32 / 2)).map_err(|error| error.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Axes
+
+/// Maps a value to its axis coordinate; `None` for values the scale cannot place (non-finite, or
+/// `<= 0` on a log axis).
+fn transform(scale: Scale, value: f64) -> Option<f64> {
+    if !value.is_finite() {
+        return None;
+    }
+    match scale {
+        Scale::Linear => Some(value),
+        Scale::Log2 => (value > 0.0).then(|| value.log2()),
+        Scale::Log10 => (value > 0.0).then(|| value.log10()),
+    }
+}
+
+fn untransform(scale: Scale, coordinate: f64) -> f64 {
+    match scale {
+        Scale::Linear => coordinate,
+        Scale::Log2 => coordinate.exp2(),
+        Scale::Log10 => 10f64.powf(coordinate),
+    }
+}
+
+/// One axis in transformed coordinates, with its ticks and their labels decided up front.
+#[derive(Clone, Debug)]
+struct Axis {
+    low: f64,
+    high: f64,
+    /// (coordinate, label), ascending.
+    ticks: Vec<(f64, String)>,
+}
+
+impl Axis {
+    fn label(&self, coordinate: f64) -> String {
+        let tolerance = (self.high - self.low).abs() * 1e-9;
+        self.ticks
+            .iter()
+            .find(|(tick, _)| (tick - coordinate).abs() <= tolerance)
+            .map_or_else(String::new, |(_, label)| label.clone())
+    }
+
+    /// Fraction of the axis length at `coordinate` (0 at `low`, 1 at `high`).
+    fn fraction(&self, coordinate: f64) -> f64 {
+        (coordinate - self.low) / (self.high - self.low)
+    }
+
+    fn widest_label_chars(&self) -> usize {
+        self.ticks.iter().map(|(_, label)| label.chars().count()).max().unwrap_or(1)
+    }
+}
+
+impl Ranged for Axis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        // Clamped so that a value far outside the range cannot overflow i32 pixel arithmetic.
+        let fraction = self.fraction(*value).clamp(-4.0, 5.0);
+        limit.0 + (fraction * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        // Light (minor) grid lines are not drawn: paper figures rarely have them.
+        if hint.weight().allow_light_points() || hint.max_num_points() == 0 {
+            return Vec::new();
+        }
+        let stride = self.ticks.len().div_ceil(hint.max_num_points()).max(1);
+        self.ticks.iter().step_by(stride).map(|(tick, _)| *tick).collect()
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.low..self.high
+    }
+}
+
+/// A step of 1, 2 or 5 times a power of ten close to `raw`.
+fn nice_step(raw: f64) -> f64 {
+    let power = 10f64.powf(raw.log10().floor());
+    let mantissa = raw / power;
+    let nice = if mantissa <= 1.0 {
+        1.0
+    } else if mantissa <= 2.0 {
+        2.0
+    } else if mantissa <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * power
+}
+
+/// Labels for linear ticks that are multiples of `step`: just enough decimals, and k/M/G for large
+/// magnitudes so labels stay short.
+fn linear_labeller(step: f64, magnitude: f64) -> impl Fn(f64) -> String {
+    let (divisor, suffix) = if magnitude >= 1e9 {
+        (1e9, "G")
+    } else if magnitude >= 1e6 {
+        (1e6, "M")
+    } else if magnitude >= 1e5 {
+        (1e3, "k")
+    } else {
+        (1.0, "")
+    };
+    let scaled_step = step / divisor;
+    let decimals = if scaled_step >= 1.0 { 0 } else { (-scaled_step.log10()).ceil().max(0.0) as usize };
+    move |value: f64| {
+        let text = format!("{:.decimals$}", value / divisor);
+        // "-0.0" from rounding a tiny negative reads as "0.0".
+        let is_negative_zero = text.starts_with('-') && text[1..].chars().all(|c| c == '0' || c == '.');
+        let text = if is_negative_zero { text[1..].to_string() } else { text };
+        format!("{text}{suffix}")
+    }
+}
+
+/// Ticks at multiples of a nice step inside `[low, high]`.
+fn linear_ticks(low: f64, high: f64, target_count: f64) -> Vec<(f64, String)> {
+    let step = nice_step((high - low) / target_count);
+    let first = (low / step - 1e-9).ceil() as i64;
+    let last = (high / step + 1e-9).floor() as i64;
+    let labeller = linear_labeller(step, low.abs().max(high.abs()));
+    (first..=last).map(|k| k as f64 * step).map(|value| (value, labeller(value))).collect()
+}
+
+/// A linear axis over data in `[min, max]`. `from_zero` (y axes) extends the range to zero and
+/// snaps the far end to a tick; otherwise both ends get a little padding so edge markers show.
+fn linear_axis(range: Option<(f64, f64)>, from_zero: bool) -> Axis {
+    let (mut low, mut high) = match range {
+        None => (0.0, 1.0),
+        Some((min, max)) if min == max => {
+            let half = if min == 0.0 { 0.5 } else { min.abs() * 0.5 };
+            if from_zero && min == 0.0 {
+                (0.0, 1.0)
+            } else {
+                (min - half, max + half)
+            }
+        }
+        Some((min, max)) => (min, max),
+    };
+    if from_zero {
+        low = low.min(0.0);
+        high = high.max(0.0);
+        let span = high - low;
+        let step = nice_step(span / 5.0);
+        if high > 0.0 {
+            high = ((high + span * 0.02) / step).ceil() * step;
+        }
+        if low < 0.0 {
+            low = ((low - span * 0.02) / step).floor() * step;
+        }
+    } else {
+        let pad = (high - low) * 0.04;
+        low -= pad;
+        high += pad;
+    }
+    Axis { low, high, ticks: linear_ticks(low, high, 5.0) }
+}
+
+/// Label of a power of the log base: 1, 2, …, 512, 1K, 2K, …, 1M for base 2; 0.01, 1, 10, 100,
+/// 1000, 10k, 1M for base 10.
+fn log_tick_label(scale: Scale, exponent: i32) -> String {
+    match scale {
+        Scale::Log2 => match exponent {
+            e if (-10..0).contains(&e) => format_number(f64::from(e).exp2()),
+            e if (0..10).contains(&e) => format!("{}", 1u64 << e),
+            e if (10..20).contains(&e) => format!("{}K", 1u64 << (e - 10)),
+            e if (20..30).contains(&e) => format!("{}M", 1u64 << (e - 20)),
+            e if (30..40).contains(&e) => format!("{}G", 1u64 << (e - 30)),
+            e => format!("2^{e}"),
+        },
+        _ => match exponent {
+            e if (-3..4).contains(&e) => format_number(10f64.powi(e)),
+            e if (4..6).contains(&e) => format!("{}k", 10u64.pow((e - 3) as u32)),
+            e if (6..9).contains(&e) => format!("{}M", 10u64.pow((e - 6) as u32)),
+            e if (9..12).contains(&e) => format!("{}G", 10u64.pow((e - 9) as u32)),
+            e => format!("1e{e}"),
+        },
+    }
+}
+
+/// A log axis over transformed data in `[min, max]` (exponents). Ticks sit on integer exponents,
+/// thinned to at most about eight; when the data spans less than one power, nice linear values
+/// inside the range are used instead so the axis is never bare.
+fn log_axis(scale: Scale, range: Option<(f64, f64)>) -> Axis {
+    let (min, max) = range.unwrap_or((0.0, 1.0));
+    let pad = ((max - min) * 0.03).max(0.25);
+    let (low, high) = (min - pad, max + pad);
+    let first = low.ceil() as i32;
+    let last = high.floor() as i32;
+    let count = (last - first + 1).max(0);
+    if count >= 2 {
+        // Thinned ticks stay on multiples of the stride, so 1 (2^0, 10^0) is kept when in range.
+        let stride = (count as usize).div_ceil(8) as i32;
+        let ticks = (first..=last)
+            .filter(|exponent| exponent.rem_euclid(stride) == 0)
+            .map(|exponent| (f64::from(exponent), log_tick_label(scale, exponent)))
+            .collect();
+        return Axis { low, high, ticks };
+    }
+    let (raw_low, raw_high) = (untransform(scale, low), untransform(scale, high));
+    let ticks = linear_ticks(raw_low, raw_high, 4.0)
+        .into_iter()
+        .filter_map(|(value, label)| transform(scale, value).map(|coordinate| (coordinate, label)))
+        .collect();
+    Axis { low, high, ticks }
+}
+
+fn axis_for(scale: Scale, range: Option<(f64, f64)>, from_zero: bool) -> Axis {
+    match scale {
+        Scale::Linear => linear_axis(range, from_zero),
+        Scale::Log2 | Scale::Log10 => log_axis(scale, range),
+    }
+}
+
+/// Grows the top of a y axis so that the data (ending at `data_high`) stays below the top
+/// `fraction` of the plot, and recomputes the ticks.
+fn with_headroom(axis: &Axis, scale: Scale, fraction: f64) -> Axis {
+    let high = axis.low + (axis.high - axis.low) / (1.0 - fraction);
+    let ticks = match scale {
+        Scale::Linear => linear_ticks(axis.low, high, 5.0),
+        Scale::Log2 | Scale::Log10 => {
+            let grown = log_axis(scale, Some((axis.low, high)));
+            grown.ticks.into_iter().filter(|(tick, _)| *tick >= axis.low && *tick <= high).collect()
+        }
+    };
+    Axis { low: axis.low, high, ticks }
+}
+
+fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    values.fold(None, |range, value| match range {
+        None => Some((value, value)),
+        Some((min, max)) => Some((min.min(value), max.max(value))),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Panel data in axis coordinates
+
+struct PreparedLine {
+    style_index: usize,
+    name: String,
+    /// Runs of consecutive drawable points; a point the axes cannot place ends a run.
+    segments: Vec<Vec<(f64, f64)>>,
+}
+
+struct PreparedBar {
+    style_index: usize,
+    /// Left and right edge in category coordinates, and the value in y coordinates.
+    left: f64,
+    right: f64,
+    value: f64,
+}
+
+struct PreparedPanel {
+    lines: Vec<PreparedLine>,
+    bars: Vec<PreparedBar>,
+    /// Legend entries: (style index, name, has data).
+    legend: Vec<(usize, String, bool)>,
+    x_axis: Axis,
+    y_axis: Axis,
+    /// Finite points dropped because a log axis cannot show values <= 0.
+    omitted_non_positive: usize,
+    has_data: bool,
+}
+
+fn is_omitted_by_log(scale: Scale, value: f64) -> bool {
+    scale != Scale::Linear && value.is_finite() && value <= 0.0
+}
+
+fn prepare_lines(panel: &Panel, style_names: &[String]) -> PreparedPanel {
+    let mut lines = Vec::new();
+    let mut omitted_non_positive = 0;
+    for series in &panel.series {
+        let mut segments = Vec::new();
+        let mut current = Vec::new();
+        for &(x, y) in &series.points {
+            match (transform(panel.x_scale, x), transform(panel.y_scale, y)) {
+                (Some(x), Some(y)) => current.push((x, y)),
+                _ => {
+                    let omitted = is_omitted_by_log(panel.x_scale, x) || is_omitted_by_log(panel.y_scale, y);
+                    if omitted && x.is_finite() && y.is_finite() {
+                        omitted_non_positive += 1;
+                    }
+                    if !current.is_empty() {
+                        segments.push(std::mem::take(&mut current));
+                    }
+                }
+            }
+        }
+        if !current.is_empty() {
+            segments.push(current);
+        }
+        lines.push(PreparedLine {
+            style_index: style_index(style_names, &series.name),
+            name: series.name.clone(),
+            segments,
+        });
+    }
+    let all_points = || lines.iter().flat_map(|line| line.segments.iter().flatten());
+    let x_range = min_max(all_points().map(|point| point.0));
+    let y_range = min_max(all_points().map(|point| point.1));
+    let legend =
+        lines.iter().map(|line| (line.style_index, line.name.clone(), !line.segments.is_empty())).collect();
+    PreparedPanel {
+        has_data: x_range.is_some(),
+        x_axis: axis_for(panel.x_scale, x_range, false),
+        y_axis: axis_for(panel.y_scale, y_range, true),
+        lines,
+        bars: Vec::new(),
+        legend,
+        omitted_non_positive,
+    }
+}
+
+fn prepare_bars(panel: &Panel, style_names: &[String]) -> PreparedPanel {
+    // Categories and the category index of each x.
+    // Numeric categories: the distinct finite x values, ascending.
+    let numeric_xs: Vec<f64> = match &panel.x_categories {
+        Some(_) => Vec::new(),
+        None => {
+            let mut xs: Vec<f64> = panel
+                .series
+                .iter()
+                .flat_map(|series| &series.points)
+                .map(|point| point.0)
+                .filter(|x| x.is_finite())
+                .collect();
+            xs.sort_by(f64::total_cmp);
+            xs.dedup();
+            xs
+        }
+    };
+    let names: Vec<String> = match &panel.x_categories {
+        Some(names) => names.clone(),
+        None => numeric_xs.iter().map(|&x| format_number(x)).collect(),
+    };
+    let index_of = |x: f64| match &panel.x_categories {
+        Some(names) => {
+            let index = x.round();
+            let exact = x.is_finite() && (x - index).abs() < 1e-9;
+            (exact && index >= 0.0 && index < names.len() as f64).then_some(index as usize)
+        }
+        None => numeric_xs.binary_search_by(|probe| probe.total_cmp(&x)).ok(),
+    };
+
+    // value[series][category]; a later point for the same category replaces an earlier one.
+    let mut omitted_non_positive = 0;
+    let mut values: Vec<Vec<Option<f64>>> = Vec::new();
+    for series in &panel.series {
+        let mut row = vec![None; names.len()];
+        for &(x, y) in &series.points {
+            let Some(category) = index_of(x) else { continue };
+            match transform(panel.y_scale, y) {
+                Some(y) => row[category] = Some(y),
+                None if is_omitted_by_log(panel.y_scale, y) => omitted_non_positive += 1,
+                None => {}
+            }
+        }
+        values.push(row);
+    }
+
+    // Only series with at least one bar get a slot, so groups have no holes for empty series.
+    let slotted: Vec<usize> = (0..values.len()).filter(|&s| values[s].iter().any(Option::is_some)).collect();
+    let slot_width = BAR_GROUP_WIDTH / slotted.len().max(1) as f64;
+    let mut bars = Vec::new();
+    for (slot, &series_index) in slotted.iter().enumerate() {
+        let style_index = style_index(style_names, &panel.series[series_index].name);
+        for (category, value) in values[series_index].iter().enumerate() {
+            if let Some(value) = *value {
+                let left = category as f64 - BAR_GROUP_WIDTH / 2.0 + slot as f64 * slot_width;
+                bars.push(PreparedBar {
+                    style_index,
+                    left: left + slot_width * 0.06,
+                    right: left + slot_width * 0.94,
+                    value,
+                });
+            }
+        }
+    }
+
+    let x_axis = Axis {
+        low: -0.5,
+        high: names.len().max(1) as f64 - 0.5,
+        ticks: names.iter().enumerate().map(|(index, name)| (index as f64, name.clone())).collect(),
+    };
+    let y_range = min_max(bars.iter().map(|bar| bar.value));
+    // Linear bars always start at zero; `min_max` with zero folded in does that.
+    let y_range = match panel.y_scale {
+        Scale::Linear => y_range.map(|(min, max)| (min.min(0.0), max.max(0.0))),
+        _ => y_range,
+    };
+    let legend = panel
+        .series
+        .iter()
+        .enumerate()
+        .map(|(index, series)| {
+            (style_index(style_names, &series.name), series.name.clone(), slotted.contains(&index))
+        })
+        .collect();
+    PreparedPanel {
+        has_data: !bars.is_empty(),
+        x_axis,
+        y_axis: axis_for(panel.y_scale, y_range, true),
+        lines: Vec::new(),
+        bars,
+        legend,
+        omitted_non_positive,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Legend placement
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Corner {
+    UpperLeft,
+    UpperRight,
+    LowerRight,
+    LowerLeft,
+    UpperMiddle,
+    MiddleRight,
+    MiddleLeft,
+    LowerMiddle,
+}
+
+/// Candidate legend positions, most preferred first.
+const CORNERS: [Corner; 8] = [
+    Corner::UpperLeft,
+    Corner::UpperRight,
+    Corner::LowerRight,
+    Corner::LowerLeft,
+    Corner::UpperMiddle,
+    Corner::MiddleRight,
+    Corner::MiddleLeft,
+    Corner::LowerMiddle,
+];
+
+/// A pixel rectangle relative to the plot area's top-left corner: (left, top, right, bottom).
+type PixelBox = (f64, f64, f64, f64);
+
+fn legend_size(legend: &[(usize, String, bool)]) -> (f64, f64) {
+    let chars = legend.iter().map(|(_, name, has_data)| legend_text(name, *has_data).chars().count()).max();
+    let text_width = chars.unwrap_or(0) as f64 * f64::from(FONT_SIZE_LEGEND) * CHAR_WIDTH_EM;
+    let width = f64::from(2 * LEGEND_PADDING_PX + LEGEND_SAMPLE_PX + 6) + text_width;
+    let height = f64::from(2 * LEGEND_PADDING_PX + LEGEND_ROW_PX * legend.len() as i32);
+    (width, height)
+}
+
+fn legend_text(name: &str, has_data: bool) -> String {
+    if has_data {
+        name.to_string()
+    } else {
+        format!("{name} (no data)")
+    }
+}
+
+fn legend_box(corner: Corner, size: (f64, f64), plot: (f64, f64)) -> PixelBox {
+    let inset = f64::from(LEGEND_INSET_PX);
+    let (width, height) = size;
+    let left = match corner {
+        Corner::UpperLeft | Corner::LowerLeft | Corner::MiddleLeft => inset,
+        Corner::UpperRight | Corner::LowerRight | Corner::MiddleRight => plot.0 - inset - width,
+        Corner::UpperMiddle | Corner::LowerMiddle => (plot.0 - width) / 2.0,
+    };
+    let top = match corner {
+        Corner::UpperLeft | Corner::UpperRight | Corner::UpperMiddle => inset,
+        Corner::LowerLeft | Corner::LowerRight | Corner::LowerMiddle => plot.1 - inset - height,
+        Corner::MiddleLeft | Corner::MiddleRight => (plot.1 - height) / 2.0,
+    };
+    (left, top, left + width, top + height)
+}
+
+/// How much data a legend box would hide: line samples (markers and points every few pixels
+/// along each segment) inside it, plus bar area under it in units of 16 px².
+fn covered_data(
+    prepared: &PreparedPanel,
+    x_axis: &Axis,
+    y_axis: &Axis,
+    plot: (f64, f64),
+    boxed: PixelBox,
+) -> f64 {
+    let (left, top, right, bottom) = boxed;
+    let to_pixels = |(x, y): (f64, f64)| (x_axis.fraction(x) * plot.0, (1.0 - y_axis.fraction(y)) * plot.1);
+    let margin = f64::from(MARKER_RADIUS_PX);
+    let inside = |(px, py): (f64, f64)| {
+        px >= left - margin && px <= right + margin && py >= top - margin && py <= bottom + margin
+    };
+    let mut score = 0.0;
+    for line in &prepared.lines {
+        for segment in &line.segments {
+            let pixels: Vec<(f64, f64)> = segment.iter().copied().map(to_pixels).collect();
+            score += pixels.iter().filter(|&&point| inside(point)).count() as f64 * 4.0;
+            for pair in pixels.windows(2) {
+                let (a, b) = (pair[0], pair[1]);
+                let length = ((b.0 - a.0).powi(2) + (b.1 - a.1).powi(2)).sqrt();
+                let steps = (length / 4.0).ceil().max(1.0) as usize;
+                for step in 1..steps {
+                    let t = step as f64 / steps as f64;
+                    if inside((a.0 + (b.0 - a.0) * t, a.1 + (b.1 - a.1) * t)) {
+                        score += 1.0;
+                    }
+                }
+            }
+        }
+    }
+    let base = y_axis.low.max(y_axis.low.min(0.0)).min(y_axis.high);
+    let base = if y_axis.low <= 0.0 && y_axis.high >= 0.0 { 0.0 } else { base };
+    for bar in &prepared.bars {
+        let (x0, y0) = to_pixels((bar.left, bar.value));
+        let (x1, y1) = to_pixels((bar.right, base));
+        let width = (right.min(x1.max(x0)) - left.max(x0.min(x1))).max(0.0);
+        let height = (bottom.min(y1.max(y0)) - top.max(y0.min(y1))).max(0.0);
+        score += width * height / 16.0;
+    }
+    score
+}
+
+/// Picks the legend position and, when every position would hide data, the grown y axis.
+fn place_legend(prepared: &PreparedPanel, y_scale: Scale, plot: (f64, f64)) -> (Corner, Axis) {
+    let size = legend_size(&prepared.legend);
+    let best = |y_axis: &Axis, corners: &[Corner]| {
+        let mut best = (corners[0], f64::INFINITY);
+        for &corner in corners {
+            let covered =
+                covered_data(prepared, &prepared.x_axis, y_axis, plot, legend_box(corner, size, plot));
+            if covered < best.1 {
+                best = (corner, covered);
+            }
+        }
+        best
+    };
+    let (corner, covered) = best(&prepared.y_axis, &CORNERS);
+    if covered == 0.0 {
+        return (corner, prepared.y_axis.clone());
+    }
+    // Make room above the data when the legend is small enough for that to look sane.
+    let fraction = (size.1 + f64::from(2 * LEGEND_INSET_PX)) / plot.1;
+    if fraction < 0.45 {
+        let grown = with_headroom(&prepared.y_axis, y_scale, fraction);
+        let upper = [Corner::UpperLeft, Corner::UpperRight, Corner::UpperMiddle];
+        let (corner, _) = best(&grown, &upper);
+        return (corner, grown);
+    }
+    (corner, prepared.y_axis.clone())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Drawing
+
+fn plot_error<E: std::fmt::Display>(error: E) -> String {
+    error.to_string()
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    area: &DrawingArea<DB, Shift>,
+    panel: &Panel,
+    style_names: &[String],
+) -> Result<(), String> {
+    let prepared = match panel.kind {
+        PanelKind::Lines => prepare_lines(panel, style_names),
+        PanelKind::Bars => prepare_bars(panel, style_names),
+    };
+
+    let mut caption = panel.title.trim().to_string();
+    if prepared.omitted_non_positive > 0 {
+        let note = format!("({} points ≤ 0 not shown on log axis)", prepared.omitted_non_positive);
+        caption = if caption.is_empty() { note } else { format!("{caption} {note}") };
+    }
+    let area = if caption.is_empty() {
+        area.clone()
+    } else {
+        area.titled(&caption, (FONT, FONT_SIZE_PANEL_TITLE).into_font().style(FontStyle::Bold))
+            .map_err(plot_error)?
+    };
+
+    // The plot size follows from the panel size, the margins and the label areas; the legend
+    // placement needs it before the chart exists because it may change the y range.
+    let y_label_area = |axis: &Axis| {
+        let ticks = axis.widest_label_chars() as f64 * f64::from(FONT_SIZE_TICK) * CHAR_WIDTH_EM;
+        ticks.ceil() as i32 + 12 + FONT_SIZE_AXIS_LABEL as i32 + 8
+    };
+    let (area_width, area_height) = area.dim_in_pixel();
+    let plot = (
+        f64::from(area_width as i32 - 2 * MARGIN_PX - y_label_area(&prepared.y_axis)).max(10.0),
+        f64::from(area_height as i32 - 2 * MARGIN_PX - X_LABEL_AREA_PX).max(10.0),
+    );
+    let (corner, y_axis) = if prepared.legend.is_empty() {
+        (Corner::UpperRight, prepared.y_axis.clone())
+    } else {
+        place_legend(&prepared, panel.y_scale, plot)
+    };
+    let x_axis = prepared.x_axis.clone();
+
+    let mut chart = ChartBuilder::on(&area)
+        .margin(MARGIN_PX)
+        .margin_right(MARGIN_PX + 8)
+        .x_label_area_size(X_LABEL_AREA_PX)
+        .y_label_area_size(y_label_area(&y_axis))
+        .build_cartesian_2d(x_axis.clone(), y_axis.clone())
+        .map_err(plot_error)?;
+
+    let x_labels = |value: &f64| x_axis.label(*value);
+    let y_labels = |value: &f64| y_axis.label(*value);
+    let mut mesh = chart.configure_mesh();
+    mesh.x_labels(x_axis.ticks.len().max(1))
+        .y_labels(y_axis.ticks.len().max(1))
+        .x_label_formatter(&x_labels)
+        .y_label_formatter(&y_labels)
+        .x_desc(panel.x_label.as_str())
+        .y_desc(panel.y_label.as_str())
+        .label_style((FONT, FONT_SIZE_TICK))
+        .axis_desc_style((FONT, FONT_SIZE_AXIS_LABEL))
+        .bold_line_style(GRID_COLOR)
+        .axis_style(BLACK);
+    if panel.kind == PanelKind::Bars {
+        mesh.disable_x_mesh();
+    }
+    mesh.draw().map_err(plot_error)?;
+
+    for line in &prepared.lines {
+        let style = color_of(line.style_index).stroke_width(LINE_WIDTH_PX);
+        for segment in &line.segments {
+            chart.draw_series(LineSeries::new(segment.iter().copied(), style)).map_err(plot_error)?;
+        }
+    }
+    let bar_base = match panel.y_scale {
+        Scale::Linear => 0f64.clamp(y_axis.low, y_axis.high),
+        _ => y_axis.low,
+    };
+    for bar in &prepared.bars {
+        let corners = [(bar.left, bar.value), (bar.right, bar_base)];
+        chart
+            .draw_series(std::iter::once(Rectangle::new(corners, color_of(bar.style_index).filled())))
+            .map_err(plot_error)?;
+        chart
+            .draw_series(std::iter::once(Rectangle::new(corners, BLACK.stroke_width(1))))
+            .map_err(plot_error)?;
+    }
+    // Markers after all lines so no line is drawn across another series' marker.
+    for line in &prepared.lines {
+        for &point in line.segments.iter().flatten() {
+            draw_marker(root, chart.backend_coord(&point), line.style_index)?;
+        }
+    }
+
+    let (x_pixels, y_pixels) = chart.plotting_area().get_pixel_range();
+    root.draw(&Rectangle::new([(x_pixels.start, y_pixels.start), (x_pixels.end, y_pixels.end)], BLACK))
+        .map_err(plot_error)?;
+    if !prepared.has_data {
+        let center = ((x_pixels.start + x_pixels.end) / 2, (y_pixels.start + y_pixels.end) / 2);
+        let style = (FONT, FONT_SIZE_AXIS_LABEL)
+            .into_font()
+            .color(&NOTE_COLOR)
+            .pos(Pos::new(HPos::Center, VPos::Center));
+        root.draw_text("no data", &style, center).map_err(plot_error)?;
+    }
+    if !prepared.legend.is_empty() {
+        let plot_actual =
+            (f64::from(x_pixels.end - x_pixels.start), f64::from(y_pixels.end - y_pixels.start));
+        let boxed = legend_box(corner, legend_size(&prepared.legend), plot_actual);
+        let origin = (x_pixels.start, y_pixels.start);
+        draw_legend(root, origin, boxed, &prepared.legend, panel.kind)?;
+    }
+    Ok(())
+}
+
+fn draw_legend<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    origin: (i32, i32),
+    boxed: PixelBox,
+    legend: &[(usize, String, bool)],
+    kind: PanelKind,
+) -> Result<(), String> {
+    let left = origin.0 + boxed.0.round() as i32;
+    let top = origin.1 + boxed.1.round() as i32;
+    let corners = [(left, top), (origin.0 + boxed.2.round() as i32, origin.1 + boxed.3.round() as i32)];
+    // Slightly translucent so that data the legend could not avoid still shows through.
+    root.draw(&Rectangle::new(corners, WHITE.mix(0.88).filled())).map_err(plot_error)?;
+    root.draw(&Rectangle::new(corners, RGBColor(0xaa, 0xaa, 0xaa).stroke_width(1))).map_err(plot_error)?;
+    let text_style =
+        (FONT, FONT_SIZE_LEGEND).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+    for (row, (style_index, name, has_data)) in legend.iter().enumerate() {
+        let center_y = top + LEGEND_PADDING_PX + LEGEND_ROW_PX * row as i32 + LEGEND_ROW_PX / 2;
+        let sample_left = left + LEGEND_PADDING_PX;
+        let sample_right = sample_left + LEGEND_SAMPLE_PX;
+        let color = color_of(*style_index);
+        match kind {
+            PanelKind::Lines => {
+                let line = [(sample_left, center_y), (sample_right, center_y)];
+                root.draw(&PathElement::new(line, color.stroke_width(LINE_WIDTH_PX))).map_err(plot_error)?;
+                draw_marker(root, ((sample_left + sample_right) / 2, center_y), *style_index)?;
+            }
+            PanelKind::Bars => {
+                let swatch = [(sample_left + 4, center_y - 6), (sample_right - 4, center_y + 6)];
+                root.draw(&Rectangle::new(swatch, color.filled())).map_err(plot_error)?;
+                root.draw(&Rectangle::new(swatch, BLACK.stroke_width(1))).map_err(plot_error)?;
+            }
+        }
+        let text = legend_text(name, *has_data);
+        root.draw_text(&text, &text_style, (sample_right + 6, center_y)).map_err(plot_error)?;
+    }
+    Ok(())
+}
+
+/// Draws the marker of series `style_index` centred on a backend pixel.
+fn draw_marker<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    (x, y): (i32, i32),
+    style_index: usize,
+) -> Result<(), String> {
+    let (shape, filled) = marker_of(style_index);
+    let color = color_of(style_index);
+    let r = MARKER_RADIUS_PX;
+    let outline: Vec<(i32, i32)> = match shape {
+        MarkerShape::Circle => {
+            if filled {
+                root.draw(&Circle::new((x, y), r, color.filled())).map_err(plot_error)?;
+            } else {
+                root.draw(&Circle::new((x, y), r, WHITE.filled())).map_err(plot_error)?;
+                root.draw(&Circle::new((x, y), r, color.stroke_width(2))).map_err(plot_error)?;
+            }
+            return Ok(());
+        }
+        MarkerShape::Square => vec![(x - r, y - r), (x + r, y - r), (x + r, y + r), (x - r, y + r)],
+        MarkerShape::TriangleUp => vec![(x, y - r - 1), (x + r + 1, y + r), (x - r - 1, y + r)],
+        MarkerShape::TriangleDown => vec![(x - r - 1, y - r), (x + r + 1, y - r), (x, y + r + 1)],
+        MarkerShape::Diamond => vec![(x, y - r - 1), (x + r + 1, y), (x, y + r + 1), (x - r - 1, y)],
+    };
+    let fill = if filled { color } else { WHITE };
+    root.draw(&Polygon::new(outline.clone(), fill.filled())).map_err(plot_error)?;
+    if !filled {
+        let mut closed = outline;
+        closed.push(closed[0]);
+        root.draw(&PathElement::new(closed, color.stroke_width(2))).map_err(plot_error)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::figure::Series;
+    use crate::report::test_support::{leftover_temp_files, scratch_dir};
+
+    fn throughput_figure() -> Figure {
+        let threads = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+        let selcc: Vec<(f64, f64)> = threads.iter().map(|&t| (t, 1.8 * t / (1.0 + t / 40.0))).collect();
+        let gam: Vec<(f64, f64)> = threads.iter().map(|&t| (t, 0.9 * t / (1.0 + t / 10.0))).collect();
+        let sel: Vec<(f64, f64)> = threads.iter().map(|&t| (t, 1.2 * t / (1.0 + t / 20.0))).collect();
+        let lines = Panel::lines("(a) read-intensive", "threads per CN", "throughput (Mops)")
+            .with_scales(Scale::Log2, Scale::Linear)
+            .with_series(Series::new("SELCC", selcc))
+            .with_series(Series::new("SEL", sel))
+            .with_series(Series::new("GAM", gam));
+        let latency = Panel::lines("(b) p99 latency", "keys", "latency (us)")
+            .with_scales(Scale::Log10, Scale::Log10)
+            .with_series(Series::new("SELCC", vec![(1e3, 3.0), (1e4, 4.5), (1e5, 9.0), (1e6, 40.0)]))
+            .with_series(Series::new("GAM", vec![(1e3, 12.0), (1e4, 30.0), (1e5, 120.0), (1e6, 900.0)]));
+        let mut bars = Panel::bars("(c) YCSB", "workload", "throughput (Mops)", ["A", "B", "C", "D"]);
+        bars.series.push(Series::new("SELCC", vec![(0.0, 30.0), (1.0, 55.0), (2.0, 70.0), (3.0, 62.0)]));
+        bars.series.push(Series::new("GAM", vec![(0.0, 8.0), (1.0, 12.0), (2.0, 15.0), (3.0, 13.0)]));
+        bars.series.push(Series::new("SEL", vec![(0.0, 20.0), (1.0, 31.0), (2.0, 40.0)]));
+        Figure { title: "SELCC Fig. 12 (simulated)".into(), panels: vec![lines, latency, bars], columns: 3 }
+    }
+
+    /// Text content of the SVG's <text> elements (plotters escapes XML in them).
+    fn svg_texts(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|rest| rest.split_once('>'))
+            .map(|(_, rest)| rest.split("</text>").next().unwrap_or("").trim().to_string())
+            .collect()
+    }
+
+    fn render(figure: &Figure) -> String {
+        let svg = render_svg(figure).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+        assert!(svg.trim_end().ends_with("</svg>"));
+        svg
+    }
+
+    /// Goal: a realistic three-panel figure (lines on log2 x, log-log lines, grouped bars) is
+    /// written, and every series name, panel title and axis label appears as SVG text.
+    #[test]
+    fn lines_bars_and_log_axes() {
+        let dir = scratch_dir("svg-figure");
+        let path = dir.join("plot.svg");
+        let figure = throughput_figure();
+        write_svg(&path, &figure).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let texts = svg_texts(&svg);
+        for expected in
+            ["SELCC", "SEL", "GAM", "(a) read-intensive", "(c) YCSB", "threads per CN", "latency (us)"]
+        {
+            assert!(texts.iter().any(|text| text == expected), "missing {expected:?} in {texts:?}");
+        }
+        // Log2 ticks read as powers of two, log10 ticks as powers of ten, bars as categories.
+        for tick in ["1", "2", "4", "8", "16", "32", "64", "1000", "10k", "100k", "1M", "A", "D"] {
+            assert!(texts.iter().any(|text| text == tick), "missing tick {tick:?} in {texts:?}");
+        }
+        assert!(svg.contains("<polyline") || svg.contains("<path"), "no lines drawn");
+        assert!(leftover_temp_files(&dir).is_empty());
+    }
+
+    /// Goal: degenerate inputs render without panicking: an empty series, a panel without
+    /// series, a single point, all-zero y, NaN and infinities, non-positive values on log axes,
+    /// and bars whose x is not a category.
+    #[test]
+    fn degenerate_inputs() {
+        let panels = vec![
+            Panel::lines("empty series", "x", "y").with_series(Series::new("nothing", vec![])),
+            Panel::lines("no series", "x", "y"),
+            Panel::lines("single point", "x", "y").with_series(Series::new("one", vec![(3.0, 7.0)])),
+            Panel::lines("all zero", "x", "y")
+                .with_series(Series::new("zeros", vec![(0.0, 0.0), (1.0, 0.0)])),
+            Panel::lines("non-finite", "x", "y").with_series(Series::new(
+                "gappy",
+                vec![(1.0, 1.0), (2.0, f64::NAN), (3.0, 3.0), (f64::INFINITY, 4.0), (5.0, f64::NEG_INFINITY)],
+            )),
+            Panel::lines("log", "x", "y")
+                .with_scales(Scale::Log2, Scale::Log10)
+                .with_series(Series::new("mixed", vec![(0.0, 1.0), (1.0, -5.0), (2.0, 10.0), (4.0, 100.0)])),
+            Panel::lines("log one point", "x", "y")
+                .with_scales(Scale::Log10, Scale::Log2)
+                .with_series(Series::new("lonely", vec![(50.0, 3.0)])),
+            Panel::bars("bars", "c", "y", ["a", "b"])
+                .with_series(Series::new("in", vec![(0.0, 1.0), (1.0, 0.0)]))
+                .with_series(Series::new("out", vec![(7.0, 1.0), (0.5, 2.0), (f64::NAN, 1.0)])),
+            Panel::bars("bars no categories", "c", "y", Vec::<String>::new()),
+            Panel {
+                x_categories: None,
+                ..Panel::bars("numeric bars", "size (B)", "y", Vec::<String>::new())
+                    .with_scales(Scale::Linear, Scale::Log10)
+                    .with_series(Series::new("s", vec![(64.0, 10.0), (4096.0, 1000.0), (256.0, 0.0)]))
+            },
+        ];
+        let figure = Figure { title: String::new(), panels, columns: 0 };
+        let svg = render(&figure);
+        let texts = svg_texts(&svg);
+        assert!(texts.iter().any(|text| text == "nothing (no data)"), "{texts:?}");
+        assert!(texts.iter().any(|text| text == "no data"));
+        assert!(texts.iter().any(|text| text.contains("points ≤ 0 not shown")), "{texts:?}");
+        assert!(texts.iter().any(|text| text == "4096"), "numeric categories: {texts:?}");
+        assert!(!svg.contains("NaN"), "NaN leaked into the SVG");
+        assert!(!svg.contains("inf\""), "infinity leaked into the SVG");
+    }
+
+    /// Not a check: writes the sample figures to $DMSIM_REPORT_PREVIEW_DIR for a human to look
+    /// at (`rsvg-convert -o plot.png plot.svg`). Does nothing when the variable is unset.
+    #[test]
+    fn preview() {
+        let Some(dir) = std::env::var_os("DMSIM_REPORT_PREVIEW_DIR") else { return };
+        let dir = std::path::PathBuf::from(dir);
+        write_svg(dir.join("figure.svg"), &throughput_figure()).unwrap();
+        let crowded = Panel::lines("crowded", "x", "y")
+            .with_series(Series::new("a", (0..=20).map(|i| (f64::from(i), 10.0)).collect()))
+            .with_series(Series::new("bb", (0..=20).map(|i| (f64::from(i), 6.0)).collect()))
+            .with_series(Series::new("ccc", (0..=20).map(|i| (f64::from(i), 3.0)).collect()))
+            .with_series(Series::new("dddd", (0..=20).map(|i| (f64::from(i), 0.0)).collect()));
+        let degenerate = Figure {
+            title: "degenerate".into(),
+            panels: vec![
+                crowded,
+                Panel::lines("empty", "x", "y").with_series(Series::new("nothing", vec![])),
+                Panel::lines("single", "x", "y").with_series(Series::new("one", vec![(3.0, 7.0)])),
+                Panel::lines("zeros + NaN", "x", "y")
+                    .with_series(Series::new("z", vec![(0.0, 0.0), (1.0, 0.0), (2.0, f64::NAN), (3.0, 0.0)])),
+                Panel::lines("log with <= 0", "x", "y")
+                    .with_scales(Scale::Log2, Scale::Log10)
+                    .with_series(Series::new("m", vec![(0.0, 1.0), (1.0, -5.0), (2.0, 10.0), (4.0, 100.0)])),
+                Panel {
+                    x_categories: None,
+                    ..Panel::bars("numeric bars, log y", "size (B)", "ops", Vec::<String>::new())
+                        .with_scales(Scale::Linear, Scale::Log10)
+                        .with_series(Series::new("s", vec![(64.0, 10.0), (4096.0, 1000.0), (256.0, 50.0)]))
+                        .with_series(Series::new("t", vec![(64.0, 20.0), (4096.0, 300.0)]))
+                },
+            ],
+            columns: 3,
+        };
+        write_svg(dir.join("degenerate.svg"), &degenerate).unwrap();
+    }
+
+    #[test]
+    fn figure_without_panels() {
+        let svg = render(&Figure::new("nothing yet"));
+        assert!(svg_texts(&svg).iter().any(|text| text == "(no panels)"));
+    }
+
+    /// Goal: the legend avoids data. Method: a line hugging the top-left to bottom-right
+    /// diagonal must push the legend to the upper-right or lower-left; a line crossing every
+    /// corner region forces headroom.
+    #[test]
+    fn legend_avoids_data() {
+        let falling = Panel::lines("t", "x", "y").with_series(Series::new(
+            "falling",
+            (0..=20).map(|i| (f64::from(i), 20.0 - f64::from(i))).collect(),
+        ));
+        let style_names = vec!["falling".to_string()];
+        let mut prepared = prepare_lines(&falling, &style_names);
+        // Tight axes, so the line really runs through the upper-left and lower-right corners.
+        prepared.x_axis = Axis { low: 0.0, high: 20.0, ticks: Vec::new() };
+        prepared.y_axis = Axis { low: 0.0, high: 20.0, ticks: Vec::new() };
+        let (corner, axis) = place_legend(&prepared, Scale::Linear, (400.0, 280.0));
+        assert!(matches!(corner, Corner::UpperRight | Corner::LowerLeft), "{corner:?}");
+        assert_eq!(axis.high, prepared.y_axis.high);
+
+        let names: Vec<String> = (0..3).map(|i| format!("series {i}")).collect();
+        let mut crowded = Panel::lines("t", "x", "y");
+        for (index, name) in names.iter().enumerate() {
+            // Levels 10, 6.7, 3.3 and 0: no gap between lines is as tall as the legend.
+            let level = 10.0 - index as f64 * 10.0 / 3.0;
+            crowded.series.push(Series::new(name.clone(), (0..=20).map(|i| (f64::from(i), level)).collect()));
+        }
+        crowded.series.push(Series::new("low", (0..=20).map(|i| (f64::from(i), 0.0)).collect()));
+        let prepared = prepare_lines(&crowded, &names);
+        let (corner, axis) = place_legend(&prepared, Scale::Linear, (400.0, 280.0));
+        assert!(matches!(corner, Corner::UpperLeft | Corner::UpperRight | Corner::UpperMiddle));
+        assert!(axis.high > prepared.y_axis.high, "expected headroom");
+    }
+
+    #[test]
+    fn axis_ticks() {
+        let axis = linear_axis(Some((0.0, 9.3)), true);
+        assert_eq!(axis.low, 0.0);
+        assert!(axis.high >= 9.3);
+        let labels: Vec<&str> = axis.ticks.iter().map(|(_, label)| label.as_str()).collect();
+        assert_eq!(labels, ["0", "2", "4", "6", "8", "10"]);
+
+        let axis = linear_axis(Some((0.0, 0.19)), true);
+        assert_eq!(axis.ticks[0].1, "0.00");
+        assert_eq!(axis.ticks[1].1, "0.05");
+        assert_eq!(linear_labeller(0.5, 1.0)(-1e-17), "0.0");
+
+        let axis = linear_axis(Some((0.0, 2.5e6)), true);
+        assert!(axis.ticks.iter().any(|(_, label)| label == "1M"), "{:?}", axis.ticks);
+
+        let axis = log_axis(Scale::Log2, Some((0.0, 20.0)));
+        assert!(axis.ticks.len() <= 11, "{:?}", axis.ticks);
+        assert_eq!(axis.ticks[0].1, "1");
+
+        // Less than one power of ten still gets labelled ticks.
+        let axis = log_axis(Scale::Log10, Some((20f64.log10(), 80f64.log10())));
+        assert!(axis.ticks.len() >= 2, "{:?}", axis.ticks);
+
+        assert_eq!(log_tick_label(Scale::Log2, 12), "4K");
+        assert_eq!(log_tick_label(Scale::Log10, -2), "0.01");
+        assert_eq!(log_tick_label(Scale::Log10, 7), "10M");
+    }
+
+    /// Goal: a series keeps its colour and marker across panels, in order of first appearance.
+    #[test]
+    fn styles_follow_names() {
+        let figure = throughput_figure();
+        let names = style_registry(&figure);
+        assert_eq!(names, ["SELCC", "SEL", "GAM"]);
+        assert_eq!(style_index(&names, "GAM"), 2);
+        assert_ne!(marker_of(0), marker_of(5));
+        assert_ne!(color_of(0), color_of(1));
+    }
+}
