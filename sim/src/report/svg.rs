@@ -1056,6 +1056,16 @@ mod tests {
         write_svg(dir.join("degenerate.svg"), &degenerate).unwrap();
     }
 
+    /// Goal: names with XML metacharacters come out escaped, so the SVG stays well-formed.
+    #[test]
+    fn text_is_escaped() {
+        let panel = Panel::lines("p & q", "x", "y").with_series(Series::new("A&B <x>", vec![(1.0, 1.0)]));
+        let svg = render(&Figure { title: "t".into(), panels: vec![panel], columns: 1 });
+        assert!(svg.contains("A&amp;B &lt;x&gt;"));
+        assert!(svg.contains("p &amp; q"));
+        assert!(!svg.contains("A&B"));
+    }
+
     #[test]
     fn figure_without_panels() {
         let svg = render(&Figure::new("nothing yet"));
