@@ -121,13 +121,19 @@ impl Rendezvous {
                     let hello = conn.recv(deadline, "HELLO")?;
                     let mut parts = hello.splitn(4, ' ');
                     let (tag, r, s, rest) = (parts.next(), parts.next(), parts.next(), parts.next());
-                    let r: u32 = r.and_then(|r| r.parse().ok()).ok_or_else(|| err(format!("bad HELLO from {peer}: {hello:?}")))?;
-                    let s: u32 = s.and_then(|s| s.parse().ok()).ok_or_else(|| err(format!("bad HELLO from {peer}: {hello:?}")))?;
+                    let r: u32 = r
+                        .and_then(|r| r.parse().ok())
+                        .ok_or_else(|| err(format!("bad HELLO from {peer}: {hello:?}")))?;
+                    let s: u32 = s
+                        .and_then(|s| s.parse().ok())
+                        .ok_or_else(|| err(format!("bad HELLO from {peer}: {hello:?}")))?;
                     if tag != Some("HELLO") || rest.is_none() {
                         return Err(err(format!("bad HELLO from {peer}: {hello:?}")));
                     }
                     if s != size {
-                        return Err(err(format!("rank {r} at {peer} thinks the size is {s}, rank 0 says {size}")));
+                        return Err(err(format!(
+                            "rank {r} at {peer} thinks the size is {s}, rank 0 says {size}"
+                        )));
                     }
                     if r == 0 || r >= size || infos[r as usize].is_some() {
                         return Err(err(format!("rank {r} at {peer} is out of range or a duplicate")));
@@ -218,7 +224,10 @@ impl Rendezvous {
             for conn in &mut self.conns {
                 let line = conn.recv(deadline, &format!("BARRIER {name}"))?;
                 if line != format!("BARRIER {name}") {
-                    return Err(err(format!("rank {} sent {line:?} while rank 0 waited at barrier {name}", conn.rank)));
+                    return Err(err(format!(
+                        "rank {} sent {line:?} while rank 0 waited at barrier {name}",
+                        conn.rank
+                    )));
                 }
             }
             for conn in &mut self.conns {
@@ -257,7 +266,8 @@ mod tests {
             .map(|rank| {
                 let addr = addr.clone();
                 std::thread::spawn(move || {
-                    let (mut rv, infos) = Rendezvous::exchange(rank, 3, &addr, &format!("info-of-{rank} x=1"), t)?;
+                    let (mut rv, infos) =
+                        Rendezvous::exchange(rank, 3, &addr, &format!("info-of-{rank} x=1"), t)?;
                     rv.barrier("connected", t)?;
                     rv.barrier("done", t)?;
                     Ok::<_, HwError>(infos)

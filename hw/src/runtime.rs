@@ -155,14 +155,22 @@ impl Runtime {
 
     fn add_timer(&self, deadline: Instant, waker: Waker) {
         let seq = self.shared.timer_seq.fetch_add(1, Ordering::Relaxed);
-        self.shared.timers.lock().unwrap_or_else(|e| e.into_inner()).push(Reverse(Timer { deadline, seq, waker }));
+        self.shared.timers.lock().unwrap_or_else(|e| e.into_inner()).push(Reverse(Timer {
+            deadline,
+            seq,
+            waker,
+        }));
         self.shared.wakeup.notify_one();
     }
 
     /// Runs `main` and every spawned task on `threads` worker threads (the caller's thread is
     /// one of them) until `main` finishes; returns its output. Tasks still pending then stay
     /// queued (a later `block_on` continues them).
-    pub fn block_on<T: Send + 'static>(&self, threads: usize, main: impl Future<Output = T> + Send + 'static) -> T {
+    pub fn block_on<T: Send + 'static>(
+        &self,
+        threads: usize,
+        main: impl Future<Output = T> + Send + 'static,
+    ) -> T {
         let output: Arc<Mutex<Option<T>>> = Arc::new(Mutex::new(None));
         let done = Arc::new(AtomicBool::new(false));
         {
@@ -381,7 +389,8 @@ mod tests {
             }
         }
         let rt = Runtime::new();
-        let flag = Arc::new(Flag { set: AtomicBool::new(false), waker: Mutex::new(None), polls: AtomicU32::new(0) });
+        let flag =
+            Arc::new(Flag { set: AtomicBool::new(false), waker: Mutex::new(None), polls: AtomicU32::new(0) });
         rt.add_poller(flag.clone());
         rt.block_on(1, WaitFlag(flag.clone()));
         assert!(flag.polls.load(Ordering::Acquire) > 100);
@@ -391,7 +400,9 @@ mod tests {
     fn timeout_fires_when_the_future_never_completes() {
         let rt = Runtime::new();
         let rt2 = rt.clone();
-        let r = rt.block_on(1, async move { rt2.timeout(Duration::from_millis(5), std::future::pending::<()>()).await });
+        let r = rt.block_on(1, async move {
+            rt2.timeout(Duration::from_millis(5), std::future::pending::<()>()).await
+        });
         assert_eq!(r, Err(()));
     }
 }

@@ -1,5 +1,6 @@
 //! Safe verbs: the raw wrappers plus small synchronous helpers for tests and calibration.
 
+#[allow(unsafe_code)] // The one module allowed to: see its docs.
 pub mod raw;
 
 use std::time::{Duration, Instant};
@@ -39,7 +40,13 @@ pub fn wait_completion(
             return Ok(c);
         }
         if start.elapsed() > timeout {
-            return Err(HwError::Timeout { device: qp.device().to_string(), qp: qp.qpn(), verb, wr_id, after: timeout });
+            return Err(HwError::Timeout {
+                device: qp.device().to_string(),
+                qp: qp.qpn(),
+                verb,
+                wr_id,
+                after: timeout,
+            });
         }
         spins += 1;
         if spins % 64 == 0 {
@@ -53,5 +60,11 @@ pub fn check(c: &Completion, qp: &Qp, verb: &'static str) -> Result<(), HwError>
     if c.ok() {
         return Ok(());
     }
-    Err(HwError::Verb { device: qp.device().to_string(), qp: qp.qpn(), verb, wr_id: c.wr_id, status: c.status_str() })
+    Err(HwError::Verb {
+        device: qp.device().to_string(),
+        qp: qp.qpn(),
+        verb,
+        wr_id: c.wr_id,
+        status: c.status_str(),
+    })
 }

@@ -38,7 +38,10 @@ pub fn device_names() -> Result<Vec<String>, HwError> {
     // out before that.
     let list = unsafe { sys::ibv_get_device_list(&mut count) };
     if list.is_null() {
-        return Err(HwError::Device { device: "*".into(), what: format!("ibv_get_device_list: {}", errno()) });
+        return Err(HwError::Device {
+            device: "*".into(),
+            what: format!("ibv_get_device_list: {}", errno()),
+        });
     }
     let mut names = Vec::new();
     for i in 0..count.max(0) as usize {
@@ -100,9 +103,8 @@ impl Context {
             // Safety: `list` holds `count` valid device pointers.
             let device = unsafe { *list.add(i) };
             // Safety: the name string is owned by the device and valid while the list lives.
-            let device_name = unsafe { CStr::from_ptr(sys::ibv_get_device_name(device)) }
-                .to_string_lossy()
-                .into_owned();
+            let device_name =
+                unsafe { CStr::from_ptr(sys::ibv_get_device_name(device)) }.to_string_lossy().into_owned();
             if found.is_none() && name.is_none_or(|n| n == device_name) {
                 found = Some((device, device_name.clone()));
             }
@@ -125,7 +127,10 @@ impl Context {
                 },
             }),
             Some((ptr, device_name)) => match NonNull::new(ptr) {
-                None => Err(HwError::Device { device: device_name, what: format!("ibv_open_device: {}", errno()) }),
+                None => Err(HwError::Device {
+                    device: device_name,
+                    what: format!("ibv_open_device: {}", errno()),
+                }),
                 Some(ptr) => Ok(Arc::new(Context { ptr, name: device_name })),
             },
         }
@@ -347,7 +352,9 @@ unsafe impl Sync for Cq {}
 impl Cq {
     pub fn new(ctx: &Arc<Context>, depth: u32) -> Result<Arc<Cq>, HwError> {
         // Safety: the context is open; no completion channel; comp vector 0 always exists.
-        let ptr = unsafe { sys::ibv_create_cq(ctx.ptr.as_ptr(), depth as i32, ptr::null_mut(), ptr::null_mut(), 0) };
+        let ptr = unsafe {
+            sys::ibv_create_cq(ctx.ptr.as_ptr(), depth as i32, ptr::null_mut(), ptr::null_mut(), 0)
+        };
         let ptr = NonNull::new(ptr).ok_or_else(|| ctx.err(format!("ibv_create_cq({depth}): {}", errno())))?;
         Ok(Arc::new(Cq { ptr, ctx: ctx.clone() }))
     }
@@ -372,7 +379,13 @@ impl Cq {
         let n = n as usize;
         for (o, wc) in out.iter_mut().zip(&wcs[..n]) {
             let (status, vendor_err) = wc.error().unwrap_or((sys::ibv_wc_status::IBV_WC_SUCCESS, 0));
-            *o = Completion { wr_id: wc.wr_id(), status, vendor_err, byte_len: wc.len() as u32, qp_num: wc.qp_num };
+            *o = Completion {
+                wr_id: wc.wr_id(),
+                status,
+                vendor_err,
+                byte_len: wc.len() as u32,
+                qp_num: wc.qp_num,
+            };
         }
         Ok(n)
     }
@@ -432,9 +445,16 @@ pub enum SendOp {
     Read(RemoteBuf),
     Write(RemoteBuf),
     /// The old value lands in the 8-byte local buffer.
-    Cas { remote: RemoteBuf, compare: u64, swap: u64 },
+    Cas {
+        remote: RemoteBuf,
+        compare: u64,
+        swap: u64,
+    },
     /// The old value lands in the 8-byte local buffer.
-    Faa { remote: RemoteBuf, add: u64 },
+    Faa {
+        remote: RemoteBuf,
+        add: u64,
+    },
     Send,
 }
 
@@ -470,7 +490,11 @@ impl LocalBuf {
         Ok(LocalBuf { mr: mr.clone(), offset_bytes, len_bytes })
     }
     fn sge(&self) -> sys::ibv_sge {
-        sys::ibv_sge { addr: self.mr.addr() + self.offset_bytes, length: self.len_bytes, lkey: self.mr.lkey() }
+        sys::ibv_sge {
+            addr: self.mr.addr() + self.offset_bytes,
+            length: self.len_bytes,
+            lkey: self.mr.lkey(),
+        }
     }
 }
 
@@ -503,7 +527,12 @@ unsafe impl Sync for Qp {}
 pub const MAX_CHAIN: usize = 16;
 
 impl Qp {
-    pub fn new_rc(pd: &Arc<Pd>, send_cq: &Arc<Cq>, recv_cq: &Arc<Cq>, caps: QpCaps) -> Result<Arc<Qp>, HwError> {
+    pub fn new_rc(
+        pd: &Arc<Pd>,
+        send_cq: &Arc<Cq>,
+        recv_cq: &Arc<Cq>,
+        caps: QpCaps,
+    ) -> Result<Arc<Qp>, HwError> {
         let mut init = sys::ibv_qp_init_attr {
             qp_context: ptr::null_mut(),
             send_cq: send_cq.ptr.as_ptr(),
@@ -547,11 +576,20 @@ impl Qp {
         self.pd.ctx.name()
     }
 
-    fn modify(&self, attr: &mut sys::ibv_qp_attr, mask: sys::ibv_qp_attr_mask, step: &str) -> Result<(), HwError> {
+    fn modify(
+        &self,
+        attr: &mut sys::ibv_qp_attr,
+        mask: sys::ibv_qp_attr_mask,
+        step: &str,
+    ) -> Result<(), HwError> {
         // Safety: the QP is alive; `attr` is initialised for every field `mask` names.
         let rc = unsafe { sys::ibv_modify_qp(self.ptr.as_ptr(), attr, mask.0 as i32) };
         if rc != 0 {
-            return Err(self.pd.ctx.err(format!("qp {:#x}: ibv_modify_qp to {step}: {}", self.qpn(), code(rc))));
+            return Err(self.pd.ctx.err(format!(
+                "qp {:#x}: ibv_modify_qp to {step}: {}",
+                self.qpn(),
+                code(rc)
+            )));
         }
         Ok(())
     }
@@ -570,7 +608,11 @@ impl Qp {
                 .0,
             ..Default::default()
         };
-        self.modify(&mut attr, m::IBV_QP_STATE | m::IBV_QP_PKEY_INDEX | m::IBV_QP_PORT | m::IBV_QP_ACCESS_FLAGS, "INIT")?;
+        self.modify(
+            &mut attr,
+            m::IBV_QP_STATE | m::IBV_QP_PKEY_INDEX | m::IBV_QP_PORT | m::IBV_QP_ACCESS_FLAGS,
+            "INIT",
+        )?;
 
         let mut attr = sys::ibv_qp_attr {
             qp_state: sys::ibv_qp_state::IBV_QPS_RTR,
@@ -638,7 +680,10 @@ impl Qp {
 
     fn check_pd(&self, mr: &Mr) -> Result<(), HwError> {
         if !Arc::ptr_eq(&mr.pd, &self.pd) {
-            return Err(self.pd.ctx.err(format!("qp {:#x}: local buffer registered in another PD", self.qpn())));
+            return Err(self
+                .pd
+                .ctx
+                .err(format!("qp {:#x}: local buffer registered in another PD", self.qpn())));
         }
         Ok(())
     }
@@ -647,7 +692,10 @@ impl Qp {
     /// An error names the first work request the provider refused.
     pub fn post_send(&self, wrs: &[SendWr]) -> Result<(), HwError> {
         if wrs.is_empty() || wrs.len() > MAX_CHAIN {
-            return Err(self.pd.ctx.err(format!("post_send of {} work requests (1..={MAX_CHAIN})", wrs.len())));
+            return Err(self
+                .pd
+                .ctx
+                .err(format!("post_send of {} work requests (1..={MAX_CHAIN})", wrs.len())));
         }
         let mut sges = [sys::ibv_sge::default(); MAX_CHAIN];
         // Safety: an all-zero ibv_send_wr is a valid value (null pointers, zero counts).
@@ -670,7 +718,8 @@ impl Qp {
                     } else {
                         sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE
                     };
-                    w.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: r.addr, rkey: r.rkey };
+                    w.wr.rdma =
+                        sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: r.addr, rkey: r.rkey };
                 }
                 SendOp::Cas { remote, compare, swap } => {
                     w.opcode = sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP;

@@ -1,0 +1,232 @@
+//! Cluster bootstrap: who am I, who are the others, and one connected [`HwNic`] per process.
+//!
+//! 1. Rank and size come from flags, else from the launcher's environment (Slurm, Open MPI,
+//!    PMI — see [`discover_rank_size`]). Node `i` of the scenario's cluster is rank `i`.
+//! 2. Each rank opens the device, registers its region and creates its QPs, then sends one
+//!    [`NodeInfo`](crate::info::NodeInfo) line to the TCP rendezvous at rank 0
+//!    ([`Rendezvous`]), which answers with every rank's line.
+//! 3. Each rank connects its QPs (INIT → RTR → RTS) and posts receive buffers; a barrier
+//!    ("connected") makes sure no rank posts a verb before its peers' QPs can answer.
+//!
+//! Every step is bounded by [`HwConfig::bootstrap_timeout`]; a missing rank, a bad line or a
+//! device problem is an [`HwError`] naming it.
+
+use std::time::Duration;
+
+use dmsim_protocols::nic;
+
+use crate::config::HwConfig;
+use crate::error::HwError;
+use crate::nic::HwNic;
+use crate::rendezvous::Rendezvous;
+use crate::runtime::Runtime;
+
+/// What `dmsim hw run` passes in (perftest-style flags: `-d DEVICE`, `-x GID_INDEX`).
+#[derive(Clone, Debug)]
+pub struct BootstrapOptions {
+    /// `--rank`; else the launcher's environment.
+    pub rank: Option<u32>,
+    /// `--size`; else the launcher's environment.
+    pub size: Option<u32>,
+    /// `--rendezvous HOST:PORT` of rank 0; else `$DMSIM_RENDEZVOUS`. Not needed for size 1.
+    pub rendezvous: Option<String>,
+    /// `-d`: device name; the first device if `None`.
+    pub device: Option<String>,
+    /// `-i`: port number (1-based, as in perftest).
+    pub port: u8,
+    /// `-x`: GID index for RoCE; chosen automatically (first IPv4-mapped GID) if `None` on an
+    /// Ethernet port; ignored on InfiniBand (LID routing).
+    pub gid_index: Option<u8>,
+    /// The cluster's shape, identical on every rank (from the scenario file).
+    pub shape: nic::Cluster,
+    pub config: HwConfig,
+}
+
+impl BootstrapOptions {
+    pub fn new(shape: nic::Cluster) -> BootstrapOptions {
+        BootstrapOptions {
+            rank: None,
+            size: None,
+            rendezvous: None,
+            device: None,
+            port: 1,
+            gid_index: None,
+            shape,
+            config: HwConfig::default(),
+        }
+    }
+}
+
+/// Rank and size from flags, else `SLURM_PROCID`/`SLURM_NTASKS`, else
+/// `OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE`, else `PMI_RANK`/`PMI_SIZE`. `env` looks a
+/// variable up (pass `|k| std::env::var(k).ok()`).
+pub fn discover_rank_size(
+    rank: Option<u32>,
+    size: Option<u32>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(u32, u32), HwError> {
+    const LAUNCHERS: [(&str, &str); 3] = [
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMI_RANK", "PMI_SIZE"),
+    ];
+    let parse = |key: &str, value: String| -> Result<u32, HwError> {
+        value.trim().parse().map_err(|_| HwError::Config(format!("{key}={value:?} is not a number")))
+    };
+    let (rank, size) = match (rank, size) {
+        (Some(r), Some(s)) => (r, s),
+        (None, None) => {
+            let found = LAUNCHERS.iter().find_map(|(rk, sk)| match (env(rk), env(sk)) {
+                (Some(r), Some(s)) => Some((*rk, r, *sk, s)),
+                _ => None,
+            });
+            match found {
+                Some((rk, r, sk, s)) => (parse(rk, r)?, parse(sk, s)?),
+                None => {
+                    return Err(HwError::Config(
+                        "no rank/size: pass --rank and --size, or run under srun / mpirun \
+                         (SLURM_PROCID+SLURM_NTASKS, OMPI_COMM_WORLD_RANK+SIZE, PMI_RANK+PMI_SIZE)"
+                            .into(),
+                    ))
+                }
+            }
+        }
+        _ => return Err(HwError::Config("--rank and --size must be given together".into())),
+    };
+    if size == 0 || rank >= size {
+        return Err(HwError::Config(format!("rank {rank} must be below size {size}")));
+    }
+    Ok((rank, size))
+}
+
+/// One process's view of the running cluster.
+pub struct HwCluster {
+    rank: u32,
+    size: u32,
+    nic: HwNic,
+    rendezvous: Rendezvous,
+    timeout: Duration,
+}
+
+impl HwCluster {
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+    /// This node's NIC on channel 0 (`nic.qp(c)` for others).
+    pub fn nic(&self) -> HwNic {
+        self.nic.clone()
+    }
+    pub fn runtime(&self) -> &Runtime {
+        self.nic.runtime()
+    }
+    /// Runs `main` (and the tasks it spawns) on this node's runtime until `main` ends.
+    pub fn block_on<T: Send + 'static>(&self, main: impl std::future::Future<Output = T> + Send + 'static) -> T {
+        self.nic.runtime().block_on(self.nic.config().threads, main)
+    }
+    /// Waits until every rank reaches the barrier `name` (bounded).
+    pub fn barrier(&mut self, name: &str) -> Result<(), HwError> {
+        self.rendezvous.barrier(name, self.timeout)
+    }
+    /// The closing barrier: no rank tears down its memory while another may still use it.
+    pub fn finish(mut self) -> Result<(), HwError> {
+        self.barrier("finish")
+    }
+}
+
+/// Discovers rank and size, exchanges QP information through the rendezvous and connects.
+/// Without the `rdma` feature this returns [`HwError::NotBuilt`].
+pub fn bootstrap(opts: BootstrapOptions) -> Result<HwCluster, HwError> {
+    let env = |k: &str| std::env::var(k).ok();
+    let (rank, size) = discover_rank_size(opts.rank, opts.size, env)?;
+    if opts.shape.node_count() != size as usize || opts.shape.region_size_bytes.len() != size as usize {
+        return Err(HwError::Config(format!(
+            "the scenario has {} nodes but the launcher started {size} ranks",
+            opts.shape.node_count()
+        )));
+    }
+    let rendezvous = match (&opts.rendezvous, size) {
+        (Some(r), _) => r.clone(),
+        (None, 1) => String::new(),
+        (None, _) => std::env::var("DMSIM_RENDEZVOUS").map_err(|_| {
+            HwError::Config("no rendezvous: pass --rendezvous HOST:PORT (rank 0's address) or set DMSIM_RENDEZVOUS".into())
+        })?,
+    };
+    connect_all(rank, size, &rendezvous, opts)
+}
+
+#[cfg(not(feature = "rdma"))]
+fn connect_all(_rank: u32, _size: u32, _rendezvous: &str, _opts: BootstrapOptions) -> Result<HwCluster, HwError> {
+    let _ = (Rendezvous::exchange, Runtime::new);
+    Err(HwError::NotBuilt)
+}
+
+#[cfg(feature = "rdma")]
+fn connect_all(rank: u32, size: u32, rendezvous: &str, opts: BootstrapOptions) -> Result<HwCluster, HwError> {
+    use crate::info::NodeInfo;
+    use crate::nic::real;
+    let me = nic::NodeId(rank as u16);
+    let timeout = opts.config.bootstrap_timeout;
+    let setup = real::setup_local(me, &opts.shape, opts.device.as_deref(), opts.port, opts.gid_index, &opts.config)?;
+    let (mut rendezvous, lines) = Rendezvous::exchange(rank, size, rendezvous, &setup.info.to_line(), timeout)?;
+    let infos: Vec<NodeInfo> =
+        lines.iter().enumerate().map(|(r, l)| NodeInfo::parse(l, r as u32, size)).collect::<Result<_, _>>()?;
+    let nic = real::connect(setup, opts.shape, &infos, Runtime::new())?;
+    rendezvous.barrier("connected", timeout)?;
+    Ok(HwCluster { rank, size, nic, rendezvous, timeout })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| pairs.iter().find(|(pk, _)| pk == k).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn rank_and_size_come_from_flags_then_launchers() {
+        assert_eq!(discover_rank_size(Some(1), Some(3), env_of(&[("SLURM_PROCID", "0")])).unwrap(), (1, 3));
+        let slurm = env_of(&[("SLURM_PROCID", "2"), ("SLURM_NTASKS", "4"), ("PMI_RANK", "0"), ("PMI_SIZE", "4")]);
+        assert_eq!(discover_rank_size(None, None, slurm).unwrap(), (2, 4));
+        let ompi = env_of(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]);
+        assert_eq!(discover_rank_size(None, None, ompi).unwrap(), (1, 2));
+        let pmi = env_of(&[("PMI_RANK", "0"), ("PMI_SIZE", "1")]);
+        assert_eq!(discover_rank_size(None, None, pmi).unwrap(), (0, 1));
+    }
+
+    #[test]
+    fn bad_rank_and_size_are_errors_not_panics() {
+        let none = env_of(&[]);
+        assert!(discover_rank_size(None, None, &none).unwrap_err().to_string().contains("--rank"));
+        assert!(discover_rank_size(Some(1), None, &none).is_err());
+        assert!(discover_rank_size(Some(3), Some(3), &none).is_err());
+        let garbage = env_of(&[("SLURM_PROCID", "x"), ("SLURM_NTASKS", "2")]);
+        assert!(discover_rank_size(None, None, garbage).unwrap_err().to_string().contains("SLURM_PROCID"));
+    }
+
+    #[test]
+    fn shape_must_match_the_launcher() {
+        let shape = nic::Cluster { kinds: vec![nic::NodeKind::Memory], region_size_bytes: vec![64] };
+        let mut opts = BootstrapOptions::new(shape);
+        opts.rank = Some(0);
+        opts.size = Some(2);
+        let e = bootstrap(opts).err().unwrap().to_string();
+        assert!(e.contains("1 nodes but the launcher started 2"), "{e}");
+    }
+
+    #[cfg(not(feature = "rdma"))]
+    #[test]
+    fn without_rdma_bootstrap_says_so() {
+        let shape = nic::Cluster { kinds: vec![nic::NodeKind::Memory], region_size_bytes: vec![64] };
+        let mut opts = BootstrapOptions::new(shape);
+        opts.rank = Some(0);
+        opts.size = Some(1);
+        let e = bootstrap(opts).err().unwrap();
+        assert_eq!(e, HwError::NotBuilt);
+        assert!(e.to_string().contains("built without --features rdma"));
+    }
+}

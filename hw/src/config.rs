@@ -1,0 +1,49 @@
+//! Tunables of the hardware backend, with the reasons for their defaults.
+
+use std::time::Duration;
+
+/// How a node's NIC resources are sized and bounded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HwConfig {
+    /// Channels per target node: `Nic::qp(c)` uses QP `(this, target, c % channels)`. Folding
+    /// extra channels onto fewer QPs only adds ordering, which the trait allows.
+    pub channels: u16,
+    /// Outstanding work requests per QP (the `QpOverflow` cap). Also the number of completion
+    /// slots per QP, since every batch holds at least one work request.
+    pub qp_depth: u32,
+    /// Bound on one verb or batch. Soft-RoCE under emulation has millisecond tails; a real NIC
+    /// answers in microseconds, so a dead peer is reported by the transport (`retry_cnt`) first.
+    pub verb_timeout: Duration,
+    /// Bound on one `recv`. Long, because a memory node's handler legitimately idles while
+    /// compute nodes work; it only stops a node from waiting forever for a dead peer.
+    pub recv_timeout: Duration,
+    /// Largest `send` payload.
+    pub max_message_bytes: u32,
+    /// Receive buffers posted per peer, and send slots per peer.
+    pub message_depth: u32,
+    /// Local ACK timeout exponent (4.096 µs · 2^n): 14 ≈ 67 ms.
+    pub ack_timeout: u8,
+    /// Transport retries before a verb fails with "retry exceeded" (the peer is gone).
+    pub retry_count: u8,
+    /// Worker threads of the runtime.
+    pub threads: usize,
+    /// Bound on each bootstrap step (rendezvous, barriers).
+    pub bootstrap_timeout: Duration,
+}
+
+impl Default for HwConfig {
+    fn default() -> Self {
+        HwConfig {
+            channels: 4,
+            qp_depth: 64,
+            verb_timeout: Duration::from_secs(10),
+            recv_timeout: Duration::from_secs(120),
+            max_message_bytes: 4096,
+            message_depth: 32,
+            ack_timeout: 14,
+            retry_count: 7,
+            threads: 1,
+            bootstrap_timeout: Duration::from_secs(60),
+        }
+    }
+}
