@@ -23,6 +23,7 @@
 //! Architecture invariants: one run is one thread (rayon only across runs); virtual time is
 //! integer nanoseconds; nothing here reads the wall clock or iterates a hash map.
 
+pub mod check;
 pub mod choice;
 pub mod engine;
 pub mod fabric;

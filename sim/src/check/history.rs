@@ -238,7 +238,14 @@ impl History {
         let id = OpId(u32::try_from(self.records.len()).expect("history longer than u32::MAX operations"));
         let previous = self.in_flight.insert(client, id);
         assert!(previous.is_none(), "{client} invoked {op:?} while {} is still in flight", previous.unwrap());
-        self.records.push(Record { id, client, op, invoke_at: at, invoke_seq: self.seq_next, completion: None });
+        self.records.push(Record {
+            id,
+            client,
+            op,
+            invoke_at: at,
+            invoke_seq: self.seq_next,
+            completion: None,
+        });
         self.seq_next += 1;
         id
     }
@@ -247,7 +254,11 @@ impl History {
     pub fn complete(&mut self, id: OpId, at: Nanos, value: Option<u64>) {
         let record = &mut self.records[id.index()];
         assert!(record.completion.is_none(), "{id} completed twice");
-        assert!(at >= record.invoke_at, "{id} returned at {at}, before its invocation at {}", record.invoke_at);
+        assert!(
+            at >= record.invoke_at,
+            "{id} returned at {at}, before its invocation at {}",
+            record.invoke_at
+        );
         assert_eq!(
             value.is_some(),
             record.op.returns_value(),
@@ -260,7 +271,9 @@ impl History {
         assert_eq!(removed, Some(id));
     }
 
-    /// Records that `key` took the value `value` at `at`, in the true order of effects. Call it at
+    /// Records that `key` took the value `value` at `at`, in the true order of effects: once for
+    /// every write that took effect (even one storing the value already there), every successful
+    /// CAS and every FAA — but not for the no-ops of [`Op::can_mutate`] (CAS `v→v`, FAA of 0). Call it at
     /// the point where the change becomes the one all later readers must see (for a cached
     /// protocol that is the store into the exclusively held line, not the write-back).
     pub fn record_commit(&mut self, key: Key, value: u64, at: Nanos) {

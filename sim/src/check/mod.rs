@@ -54,7 +54,9 @@ pub mod sequential;
 #[cfg(test)]
 mod testkit;
 
-pub use history::{ClientId, Commit, Completion, History, HistoryRecorder, HistorySink, Key, Op, OpId, Record};
+pub use history::{
+    ClientId, Commit, Completion, History, HistoryRecorder, HistorySink, Key, Op, OpId, Record,
+};
 pub use invariant::{FnInvariant, Invariant, InvariantSet};
 pub use linearizability::{check_linearizability, check_linearizability_with, LinearizabilityOptions};
 pub use sequential::check_sequential_consistency;

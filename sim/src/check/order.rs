@@ -64,10 +64,45 @@ pub(crate) fn resolve(
     }
 
     let mut used = vec![false; ops.len()];
-    let mut writers = vec![None];
-    let mut position_by_writer = BTreeMap::new();
+    let mut writers: Vec<Option<OpId>> = vec![None; values.len()];
+
+    // Pass 1: a completed operation pins its own commit. A write's value names the commit; a CAS
+    // or FAA returned the value it replaced, and the commit after that value must be its own.
+    for (slot, id) in ops.iter().enumerate() {
+        let record = history.record(*id);
+        if !record.surely_mutated() {
+            continue;
+        }
+        let position = match (record.op, record.returned()) {
+            (Op::Write { value, .. }, _) => position_by_value.get(&value).copied().filter(|p| *p > 0),
+            (op, Some(old)) => {
+                position_by_value.get(&old).map(|p| p + 1).filter(|p| values.get(*p) == Some(&op.apply(old)))
+            }
+            (_, None) => unreachable!("completed CAS and FAA return the old value"),
+        };
+        let Some(position) = position else { continue };
+        if let Some(other) = writers[position] {
+            return Err(Violation {
+                checker,
+                keys: vec![key],
+                ops: vec![*history.record(other), *record],
+                at: None,
+                explanation: format!(
+                    "{other} and {id} both returned as the change that made commit #{position} of {key}                      (value {}), but one commit has one writer: one of the two updates was lost,                      e.g. two FAAs or CASes that both saw the same old value.",
+                    values[position]
+                ),
+            });
+        }
+        writers[position] = Some(*id);
+        used[slot] = true;
+    }
+
+    // Pass 2: the remaining commits must come from pending operations, matched by value.
     for (index, commit) in commits.iter().enumerate() {
         let position = index + 1;
+        if writers[position].is_some() {
+            continue;
+        }
         let previous = values[position - 1];
         let mut candidates = ops
             .iter()
@@ -96,9 +131,10 @@ pub(crate) fn resolve(
             )));
         }
         used[slot] = true;
-        writers.push(Some(*writer));
-        position_by_writer.insert(*writer, position);
+        writers[position] = Some(*writer);
     }
+    let position_by_writer: BTreeMap<OpId, usize> =
+        writers.iter().enumerate().filter_map(|(position, w)| w.map(|w| (w, position))).collect();
 
     for (slot, id) in ops.iter().enumerate() {
         let record = history.record(*id);

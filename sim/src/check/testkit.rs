@@ -136,7 +136,8 @@ pub(crate) fn random_history(rng: &mut Rng, mix: Mix, corrupt: bool) -> History 
         let op = planned[index].op;
         planned[index].result = op.returns_value().then_some(value);
         let next = op.apply(value);
-        if op.can_mutate() && next != value {
+        // Every store is a commit, even one of the current value; a CAS only if it succeeded.
+        if op.can_mutate() && (next != value || matches!(op, Op::Write { .. })) {
             history.record_commit(key, next, Nanos(planned[index].instant.unwrap()));
         }
         value = next;
