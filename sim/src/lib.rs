@@ -25,9 +25,12 @@
 
 pub mod check;
 pub mod choice;
+pub mod cli;
 pub mod engine;
 pub mod fabric;
 pub mod report;
+pub mod runners;
+pub mod scenario;
 pub mod simnic;
 pub mod trace;
 

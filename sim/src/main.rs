@@ -1,1 +1,5 @@
-fn main() {}
+//! `dmsim`: see `dmsim --help`, README.md and ARCHITECTURE.md.
+
+fn main() -> std::process::ExitCode {
+    dmsim_sim::cli::main()
+}

@@ -1,0 +1,187 @@
+//! `dmsim run`: expand a scenario into points, run them in parallel (one thread per run),
+//! write the results directory, and print `trace-hash: <hex>` last.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rayon::prelude::*;
+
+use super::{exit, shown};
+use crate::report::{ResultsDir, RunReport};
+use crate::runners::{self, PointResult, RunOptions};
+use crate::scenario::{self, results, Point};
+use crate::trace::{mix, TraceSink};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The scenario file (JSON), e.g. scenarios/nic/latency-vs-payload.json.
+    pub scenario: PathBuf,
+    /// Base seed; overrides the file's `run.seed` (points with several seeds use N, N+1, …).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Output directory (default: results/<paper>/<name>/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also write one trace file per point (one line per event) under <out>/traces/.
+    #[arg(long)]
+    pub trace: bool,
+    /// Runs in parallel (default: one per core). Each run is single-threaded.
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Only check the scenario file and list its points.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+pub fn run(args: RunArgs) -> ExitCode {
+    let mut scenario = match scenario::load(&args.scenario) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(exit::BAD_INPUT);
+        }
+    };
+    if let Some(seed) = args.seed {
+        let base = scenario.file.run.seed;
+        for p in &mut scenario.points {
+            p.seed = seed.wrapping_add(p.seed - base);
+        }
+    }
+    if args.dry_run {
+        for p in &scenario.points {
+            println!("point {:>3}: {} seed {}", p.index, describe(p), p.seed);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let dir = match &args.out {
+        Some(out) => ResultsDir::at(out),
+        None => ResultsDir::for_scenario("results", &scenario.file.paper, &scenario.file.name),
+    };
+    let dir = match dir {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(exit::IO);
+        }
+    };
+    let trace_dir = dir.file("traces");
+    if args.trace {
+        if let Err(e) = std::fs::create_dir_all(&trace_dir) {
+            eprintln!("error: {}: {e}", shown(&trace_dir));
+            return ExitCode::from(exit::IO);
+        }
+    }
+    let pool = match rayon::ThreadPoolBuilder::new().num_threads(args.jobs.unwrap_or(0)).build() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: --jobs: {e}");
+            return ExitCode::from(exit::BAD_INPUT);
+        }
+    };
+    // Wall-clock time is read here, at the CLI edge, only to report simulator speed.
+    let started = std::time::Instant::now();
+    let done = AtomicUsize::new(0);
+    let total = scenario.points.len();
+    let outcomes: Vec<Result<PointResult, String>> = pool.install(|| {
+        scenario
+            .points
+            .par_iter()
+            .map(|p| {
+                let trace = if args.trace {
+                    let path = trace_dir.join(format!("point-{:03}.trace", p.index));
+                    match std::fs::File::create(&path) {
+                        Ok(f) => TraceSink::Writer(Box::new(std::io::BufWriter::new(f))),
+                        Err(e) => return Err(format!("{}: {e}", shown(&path))),
+                    }
+                } else {
+                    TraceSink::Off
+                };
+                let r = runners::run(p, RunOptions { trace });
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                eprintln!(
+                    "[{n}/{total}] {}{}",
+                    describe(p),
+                    r.as_ref().err().map_or(String::new(), |e| format!(": {e}"))
+                );
+                r
+            })
+            .collect()
+    });
+    let wall = started.elapsed().as_secs_f64();
+    let mut points: Vec<Point> = Vec::new();
+    let mut ok: Vec<PointResult> = Vec::new();
+    let mut failures = Vec::new();
+    for (p, r) in scenario.points.iter().zip(outcomes) {
+        match r {
+            Ok(r) => {
+                points.push(p.clone());
+                ok.push(r);
+            }
+            Err(e) => failures.push(format!("point {} ({}): {e}", p.index, describe(p))),
+        }
+    }
+    let combined = ok.iter().fold(0u64, |h, r| mix(h, r.trace_hash));
+    let cells = results::Cells::new(&points, &ok);
+    let view = scenario::Scenario { points: points.clone(), ..scenario.clone() };
+    let claims = results::claims(&view, &cells);
+    let mut summary = results::summary(&view, &ok, combined, wall);
+    summary["failures"] = serde_json::json!(failures);
+    let data = results::table(&points, &ok);
+    let figure = results::figure(&view, &cells);
+    let title = format!("{} / {}: paper vs simulator", scenario.file.paper, scenario.file.name);
+    let mut note = scenario.file.calibration_note.clone();
+    if !scenario.file.scaling_note.is_empty() {
+        note = format!("{note}\n\nScaling: {}", scenario.file.scaling_note);
+    }
+    let report = RunReport {
+        data: &data,
+        figure: &figure,
+        claims_title: &title,
+        claims: &claims,
+        calibration_note: &note,
+        summary,
+    };
+    if let Err(e) = dir.write_all(report) {
+        eprintln!("error: {e}");
+        return ExitCode::from(exit::IO);
+    }
+    let events: u64 = ok.iter().map(|r| r.events).sum();
+    println!("wrote {}", shown(dir.path()));
+    println!(
+        "points: {} ok, {} failed; {events} events in {wall:.2}s wall ({:.0} events/s)",
+        ok.len(),
+        failures.len(),
+        events as f64 / wall.max(1e-9)
+    );
+    for c in &claims {
+        let status = if c.within_tolerance() { "ok  " } else { "MISS" };
+        println!("  {status} {}: paper {} sim {:.4}", c.claim, c.paper, c.sim);
+    }
+    for f in &failures {
+        eprintln!("error: {f}");
+    }
+    println!("trace-hash: {combined:016x}");
+    if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(exit::FAILURE)
+    }
+}
+
+fn describe(p: &Point) -> String {
+    let mut parts = Vec::new();
+    if let Some((_, n)) = &p.panel {
+        parts.push(format!("panel={n}"));
+    }
+    if let Some((_, n)) = &p.series {
+        parts.push(format!("series={n}"));
+    }
+    if let Some((_, n, _)) = &p.x {
+        parts.push(format!("x={n}"));
+    }
+    if parts.is_empty() {
+        parts.push("single point".into());
+    }
+    parts.join(" ")
+}

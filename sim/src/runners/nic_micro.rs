@@ -1,0 +1,262 @@
+//! NIC microbenchmarks: what the fabric model does, one verb at a time.
+//!
+//! Every compute-node thread (its own QP channel) issues `ops_per_thread` operations of one
+//! kind against memory node 0, keeping `window` in flight, and records each latency:
+//! * `read` / `write` of `payload_bytes`, `cas` / `faa` on its own word or, with
+//!   `same_address`, all on one word;
+//! * `send`: a one-way message to a port the memory node drains;
+//! * `rpc`: a request served by a memory-node handler that charges `rpc_service_ns` of CPU on
+//!   the node's modelled cores, then a reply — throughput follows the cores.
+
+use std::sync::{Arc, Mutex};
+
+use dmsim_protocols::nic::{Nanos, Nic, NodeId, RemoteAddr, Verb};
+use serde::Deserialize;
+
+use super::common::{cluster, compute_node, memory_node, percentile, require_finished, sim_config};
+use super::{PointResult, RunOptions};
+use crate::engine::Sim;
+use crate::scenario::load::parse_typed;
+use crate::scenario::{Point, PointConfig, Problem};
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum MicroVerb {
+    Read,
+    Write,
+    Cas,
+    Faa,
+    Send,
+    Rpc,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Workload {
+    verb: MicroVerb,
+    #[serde(default = "eight")]
+    payload_bytes: u32,
+    #[serde(default = "one")]
+    threads_per_node: u32,
+    #[serde(default)]
+    same_address: bool,
+    #[serde(default = "thousand")]
+    ops_per_thread: u32,
+    #[serde(default = "one")]
+    window: u32,
+    #[serde(default = "thousand_u64")]
+    rpc_service_ns: u64,
+    /// Handler tasks per memory node for `rpc` (default: 4 per modelled core, else 16).
+    #[serde(default)]
+    rpc_handlers: Option<u32>,
+}
+
+fn eight() -> u32 {
+    8
+}
+fn one() -> u32 {
+    1
+}
+fn thousand() -> u32 {
+    1000
+}
+fn thousand_u64() -> u64 {
+    1000
+}
+
+const RPC_PORT: u16 = 1;
+const SEND_PORT: u16 = 2;
+const REPLY_PORT_BASE: u16 = 1000;
+
+fn parse(config: &PointConfig) -> Result<Workload, Problem> {
+    parse_typed(&config.workload, "workload")
+}
+
+pub fn check(config: &PointConfig) -> Vec<Problem> {
+    let w = match parse(config) {
+        Ok(w) => w,
+        Err(p) => return vec![p],
+    };
+    let mut out = Vec::new();
+    if w.payload_bytes == 0 || w.payload_bytes % 8 != 0 || w.payload_bytes > 1 << 20 {
+        out.push(Problem::new("workload.payload_bytes", "must be a positive multiple of 8, at most 1 MiB"));
+    }
+    if matches!(w.verb, MicroVerb::Cas | MicroVerb::Faa) && w.payload_bytes != 8 {
+        out.push(Problem::new("workload.payload_bytes", "atomics are 8 bytes"));
+    }
+    if w.threads_per_node == 0 || w.threads_per_node > 256 {
+        out.push(Problem::new("workload.threads_per_node", "must be in 1..=256"));
+    }
+    if w.ops_per_thread == 0 {
+        out.push(Problem::new("workload.ops_per_thread", "must be at least 1"));
+    }
+    if w.window == 0 || w.window > dmsim_protocols::nic::MAX_BATCH as u32 * 2 {
+        out.push(Problem::new("workload.window", "must be in 1..=16"));
+    }
+    if w.rpc_handlers == Some(0) {
+        out.push(Problem::new("workload.rpc_handlers", "must be at least 1"));
+    }
+    let threads = config.cluster.compute_nodes as u32 * w.threads_per_node;
+    if threads > (u16::MAX - REPLY_PORT_BASE) as u32 {
+        out.push(Problem::new("workload.threads_per_node", "too many threads in total"));
+    }
+    out
+}
+
+pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
+    let w = parse(&point.config).map_err(|p| format!("{}: {}", p.path, p.reason))?;
+    let spec = &point.config.cluster;
+    let threads = spec.compute_nodes as u64 * w.threads_per_node as u64;
+    let slot = w.payload_bytes as u64 * w.window as u64;
+    let cl = cluster(spec, (threads * slot).max(4096), (w.threads_per_node as u64 * slot).max(4096));
+    let mut sim = Sim::new(sim_config(point, cl, options.trace));
+    let mn = memory_node(spec, 0);
+    let latencies = Arc::new(Mutex::new(Vec::with_capacity((threads * w.ops_per_thread as u64) as usize)));
+
+    if w.verb == MicroVerb::Rpc {
+        let handlers = w.rpc_handlers.unwrap_or(spec.memory_node_cores.map_or(16, |c| c * 4));
+        for _ in 0..handlers {
+            let nic = sim.nic(mn);
+            let service = Nanos(w.rpc_service_ns);
+            sim.spawn_daemon(mn, async move {
+                while let Ok(request) = nic.recv(RPC_PORT).await {
+                    nic.cpu(service).await;
+                    let reply_port = u16::from_le_bytes([request.bytes[0], request.bytes[1]]);
+                    if nic.send(request.from, reply_port, vec![0; 8]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    }
+    if w.verb == MicroVerb::Send {
+        let nic = sim.nic(mn);
+        sim.spawn_daemon(mn, async move { while nic.recv(SEND_PORT).await.is_ok() {} });
+    }
+
+    for c in 0..spec.compute_nodes {
+        let node = compute_node(spec, c);
+        for t in 0..w.threads_per_node {
+            let global = c as u64 * w.threads_per_node as u64 + t as u64;
+            let nic = sim.nic(node).qp(t as u16);
+            let latencies = latencies.clone();
+            let w = w.clone();
+            sim.spawn_main(node, async move {
+                let mine = client(nic, mn, &w, global, t as u64 * slot).await;
+                latencies.lock().unwrap().extend(mine);
+            });
+        }
+    }
+    let outcome = sim.run();
+    require_finished(&outcome)?;
+    let mut lat = std::mem::take(&mut *latencies.lock().unwrap());
+    let ops = lat.len() as u64;
+    let mut metrics = std::collections::BTreeMap::new();
+    let seconds = outcome.end_time.as_secs_f64().max(1e-12);
+    metrics.insert("throughput_mops".into(), ops as f64 / seconds / 1e6);
+    metrics.insert("latency_ns_avg".into(), lat.iter().sum::<u64>() as f64 / ops.max(1) as f64);
+    metrics.insert("latency_ns_p50".into(), percentile(&mut lat, 50.0));
+    metrics.insert("latency_ns_p99".into(), percentile(&mut lat, 99.0));
+    metrics.insert("bandwidth_gbps".into(), ops as f64 * w.payload_bytes as f64 * 8.0 / seconds / 1e9);
+    Ok(PointResult {
+        metrics,
+        events: outcome.events,
+        end_time_ns: outcome.end_time.0,
+        trace_hash: outcome.trace_hash,
+        stop: format!("{:?}", outcome.stop),
+        ops,
+    })
+}
+
+/// One client thread: `window` operations in flight, one per sub-slot of its buffer, each
+/// re-issued when it completes. Returns the latencies.
+async fn client<N: Nic>(nic: N, mn: NodeId, w: &Workload, global: u64, local_base: u64) -> Vec<u64> {
+    let mut latencies = Vec::with_capacity(w.ops_per_thread as usize);
+    let per_lane = w.ops_per_thread.div_ceil(w.window);
+    let lanes = (0..w.window).map(|lane| {
+        let nic = nic.clone();
+        let local = local_base + lane as u64 * w.payload_bytes as u64;
+        let remote_base = if w.same_address {
+            0
+        } else {
+            (global * w.window as u64 + lane as u64) * w.payload_bytes as u64
+        };
+        let reply_port = REPLY_PORT_BASE + (global * w.window as u64 + lane as u64) as u16;
+        lane_loop(
+            nic,
+            mn,
+            w.clone(),
+            per_lane.min(w.ops_per_thread - lane * per_lane),
+            local,
+            remote_base,
+            reply_port,
+        )
+    });
+    // Lanes of one thread run interleaved on its QP; join them without an executor-specific API.
+    let results = join_all(lanes.collect()).await;
+    for r in results {
+        latencies.extend(r);
+    }
+    latencies
+}
+
+async fn lane_loop<N: Nic>(
+    nic: N,
+    mn: NodeId,
+    w: Workload,
+    ops: u32,
+    local: u64,
+    remote: u64,
+    reply_port: u16,
+) -> Vec<u64> {
+    let mut out = Vec::with_capacity(ops as usize);
+    let addr = RemoteAddr::new(mn, remote);
+    for i in 0..ops as u64 {
+        let start = nic.now();
+        let result = match w.verb {
+            MicroVerb::Read => nic.read(addr, local, w.payload_bytes).await,
+            MicroVerb::Write => nic.write(addr, local, w.payload_bytes).await,
+            MicroVerb::Cas => {
+                nic.batch(&[Verb::Cas { remote: addr, expect: i, swap: i + 1 }]).await.map(|_| ())
+            }
+            MicroVerb::Faa => nic.faa(addr, 1).await.map(|_| ()),
+            MicroVerb::Send => nic.send(mn, SEND_PORT, vec![0; w.payload_bytes as usize]).await,
+            MicroVerb::Rpc => {
+                let mut request = vec![0; w.payload_bytes as usize];
+                request[..2].copy_from_slice(&reply_port.to_le_bytes());
+                match nic.send(mn, RPC_PORT, request).await {
+                    Ok(()) => nic.recv(reply_port).await.map(|_| ()),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        if result.is_err() {
+            break; // counted as missing ops; the throughput shows it
+        }
+        out.push(nic.now().0 - start.0);
+    }
+    out
+}
+
+/// Join futures by polling each in turn (executor-agnostic).
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(move |cx| {
+        let mut pending = false;
+        for (f, out) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if out.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *out = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(outputs.iter_mut().map(|o| o.take().unwrap()).collect())
+        }
+    })
+    .await
+}

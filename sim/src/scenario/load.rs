@@ -1,0 +1,343 @@
+//! Loading a scenario file: parse with field paths, expand the sweep, validate every point.
+
+use std::fmt;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{Axis, Point, PointConfig, Scenario, ScenarioFile};
+use crate::fabric::Profile;
+
+/// One thing wrong with a scenario, at a field path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub path: String,
+    pub reason: String,
+}
+
+impl Problem {
+    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Problem {
+        Problem { path: path.into(), reason: reason.into() }
+    }
+}
+
+/// Every problem found in one file. Displayed as one `error: <file>: <path>: <reason>` line each.
+#[derive(Clone, Debug)]
+pub struct ScenarioError {
+    pub file: String,
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            let path = if p.path.is_empty() { "(top level)" } else { &p.path };
+            write!(f, "error: {}: {}: {}", self.file, path, p.reason)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: file.clone(),
+        problems: vec![Problem::new("", format!("cannot read: {e}"))],
+    })?;
+    load_str(&file, &text)
+}
+
+pub fn load_str(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    let fail = |problems: Vec<Problem>| ScenarioError { file: file.to_string(), problems };
+    let raw: Value = serde_json::from_str(text).map_err(|e| {
+        fail(vec![Problem::new(
+            "",
+            format!("malformed JSON at line {} column {}: {e}", e.line(), e.column()),
+        )])
+    })?;
+    let parsed: ScenarioFile = parse_typed(&raw, "").map_err(|p| fail(vec![p]))?;
+    let mut problems = check_file(&parsed);
+    if !problems.is_empty() {
+        return Err(fail(problems));
+    }
+    let points = expand(&raw, &parsed).map_err(|p| fail(vec![p]))?;
+    for point in &points {
+        for p in check_point(&point.config) {
+            let p = Problem::new(p.path, format!("{}{}", p.reason, point_context(point)));
+            if !problems.contains(&p) {
+                problems.push(p);
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(fail(problems));
+    }
+    Ok(Scenario { file: parsed, source: text.to_string(), points })
+}
+
+/// Deserialize with the failing field's path (`prefix` is prepended).
+pub fn parse_typed<T: serde::de::DeserializeOwned>(value: &Value, prefix: &str) -> Result<T, Problem> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let path = join_path(prefix, if inner == "." { "" } else { &inner });
+        Problem::new(path, e.into_inner().to_string())
+    })
+}
+
+pub fn join_path(prefix: &str, inner: &str) -> String {
+    match (prefix.is_empty(), inner.is_empty()) {
+        (true, _) => inner.to_string(),
+        (false, true) => prefix.to_string(),
+        (false, false) => format!("{prefix}.{inner}"),
+    }
+}
+
+fn point_context(point: &Point) -> String {
+    let mut parts = Vec::new();
+    if let Some((_, name)) = &point.panel {
+        parts.push(format!("panel {name}"));
+    }
+    if let Some((_, name)) = &point.series {
+        parts.push(format!("series {name}"));
+    }
+    if let Some((_, name, _)) = &point.x {
+        parts.push(format!("x {name}"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" (at {})", parts.join(", "))
+    }
+}
+
+/// Checks that need only the file, not a point.
+fn check_file(file: &ScenarioFile) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (field, value) in [("paper", &file.paper), ("name", &file.name)] {
+        if value.is_empty() || value.contains(['/', '\\']) || value.starts_with('.') {
+            out.push(Problem::new(field, format!("must be a plain folder name, got {value:?}")));
+        }
+    }
+    if file.run.seeds == 0 {
+        out.push(Problem::new("run.seeds", "must be at least 1"));
+    }
+    if file.run.time_ns_max == 0 {
+        out.push(Problem::new("run.time_ns_max", "must be positive"));
+    }
+    for (name, axis) in [("panels", &file.sweep.panels), ("series", &file.sweep.series), ("x", &file.sweep.x)]
+    {
+        let Some(axis) = axis else { continue };
+        let at = format!("sweep.{name}");
+        if axis.values.is_empty() {
+            out.push(Problem::new(format!("{at}.values"), "must not be empty"));
+        }
+        if let Some(names) = &axis.names {
+            if names.len() != axis.values.len() {
+                out.push(Problem::new(
+                    format!("{at}.names"),
+                    format!("has {} names for {} values", names.len(), axis.values.len()),
+                ));
+            }
+        }
+        if axis.path.is_none() {
+            for (i, v) in axis.values.iter().enumerate() {
+                if !v.is_object() {
+                    out.push(Problem::new(
+                        format!("{at}.values[{i}]"),
+                        "without `path`, each value must be an object of {\"dotted.path\": value} overrides",
+                    ));
+                }
+            }
+        }
+    }
+    if !file.plot.y_metric.is_empty() && file.sweep.x.is_none() && file.sweep.series.is_none() {
+        out.push(Problem::new("plot.y_metric", "a plot needs a sweep.x or sweep.series axis"));
+    }
+    for (i, pv) in file.paper_values.iter().enumerate() {
+        if let Some(t) = pv.tolerance {
+            if !(t.is_finite() && t > 0.0) {
+                out.push(Problem::new(format!("paper_values[{i}].tolerance"), "must be a positive fraction"));
+            }
+        }
+        if !pv.value.is_finite() {
+            out.push(Problem::new(format!("paper_values[{i}].value"), "must be a finite number"));
+        }
+    }
+    out
+}
+
+/// Checks on one resolved point: cluster shape, profile, then the runner's own.
+pub fn check_point(config: &PointConfig) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let c = &config.cluster;
+    if c.memory_nodes == 0 {
+        out.push(Problem::new("cluster.memory_nodes", "must be at least 1"));
+    }
+    if c.compute_nodes == 0 {
+        out.push(Problem::new("cluster.compute_nodes", "must be at least 1"));
+    }
+    if c.memory_nodes as u32 + c.compute_nodes as u32 > 1024 {
+        out.push(Problem::new("cluster", "at most 1024 nodes"));
+    }
+    if c.memory_node_cores == Some(0) {
+        out.push(Problem::new(
+            "cluster.memory_node_cores",
+            "must be at least 1 (use memory_node_cpu_share for stranded)",
+        ));
+    }
+    if !(c.memory_node_cpu_share.is_finite()
+        && c.memory_node_cpu_share > 0.0
+        && c.memory_node_cpu_share <= 1.0)
+    {
+        out.push(Problem::new("cluster.memory_node_cpu_share", "must be in (0, 1]"));
+    }
+    match resolve_profile(c) {
+        Ok(_) => {}
+        Err(mut p) => out.append(&mut p),
+    }
+    out.extend(crate::runners::check(config));
+    out
+}
+
+/// The named profile with the scenario's overrides applied and validated.
+pub fn resolve_profile(c: &super::ClusterSpec) -> Result<Profile, Vec<Problem>> {
+    let Some(base) = Profile::named(&c.nic_profile) else {
+        return Err(vec![Problem::new(
+            "cluster.nic_profile",
+            format!("unknown profile {:?} (known: {})", c.nic_profile, Profile::names().join(", ")),
+        )]);
+    };
+    let mut value = serde_json::to_value(&base).expect("profile serializes");
+    for (k, v) in &c.nic_overrides {
+        if !value.as_object().unwrap().contains_key(k) || k == "notes" || k == "name" {
+            return Err(vec![Problem::new(format!("cluster.nic_overrides.{k}"), "not a profile knob")]);
+        }
+        value[k] = v.clone();
+    }
+    let profile: Profile = parse_typed(&value, "cluster.nic_overrides").map_err(|p| vec![p])?;
+    let problems: Vec<Problem> = profile
+        .problems()
+        .into_iter()
+        .map(|(field, reason)| {
+            let at = if c.nic_overrides.contains_key(&field) {
+                "cluster.nic_overrides"
+            } else {
+                "cluster.nic_profile"
+            };
+            Problem::new(format!("{at}.{field}"), reason)
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(profile)
+    } else {
+        Err(problems)
+    }
+}
+
+fn axis_name(axis: &Axis, i: usize) -> String {
+    if let Some(names) = &axis.names {
+        return names[i].clone();
+    }
+    match &axis.values[i] {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn axis_x(axis: &Axis, i: usize) -> f64 {
+    axis.values[i].as_f64().unwrap_or(i as f64)
+}
+
+/// Write `value` at a dotted path, creating objects on the way.
+fn set_path(doc: &mut Value, path: &str, value: Value) -> Result<(), String> {
+    let mut cursor = doc;
+    let parts: Vec<&str> = path.split('.').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if part.is_empty() {
+            return Err(format!("empty segment in path {path:?}"));
+        }
+        if cursor.is_null() {
+            *cursor = Value::Object(Default::default());
+        }
+        let Some(object) = cursor.as_object_mut() else {
+            return Err(format!("{:?} is not an object", parts[..i].join(".")));
+        };
+        if i + 1 == parts.len() {
+            object.insert(part.to_string(), value);
+            return Ok(());
+        }
+        cursor = object.entry(part.to_string()).or_insert(Value::Null);
+    }
+    Ok(())
+}
+
+fn apply_axis(doc: &mut Value, axis: &Axis, i: usize, at: &str) -> Result<(), Problem> {
+    let value = axis.values[i].clone();
+    let result = match &axis.path {
+        Some(path) => set_path(doc, path, value).map_err(|e| Problem::new(format!("{at}.path"), e)),
+        None => {
+            let mut r = Ok(());
+            for (k, v) in value.as_object().expect("checked").iter() {
+                if let Err(e) = set_path(doc, k, v.clone()) {
+                    r = Err(Problem::new(format!("{at}.values[{i}].{k}"), e));
+                    break;
+                }
+            }
+            r
+        }
+    };
+    if let Some(path) = &axis.path {
+        if ["paper", "name", "sweep", "plot", "paper_values"].contains(&path.split('.').next().unwrap_or(""))
+        {
+            return Err(Problem::new(format!("{at}.path"), "may not sweep the scenario's own metadata"));
+        }
+    }
+    result
+}
+
+fn expand(raw: &Value, file: &ScenarioFile) -> Result<Vec<Point>, Problem> {
+    let one = |a: &Option<Axis>| a.as_ref().map_or(1, |a| a.values.len());
+    let (np, ns, nx) = (one(&file.sweep.panels), one(&file.sweep.series), one(&file.sweep.x));
+    let mut points = Vec::new();
+    for p in 0..np {
+        for s in 0..ns {
+            for x in 0..nx {
+                let mut doc = raw.clone();
+                if let Some(a) = &file.sweep.panels {
+                    apply_axis(&mut doc, a, p, "sweep.panels")?;
+                }
+                if let Some(a) = &file.sweep.series {
+                    apply_axis(&mut doc, a, s, "sweep.series")?;
+                }
+                if let Some(a) = &file.sweep.x {
+                    apply_axis(&mut doc, a, x, "sweep.x")?;
+                }
+                let resolved: ScenarioFile = parse_typed(&doc, "")?;
+                for k in 0..file.run.seeds as u64 {
+                    let config = PointConfig {
+                        protocol: resolved.protocol.clone(),
+                        cluster: resolved.cluster.clone(),
+                        protocol_options: resolved.protocol_options.clone(),
+                        workload: resolved.workload.clone(),
+                        run: resolved.run.clone(),
+                    };
+                    points.push(Point {
+                        index: points.len(),
+                        panel: file.sweep.panels.as_ref().map(|a| (p, axis_name(a, p))),
+                        series: file.sweep.series.as_ref().map(|a| (s, axis_name(a, s))),
+                        x: file.sweep.x.as_ref().map(|a| (x, axis_name(a, x), axis_x(a, x))),
+                        seed: file.run.seed + k,
+                        config,
+                    });
+                }
+            }
+        }
+    }
+    Ok(points)
+}

@@ -1,0 +1,206 @@
+//! Scenario files: what to run, swept over which axes, compared with which paper numbers.
+//!
+//! A scenario is one JSON document. Its `cluster`, `protocol`, `protocol_options` and
+//! `workload` sections describe one simulation; `sweep` names up to three axes (`panels`,
+//! `series`, `x`), each a list of values written into the document at a dotted path (or a list
+//! of `{ "dotted.path": value, … }` override objects), and every combination — times `run.seeds`
+//! seeds — is one *point*, one independent run. `plot` says which metric to draw and
+//! `paper_values` which numbers from the paper to put beside the simulated ones.
+//!
+//! Loading is the edge where bad input is caught: every problem is reported with its field path
+//! (`cluster.compute_nodes: must be at least 1`), and nothing past this module sees raw JSON
+//! except the per-protocol `workload`/`protocol_options`, which each runner parses with paths.
+
+pub mod load;
+pub mod results;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use load::{load, load_str, Problem, ScenarioError};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// Folder under `results/`: the paper (`selcc`, `nic`, …).
+    pub paper: String,
+    /// Folder under `results/<paper>/`.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Which runner: `nic_micro`, `selcc`, `sel`, `gam`, …
+    pub protocol: String,
+    pub cluster: ClusterSpec,
+    #[serde(default)]
+    pub protocol_options: Value,
+    #[serde(default)]
+    pub workload: Value,
+    #[serde(default)]
+    pub sweep: Sweep,
+    #[serde(default)]
+    pub run: RunSpec,
+    #[serde(default)]
+    pub plot: PlotSpec,
+    #[serde(default)]
+    pub paper_values: Vec<PaperValue>,
+    /// What was scaled down from the paper and how, for the report.
+    #[serde(default)]
+    pub scaling_note: String,
+    /// Calibration role: empty for a prediction, else which knobs this figure calibrated.
+    #[serde(default)]
+    pub calibration_note: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSpec {
+    pub memory_nodes: u16,
+    pub compute_nodes: u16,
+    pub nic_profile: String,
+    /// Single-field overrides of the named profile (`{"atomic_service_ns": 300}`).
+    #[serde(default)]
+    pub nic_overrides: serde_json::Map<String, Value>,
+    /// Modelled cores per memory node (`null`: unmodelled).
+    #[serde(default)]
+    pub memory_node_cores: Option<u32>,
+    /// Share of each memory-node core available (1.0 dedicated; "stranded" ≈ 0.05).
+    #[serde(default = "one")]
+    pub memory_node_cpu_share: f64,
+    #[serde(default)]
+    pub torn_large_verbs: bool,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    pub panels: Option<Axis>,
+    pub series: Option<Axis>,
+    pub x: Option<Axis>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Axis {
+    /// Dotted path the values are written to; without it each value is an override object.
+    #[serde(default)]
+    pub path: Option<String>,
+    pub values: Vec<Value>,
+    /// Display names (legend entries, panel titles, x categories); default: the values.
+    #[serde(default)]
+    pub names: Option<Vec<String>>,
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    #[serde(default = "one_u32")]
+    pub seeds: u32,
+    #[serde(default = "one_u64")]
+    pub seed: u64,
+    #[serde(default = "time_max")]
+    pub time_ns_max: u64,
+    #[serde(default = "events_max")]
+    pub events_max: u64,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+fn one_u64() -> u64 {
+    1
+}
+fn time_max() -> u64 {
+    10_000_000_000
+}
+fn events_max() -> u64 {
+    2_000_000_000
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec { seeds: 1, seed: 1, time_ns_max: time_max(), events_max: events_max() }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlotSpec {
+    #[serde(default)]
+    pub title: String,
+    /// The metric on the y axis (a key of the runner's metrics).
+    #[serde(default)]
+    pub y_metric: String,
+    #[serde(default)]
+    pub y_label: String,
+    #[serde(default)]
+    pub x_label: String,
+    #[serde(default)]
+    pub x_log: bool,
+    #[serde(default)]
+    pub y_log: bool,
+    #[serde(default)]
+    pub bars: bool,
+    #[serde(default)]
+    pub columns: Option<usize>,
+}
+
+/// One number the paper reports, located by axis names, with the trend it should show.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperValue {
+    pub claim: String,
+    #[serde(default)]
+    pub panel: Option<String>,
+    #[serde(default)]
+    pub series: Option<String>,
+    #[serde(default)]
+    pub x: Option<String>,
+    pub metric: String,
+    pub value: f64,
+    /// Relative tolerance; default 0.25.
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+    /// `higher_than:<series>` / `lower_than:<series>` at the same panel and x, or
+    /// `increasing` / `decreasing` along x for this series.
+    #[serde(default)]
+    pub trend: Option<String>,
+    #[serde(default)]
+    pub note: String,
+}
+
+/// One run: the scenario with every axis resolved, plus where it sits in the sweep.
+#[derive(Clone, Debug)]
+pub struct Point {
+    pub index: usize,
+    pub panel: Option<(usize, String)>,
+    pub series: Option<(usize, String)>,
+    pub x: Option<(usize, String, f64)>,
+    pub seed: u64,
+    pub config: PointConfig,
+}
+
+/// The parts of a scenario one run needs, after the sweep's overrides.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PointConfig {
+    pub protocol: String,
+    pub cluster: ClusterSpec,
+    #[serde(default)]
+    pub protocol_options: Value,
+    #[serde(default)]
+    pub workload: Value,
+    pub run: RunSpec,
+}
+
+/// A loaded, validated scenario and its expanded points.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub file: ScenarioFile,
+    pub source: String,
+    pub points: Vec<Point>,
+}

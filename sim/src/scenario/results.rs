@@ -1,0 +1,266 @@
+//! From points and their results to what `dmsim run` writes: the long-format table, the
+//! figure in the paper's layout, the paper-vs-sim claims and the summary.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value as Json};
+
+use super::{PaperValue, Point, Scenario};
+use crate::report::Figure;
+use crate::report::{Panel, PanelKind, PaperClaim, Scale, Series, Table, Value};
+use crate::runners::PointResult;
+
+/// The mean of `metric` over seeds at each (panel, series, x) cell.
+pub struct Cells {
+    /// (panel index, series index, x index) → (metric → mean)
+    pub means: BTreeMap<(usize, usize, usize), BTreeMap<String, f64>>,
+}
+
+fn key(p: &Point) -> (usize, usize, usize) {
+    (
+        p.panel.as_ref().map_or(0, |a| a.0),
+        p.series.as_ref().map_or(0, |a| a.0),
+        p.x.as_ref().map_or(0, |a| a.0),
+    )
+}
+
+impl Cells {
+    pub fn new(points: &[Point], results: &[PointResult]) -> Cells {
+        let mut sums: BTreeMap<(usize, usize, usize), BTreeMap<String, (f64, u32)>> = BTreeMap::new();
+        for (p, r) in points.iter().zip(results) {
+            let cell = sums.entry(key(p)).or_default();
+            for (m, v) in &r.metrics {
+                let e = cell.entry(m.clone()).or_insert((0.0, 0));
+                e.0 += v;
+                e.1 += 1;
+            }
+        }
+        let means = sums
+            .into_iter()
+            .map(|(k, ms)| (k, ms.into_iter().map(|(m, (s, n))| (m, s / n as f64)).collect()))
+            .collect();
+        Cells { means }
+    }
+
+    pub fn get(&self, cell: (usize, usize, usize), metric: &str) -> Option<f64> {
+        self.means.get(&cell)?.get(metric).copied()
+    }
+}
+
+/// Long format: one row per point, every metric a column.
+pub fn table(points: &[Point], results: &[PointResult]) -> Table {
+    let metric_names: Vec<String> = {
+        let mut names: Vec<String> = results.iter().flat_map(|r| r.metrics.keys().cloned()).collect();
+        names.sort();
+        names.dedup();
+        names
+    };
+    let mut columns: Vec<String> =
+        ["point", "panel", "series", "x", "seed"].iter().map(|s| s.to_string()).collect();
+    columns.extend(metric_names.iter().cloned());
+    columns.extend(["events", "end_time_ns", "trace_hash"].iter().map(|s| s.to_string()));
+    let mut t = Table::new(columns);
+    for (p, r) in points.iter().zip(results) {
+        let mut row = vec![
+            Value::Int(p.index as i64),
+            Value::Str(p.panel.as_ref().map(|a| a.1.clone()).unwrap_or_default()),
+            Value::Str(p.series.as_ref().map(|a| a.1.clone()).unwrap_or_default()),
+            Value::Str(p.x.as_ref().map(|a| a.1.clone()).unwrap_or_default()),
+            Value::Int(p.seed as i64),
+        ];
+        for m in &metric_names {
+            row.push(r.metrics.get(m).map_or(Value::Str(String::new()), |v| Value::Num(*v)));
+        }
+        row.push(Value::Int(r.events as i64));
+        row.push(Value::Int(r.end_time_ns as i64));
+        row.push(Value::Str(format!("{:016x}", r.trace_hash)));
+        t.push_row(row);
+    }
+    t
+}
+
+/// The figure: one panel per `panels` value, one series per `series` value, y = the plot metric.
+pub fn figure(scenario: &Scenario, cells: &Cells) -> Figure {
+    let file = &scenario.file;
+    let plot = &file.plot;
+    let metric = if plot.y_metric.is_empty() { "throughput_mops" } else { &plot.y_metric };
+    let names = |a: &Option<super::Axis>| -> Vec<String> {
+        match a {
+            None => vec![String::new()],
+            Some(a) => (0..a.values.len())
+                .map(|i| a.names.as_ref().map_or_else(|| axis_value_name(&a.values[i]), |n| n[i].clone()))
+                .collect(),
+        }
+    };
+    let panels = names(&file.sweep.panels);
+    let series = names(&file.sweep.series);
+    let xs: Vec<(String, f64)> = match &file.sweep.x {
+        None => vec![(String::new(), 0.0)],
+        Some(a) => (0..a.values.len())
+            .map(|i| {
+                let name = a.names.as_ref().map_or_else(|| axis_value_name(&a.values[i]), |n| n[i].clone());
+                (name, a.values[i].as_f64().unwrap_or(i as f64))
+            })
+            .collect(),
+    };
+    let numeric_x = file.sweep.x.as_ref().is_some_and(|a| a.values.iter().all(|v| v.is_number()));
+    let bars = plot.bars || !numeric_x;
+    let x_label = if plot.x_label.is_empty() {
+        file.sweep.x.as_ref().and_then(|a| a.label.clone().or(a.path.clone())).unwrap_or_default()
+    } else {
+        plot.x_label.clone()
+    };
+    let y_label = if plot.y_label.is_empty() { metric.to_string() } else { plot.y_label.clone() };
+    let mut figure = Figure::new(if plot.title.is_empty() { file.name.clone() } else { plot.title.clone() });
+    figure.columns = plot.columns.unwrap_or(0);
+    for (pi, panel_name) in panels.iter().enumerate() {
+        let mut panel = if bars {
+            Panel::bars(panel_name.clone(), x_label.clone(), y_label.clone(), xs.iter().map(|x| x.0.clone()))
+        } else {
+            Panel::lines(panel_name.clone(), x_label.clone(), y_label.clone()).with_scales(
+                if plot.x_log { Scale::Log2 } else { Scale::Linear },
+                if plot.y_log { Scale::Log10 } else { Scale::Linear },
+            )
+        };
+        for (si, series_name) in series.iter().enumerate() {
+            let points: Vec<(f64, f64)> = xs
+                .iter()
+                .enumerate()
+                .filter_map(|(xi, (_, xv))| {
+                    let y = cells.get((pi, si, xi), metric)?;
+                    Some((if panel.kind == PanelKind::Bars { xi as f64 } else { *xv }, y))
+                })
+                .collect();
+            let name = if series_name.is_empty() { metric.to_string() } else { series_name.clone() };
+            panel = panel.with_series(Series::new(name, points));
+        }
+        figure.panels.push(panel);
+    }
+    figure
+}
+
+fn axis_value_name(v: &Json) -> String {
+    match v {
+        Json::String(s) => s.clone(),
+        Json::Number(n) => n.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Index of the axis value whose display name is `name`.
+fn find(axis: &Option<super::Axis>, name: &Option<String>) -> Result<usize, String> {
+    match (axis, name) {
+        (None, None) => Ok(0),
+        (None, Some(n)) => Err(format!("names {n:?} but the scenario has no such axis")),
+        (Some(_), None) => Ok(0),
+        (Some(a), Some(n)) => (0..a.values.len())
+            .find(|&i| {
+                a.names.as_ref().map_or_else(|| axis_value_name(&a.values[i]), |ns| ns[i].clone()) == *n
+            })
+            .ok_or_else(|| format!("no axis value named {n:?}")),
+    }
+}
+
+/// Compare each paper value with the simulated mean at its cell, and evaluate its trend.
+pub fn claims(scenario: &Scenario, cells: &Cells) -> Vec<PaperClaim> {
+    let s = &scenario.file.sweep;
+    scenario
+        .file
+        .paper_values
+        .iter()
+        .map(|pv| {
+            let located = (|| -> Result<(usize, usize, usize), String> {
+                Ok((find(&s.panels, &pv.panel)?, find(&s.series, &pv.series)?, find(&s.x, &pv.x)?))
+            })();
+            let (sim, trend_holds, note) = match located {
+                Err(e) => (f64::NAN, None, format!("cannot locate: {e}")),
+                Ok(cell) => {
+                    let sim = cells.get(cell, &pv.metric).unwrap_or(f64::NAN);
+                    let trend = pv.trend.as_ref().map(|t| trend(scenario, cells, pv, cell, t));
+                    (sim, trend.as_ref().and_then(|t| t.as_ref().ok().copied()), trend_note(pv, trend))
+                }
+            };
+            PaperClaim {
+                claim: pv.claim.clone(),
+                paper: pv.value,
+                sim,
+                tolerance: pv.tolerance.unwrap_or(0.25),
+                trend_holds,
+                note,
+            }
+        })
+        .collect()
+}
+
+fn trend_note(pv: &PaperValue, trend: Option<Result<bool, String>>) -> String {
+    let mut note = pv.note.clone();
+    if let (Some(t), Some(Err(e))) = (&pv.trend, trend) {
+        if !note.is_empty() {
+            note.push_str("; ");
+        }
+        note.push_str(&format!("trend {t:?}: {e}"));
+    } else if let Some(t) = &pv.trend {
+        if !note.is_empty() {
+            note.push_str("; ");
+        }
+        note.push_str(&format!("trend: {t}"));
+    }
+    note
+}
+
+fn trend(
+    scenario: &Scenario,
+    cells: &Cells,
+    pv: &PaperValue,
+    cell: (usize, usize, usize),
+    t: &str,
+) -> Result<bool, String> {
+    let here = cells.get(cell, &pv.metric).ok_or("no simulated value")?;
+    let s = &scenario.file.sweep;
+    if let Some(other) = t.strip_prefix("higher_than:").or_else(|| t.strip_prefix("lower_than:")) {
+        let oi = find(&s.series, &Some(other.to_string()))?;
+        let there = cells.get((cell.0, oi, cell.2), &pv.metric).ok_or("no value for the other series")?;
+        return Ok(if t.starts_with("higher") { here > there } else { here < there });
+    }
+    let nx = s.x.as_ref().map_or(1, |a| a.values.len());
+    let first = cells.get((cell.0, cell.1, 0), &pv.metric).ok_or("no first x value")?;
+    let last = cells.get((cell.0, cell.1, nx - 1), &pv.metric).ok_or("no last x value")?;
+    match t {
+        "increasing" => Ok(last > first),
+        "decreasing" => Ok(last < first),
+        other => {
+            Err(format!("unknown trend {other:?} (increasing, decreasing, higher_than:S, lower_than:S)"))
+        }
+    }
+}
+
+/// The summary: scenario identity, per-point results, the combined hash.
+pub fn summary(scenario: &Scenario, results: &[PointResult], combined_hash: u64, wall_seconds: f64) -> Json {
+    let events: u64 = results.iter().map(|r| r.events).sum();
+    let ops: u64 = results.iter().map(|r| r.ops).sum();
+    json!({
+        "paper": scenario.file.paper,
+        "name": scenario.file.name,
+        "description": scenario.file.description,
+        "protocol": scenario.file.protocol,
+        "points": scenario.points.len(),
+        "trace_hash": format!("{combined_hash:016x}"),
+        "events": events,
+        "simulated_ops": ops,
+        "wall_seconds": wall_seconds,
+        "events_per_second": events as f64 / wall_seconds.max(1e-9),
+        "scaling_note": scenario.file.scaling_note,
+        "calibration_note": scenario.file.calibration_note,
+        "results": scenario.points.iter().zip(results).map(|(p, r)| json!({
+            "point": p.index,
+            "panel": p.panel.as_ref().map(|a| a.1.clone()),
+            "series": p.series.as_ref().map(|a| a.1.clone()),
+            "x": p.x.as_ref().map(|a| a.1.clone()),
+            "seed": p.seed,
+            "metrics": r.metrics,
+            "events": r.events,
+            "end_time_ns": r.end_time_ns,
+            "trace_hash": format!("{:016x}", r.trace_hash),
+        })).collect::<Vec<_>>(),
+    })
+}
