@@ -30,8 +30,10 @@
 //! * [`sequential`] — sequential consistency across keys, given the write order: the graph of
 //!   program order, reads-from, write order and from-read edges must be acyclic (Kahn's algorithm,
 //!   O(V + E)); a cycle is reported edge by edge. It catches message-passing and store-buffer
-//!   shapes that every key alone accepts. It ignores real time, so it does not subsume
-//!   linearizability; run both.
+//!   shapes. It ignores real time, so it does not subsume linearizability. Conversely, when clients
+//!   are sequential and times honest, program order is part of real time and per-key
+//!   linearizability already implies SC (locality); SC earns its keep for protocols that promise
+//!   only SC, and for histories whose clocks cannot be compared (several hardware nodes).
 //! * [`invariant`] — protocol invariants (SWMR per line, latch word agrees with the memos, …)
 //!   registered as closures over the protocol's state and run on every event. Their cost is the
 //!   implementor's; the set adds one virtual call each.
