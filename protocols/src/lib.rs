@@ -12,4 +12,6 @@
 
 pub mod memory;
 pub mod nic;
+pub mod selcc;
 pub mod sync;
+pub mod workload;

@@ -1,0 +1,233 @@
+//! Every knob of SELCC and SEL, as plain serde-friendly fields, so that a scenario file can run
+//! an ablation (Fig. 15, Fig. 18) by flipping one field.
+
+use serde::{Deserialize, Serialize};
+
+/// SELCC proper, or the uncached SEL baseline (§1 [P], Fig. 3a).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// Lazy latch release, invalidation messages, cached copies (Fig. 3b).
+    Selcc,
+    /// Same latch word, no caching: acquire, access, release on every operation; conflicts are
+    /// retried with backoff, never messaged. [CHOICE] accesses to one line from threads of the
+    /// same node are serialised by the local latch (the node owns one reader bit).
+    Sel,
+}
+
+/// Deliberately broken variants ("mutants") that the checkers must catch. Each names the bug it
+/// plants; `None` is the correct protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Mutant {
+    #[default]
+    None,
+    /// Exclusive release posts the latch FAA *before* the dirty WRITE, so a reader can acquire and
+    /// read the stale memory copy (violates S4/S7).
+    ReleaseBeforeFlush,
+    /// Case-1 forwarding sends the data but not the dirty bounds, so the new owner later flushes
+    /// only its own range and the old owner's writes are lost (violates S7).
+    ForwardWithoutDirtyBounds,
+    /// A reader that hits a Modified copy at another node skips the invalidation and reads the
+    /// memory copy anyway (violates S2/S4).
+    ReadThroughModified,
+}
+
+/// Local CPU costs charged with `Nic::cpu` (spec §8.5). Nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuCosts {
+    /// Hash lookup + LRU touch per lock call.
+    pub lookup_ns: u64,
+    /// Handing a local latch over / waking a waiter (charged when a lock call waited).
+    pub latch_handoff_ns: u64,
+    /// Serving one invalidation message in a handler (parse, decide).
+    pub handler_ns: u64,
+    /// Copying one KiB between local buffers (eviction ring slot).
+    pub memcpy_ns_per_kib: u64,
+    /// Polling interval while waiting for a reply flag or a free frame.
+    pub poll_ns: u64,
+}
+
+impl Default for CpuCosts {
+    fn default() -> Self {
+        CpuCosts {
+            lookup_ns: 50,
+            latch_handoff_ns: 100,
+            handler_ns: 200,
+            memcpy_ns_per_kib: 100,
+            poll_ns: 200,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    pub mode: Mode,
+    /// GCL data bytes (default 2 KiB, §2 [P]); a multiple of 8.
+    pub gcl_size_bytes: u32,
+    /// Cache frames per compute node (8 GiB / 2 KiB in the paper; scaled in scenarios).
+    pub cache_frames: u32,
+    /// Hash/LRU shards (§2 [P]: "sharded to support high concurrency").
+    pub cache_shards: u32,
+    /// Front-end threads per compute node, P in §5.3.1 (sizes reply slots and the lease formula).
+    pub threads_per_node: u32,
+    /// Invalidation handler tasks per compute node [GAP]; [REPO] polls with one.
+    pub handler_tasks: u32,
+
+    // ---- §3.4 acquisition ----
+    /// Upgrade CAS attempts before the fallback release-then-acquire ([GAP] K; [REPO] 1).
+    pub upgrade_attempts: u32,
+    /// Most global-latch retries before an op is declared stuck (a liveness assertion).
+    pub retry_limit: u32,
+
+    // ---- §3.5 conflicts ----
+    /// Global ownership handover (Case 1/2 FAA by the victim). Off = the naive flush-and-release.
+    pub handover: bool,
+    /// GCL forwarding into the requester's frame (Fig. 18). Off = the requester READs memory.
+    pub forwarding: bool,
+    /// Resend interval constant C in T = C·RTT/N_r (§5.1.2 [P]; value [GAP]).
+    pub resend_c: u32,
+    /// Memorise messages that meet a busy frame (one slot per frame, [REPO] "pending") instead of
+    /// dropping them (§5.1.1 "defers or drops").
+    pub defer_messages: bool,
+
+    // ---- §5.2 eviction ----
+    /// Background batched eviction with a ring buffer per QP (Fig. 18). Off = the front-end
+    /// thread evicts one victim synchronously when no frame is free.
+    pub batched_eviction: bool,
+    /// Free-list threshold L as a fraction of `cache_frames` ([REPO] 0.002) ...
+    pub free_frames_ratio: f64,
+    /// ... but at least this many frames.
+    pub free_frames_min: u32,
+    /// Ring-buffer slots per memory-node QP, L_out ([REPO] 16).
+    pub evict_ring_slots: u32,
+    /// Dynamic dirty boundaries (Fig. 18). Off = flush the whole GCL.
+    pub dirty_bounds: bool,
+
+    // ---- §5.3 fairness ----
+    /// Lease threshold γ on A = R_c/P + W_c; `None` = Inf (never release early).
+    pub lease_gamma: Option<u32>,
+    /// Priority aging carried in messages; off = every message has priority 0.
+    pub priority_aging: bool,
+    /// Reader spin-waiting after a high-priority writer invalidated our Shared copy.
+    pub reader_spin_wait: bool,
+    /// Spin per priority level ([REPO] 16 µs).
+    pub reader_spin_ns_per_level: u64,
+    /// Priority matching: readers must match the last starved writer's priority.
+    pub priority_matching: bool,
+    /// Lowest priority level counted as "high" (starved) for spin-waiting and matching [GAP].
+    pub starvation_level_min: u8,
+
+    pub cpu: CpuCosts,
+    /// Width of the per-node ops-over-time buckets.
+    pub timeline_bucket_ns: u64,
+    pub mutant: Mutant,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::selcc()
+    }
+}
+
+impl Config {
+    /// SELCC with every optimization on and the paper's defaults.
+    pub fn selcc() -> Config {
+        Config {
+            mode: Mode::Selcc,
+            gcl_size_bytes: 2048,
+            cache_frames: 4096,
+            cache_shards: 16,
+            threads_per_node: 8,
+            handler_tasks: 1,
+            upgrade_attempts: 1,
+            retry_limit: 1_000_000,
+            handover: true,
+            forwarding: true,
+            resend_c: 4,
+            defer_messages: true,
+            batched_eviction: true,
+            free_frames_ratio: 0.002,
+            free_frames_min: 8,
+            evict_ring_slots: 16,
+            dirty_bounds: true,
+            lease_gamma: Some(256),
+            priority_aging: true,
+            reader_spin_wait: true,
+            reader_spin_ns_per_level: 16_000,
+            priority_matching: true,
+            starvation_level_min: 2,
+            cpu: CpuCosts::default(),
+            timeline_bucket_ns: 1_000_000,
+            mutant: Mutant::None,
+        }
+    }
+
+    /// The SEL baseline: same latch, no caching, no messages.
+    pub fn sel() -> Config {
+        Config { mode: Mode::Sel, ..Config::selcc() }
+    }
+
+    /// Fig. 18's starting point: forwarding, batched eviction and dirty bounds all off.
+    pub fn ablation_base() -> Config {
+        Config { forwarding: false, batched_eviction: false, dirty_bounds: false, ..Config::selcc() }
+    }
+
+    /// Free-list threshold L in frames.
+    pub fn free_frames_low(&self) -> u32 {
+        let by_ratio = (self.cache_frames as f64 * self.free_frames_ratio).ceil() as u32;
+        by_ratio.max(self.free_frames_min).min(self.cache_frames / 2)
+    }
+
+    /// Problems with this configuration, each naming the field. Empty = valid.
+    pub fn validate(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.gcl_size_bytes == 0 || !self.gcl_size_bytes.is_multiple_of(8) {
+            problems.push(format!("gcl_size_bytes: {} is not a positive multiple of 8", self.gcl_size_bytes));
+        }
+        if self.cache_shards == 0 {
+            problems.push("cache_shards: must be at least 1".into());
+        }
+        if self.threads_per_node == 0 {
+            problems.push("threads_per_node: must be at least 1".into());
+        }
+        if self.handler_tasks == 0 && self.mode == Mode::Selcc {
+            problems.push("handler_tasks: SELCC needs at least one invalidation handler".into());
+        }
+        // Every thread may pin one frame and the evictor keeps L free: leave headroom.
+        let needed = 2 * self.threads_per_node + 2 * self.free_frames_min;
+        if self.cache_frames < needed {
+            problems.push(format!(
+                "cache_frames: {} is too small for {} threads (need at least {needed})",
+                self.cache_frames, self.threads_per_node
+            ));
+        }
+        if self.upgrade_attempts == 0 {
+            problems.push("upgrade_attempts: must be at least 1".into());
+        }
+        if self.evict_ring_slots == 0 {
+            problems.push("evict_ring_slots: must be at least 1".into());
+        }
+        if self.resend_c == 0 {
+            problems.push("resend_c: must be at least 1".into());
+        }
+        if !(0.0..=0.5).contains(&self.free_frames_ratio) {
+            problems.push(format!("free_frames_ratio: {} is outside [0, 0.5]", self.free_frames_ratio));
+        }
+        problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid() {
+        assert!(Config::selcc().validate().is_empty());
+        assert!(Config::sel().validate().is_empty());
+        assert!(Config::ablation_base().validate().is_empty());
+        let bad = Config { gcl_size_bytes: 12, cache_frames: 1, ..Config::selcc() };
+        let problems = bad.validate();
+        assert!(problems.iter().any(|p| p.starts_with("gcl_size_bytes")));
+        assert!(problems.iter().any(|p| p.starts_with("cache_frames")));
+    }
+}

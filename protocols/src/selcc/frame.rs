@@ -1,0 +1,96 @@
+//! A local cache frame (SELCC §3.2 [P], §4.2): the GCL copy in registered memory, the ownership
+//! memo, the local shared/exclusive latch, and the fairness bookkeeping of §5.3.
+//!
+//! MSI mapping (§3.2): memo M ⇔ the latch word's exclusive field names this node; memo S ⇔ this
+//! node's reader bit is set and no exclusive holder; memo I ⇔ neither. The memo changes only
+//! while the frame's local latch is held exclusively (by an acquiring thread, a handler, a lease
+//! release or the evictor), which is what keeps one global acquire per frame at a time (spec B6).
+
+use std::sync::Mutex;
+
+use crate::sync::Latch;
+
+use super::fairness::Lease;
+use super::layout::Gaddr;
+use super::message::InvMsg;
+
+/// The ownership memo of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Memo {
+    Invalid,
+    Shared,
+    Modified,
+}
+
+/// Mutable frame state, always read and written under the frame's `meta` mutex (never held
+/// across an await).
+#[derive(Clone, Debug)]
+pub struct FrameMeta {
+    /// The GCL this frame caches; `None` while free.
+    pub gcl: Option<Gaddr>,
+    pub memo: Memo,
+    /// Local users (threads between lookup and unlock, handlers) — a pinned frame is not evicted.
+    pub pins: u32,
+    /// A local thread holds the latch exclusively and runs a global acquire. Messages that meet
+    /// such a frame are dropped, never memorised, or two acquirers could wait on each other.
+    pub acquiring: bool,
+    /// Latch verbs for this line issued by this node are in flight: the memo may disagree with
+    /// the latch word until they complete (a documented transient for invariant S3).
+    pub transit: bool,
+    pub lease: Lease,
+    /// The one memorised (deferred) invalidation message (§5.3.2 [P], [REPO] one slot).
+    pub pending: Option<InvMsg>,
+    /// Reader spin-wait requested by a starved writer's message (0 = none).
+    pub spin_priority: u8,
+    /// Priority at which the current Modified copy was won after starving (priority matching).
+    pub starved_priority: u8,
+    /// Threads inside a critical section (for invariant S1).
+    pub section_readers: u32,
+    pub section_writers: u32,
+}
+
+impl FrameMeta {
+    pub fn free() -> FrameMeta {
+        FrameMeta {
+            gcl: None,
+            memo: Memo::Invalid,
+            pins: 0,
+            acquiring: false,
+            transit: false,
+            lease: Lease::default(),
+            pending: None,
+            spin_priority: 0,
+            starved_priority: 0,
+            section_readers: 0,
+            section_writers: 0,
+        }
+    }
+
+    /// Reset for caching `gcl` (memo I, nothing pending).
+    pub fn assign(&mut self, gcl: Gaddr) {
+        assert!(self.gcl.is_none(), "assigning a frame that still caches {:?}", self.gcl);
+        assert_eq!(self.pins, 0);
+        *self = FrameMeta { gcl: Some(gcl), ..FrameMeta::free() };
+    }
+}
+
+pub struct Frame {
+    pub latch: Latch,
+    pub meta: Mutex<FrameMeta>,
+}
+
+impl Frame {
+    pub fn new() -> Frame {
+        Frame { latch: Latch::new(), meta: Mutex::new(FrameMeta::free()) }
+    }
+
+    pub fn meta(&self) -> std::sync::MutexGuard<'_, FrameMeta> {
+        self.meta.lock().unwrap()
+    }
+}
+
+impl Default for Frame {
+    fn default() -> Self {
+        Frame::new()
+    }
+}

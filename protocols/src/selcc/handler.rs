@@ -1,0 +1,265 @@
+//! Invalidation handlers (SELCC §3.5 [P], §5.1): background tasks that receive invalidation
+//! messages, and the decision of what a victim does with one.
+//!
+//! Handler rules (§5.1.1–5.1.2 [P]):
+//! * `try_lock` on the frame's local latch, so local accesses win (Fig. 10);
+//! * drop with a "dropped" reply when (1) the copy is already invalid, (2) the GCL was evicted,
+//!   (3) a local thread is using it — or, with `defer_messages`, memorise the message in the
+//!   frame's one slot (highest priority wins, §5.3.2) and serve it when the latch comes free or
+//!   the lease expires; a displaced message is dropped. Every message gets exactly one reply.
+
+use std::sync::Arc;
+
+use crate::nic::{Nanos, Nic, Verb};
+use crate::sync::Mode;
+
+use super::config::Mutant;
+use super::dirty::Dirty;
+use super::fairness::{choose, memorise, reader_must_wait};
+use super::frame::Memo;
+use super::join::join;
+use super::latch;
+use super::layout::{Layout, WORD};
+use super::message::{InvKind, InvMsg, ReplyStatus, INVALIDATION_PORT};
+use super::node::Node;
+
+/// What a victim does with an invalidation it is allowed to serve. Pure (§3.5 [P]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Case 1: hand the exclusive latch to the writer by FAA and forward the copy.
+    Handover,
+    /// Case 2: FAA `(−me, BIT(reader)|BIT(me))` with the flush in the same batch, then forward.
+    Downgrade,
+    /// Case 3: release our Shared latch.
+    ReleaseShared,
+    /// Handover disabled (naive, Fig. 7a): flush and release; the requester retries.
+    FlushRelease,
+    Drop(DropReason),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// Our memo does not match the case the sender saw (already invalidated, upgraded, or an
+    /// outdated message after a handover — §3.5 "outdated messages can simply be discarded").
+    Stale,
+    /// Priority matching: the reader's priority is below the starved writer's (§5.3.2).
+    PriorityMatching,
+}
+
+/// The victim's transition for `(memo, kind)`.
+pub fn decide(memo: Memo, kind: InvKind, handover: bool, reader_must_wait: bool) -> Action {
+    match (kind, memo) {
+        (InvKind::WriterVsModified, Memo::Modified) if handover => Action::Handover,
+        (InvKind::ReaderVsModified, Memo::Modified) if reader_must_wait => {
+            Action::Drop(DropReason::PriorityMatching)
+        }
+        (InvKind::ReaderVsModified, Memo::Modified) if handover => Action::Downgrade,
+        (InvKind::WriterVsModified | InvKind::ReaderVsModified, Memo::Modified) => Action::FlushRelease,
+        (InvKind::WriterVsShared, Memo::Shared) => Action::ReleaseShared,
+        _ => Action::Drop(DropReason::Stale),
+    }
+}
+
+impl<N: Nic> Node<N> {
+    /// A handler task: receive and serve invalidations until the NIC shuts down.
+    pub async fn run_handler(self: Arc<Self>, nic: N) {
+        loop {
+            let Ok(message) = nic.recv(INVALIDATION_PORT).await else { return };
+            let msg = InvMsg::decode(&message.bytes);
+            assert_eq!(self.layout.compute_node(msg.sender), message.from, "message sender mismatch");
+            assert!(msg.sender != self.me, "a node never invalidates itself");
+            nic.cpu(Nanos(self.config.cpu.handler_ns)).await;
+            self.on_invalidation(&nic, msg).await;
+        }
+    }
+
+    async fn on_invalidation(&self, nic: &N, msg: InvMsg) {
+        self.stats.lock().unwrap().messages_received += 1;
+        // Drop condition (2): evicted (or never cached).
+        let Some(frame) = self.cache.pin(msg.gcl) else {
+            self.reply(nic, &msg, ReplyStatus::Dropped, 0).await;
+            return;
+        };
+        let f = self.cache.frame(frame);
+        if !f.latch.try_lock(Mode::Exclusive) {
+            // Drop condition (3): a local thread has the frame. Local accesses win (§5.1.1).
+            let dropped = {
+                let mut meta = f.meta();
+                meta.lease = meta.lease.activate();
+                if self.config.defer_messages && !meta.acquiring && meta.memo != Memo::Invalid {
+                    let (slot, dropped) = memorise(meta.pending.take(), msg);
+                    meta.pending = slot;
+                    dropped
+                } else {
+                    Some(msg)
+                }
+            };
+            if dropped != Some(msg) {
+                self.stats.lock().unwrap().messages_deferred += 1;
+            }
+            if let Some(d) = dropped {
+                self.reply(nic, &d, ReplyStatus::Dropped, 0).await;
+            }
+            // On threaded backends the holder may have left in between: let the retry server look.
+            if f.latch.snapshot() == (0, false, 0) && f.meta().pending.is_some() {
+                self.retry.push(msg.gcl);
+            }
+            self.cache.unpin(frame);
+            return;
+        }
+        let (serve, dropped) = {
+            let mut meta = f.meta();
+            choose(Some(msg), meta.pending.take())
+        };
+        if let Some(d) = dropped {
+            self.reply(nic, &d, ReplyStatus::Dropped, 0).await;
+        }
+        self.serve(nic, frame, serve.expect("a message to serve")).await;
+        f.latch.unlock(Mode::Exclusive);
+        self.cache.unpin(frame);
+    }
+
+    /// Serves memorised messages whose frame went idle (γ = Inf path of §5.3.1).
+    pub async fn run_retry_server(self: Arc<Self>, nic: N) {
+        while let Some(g) = self.retry.pop().await {
+            let Some(frame) = self.cache.pin(g) else { continue };
+            let f = self.cache.frame(frame);
+            if f.meta().pending.is_some() && f.latch.try_lock(Mode::Exclusive) {
+                let pending = f.meta().pending.take();
+                if let Some(msg) = pending {
+                    self.serve(&nic, frame, msg).await;
+                }
+                f.latch.unlock(Mode::Exclusive);
+            }
+            self.cache.unpin(frame);
+        }
+    }
+
+    /// Serve `msg` on `frame`. Caller holds the local latch exclusively and a pin.
+    pub(super) async fn serve(&self, nic: &N, frame: u32, msg: InvMsg) {
+        let (memo, starved) = {
+            let meta = self.cache.frame(frame).meta();
+            assert_eq!(meta.gcl, Some(msg.gcl), "serving a message for another GCL");
+            (meta.memo, meta.starved_priority)
+        };
+        let must_wait = reader_must_wait(&msg, starved, self.config.priority_matching);
+        match decide(memo, msg.kind, self.config.handover, must_wait) {
+            Action::Drop(_) => self.reply(nic, &msg, ReplyStatus::Dropped, 0).await,
+            Action::Handover => self.serve_handover(nic, frame, msg).await,
+            Action::Downgrade => self.serve_downgrade(nic, frame, msg).await,
+            Action::ReleaseShared => self.serve_release_shared(nic, frame, msg).await,
+            Action::FlushRelease => {
+                self.release_global(nic, frame, msg.gcl).await;
+                self.reply(nic, &msg, ReplyStatus::Released, 1).await;
+            }
+        }
+    }
+
+    /// Case 1 (§3.5 [P], Fig. 7b): FAA `+(A − me, 0)` moves the exclusive field to the writer A;
+    /// the copy goes straight into A's frame, posted together with the FAA ("without waiting
+    /// for the ownership handover round-trip"); memory is not flushed ("the following owner
+    /// always acquires the latest copy from the last exclusive owner"). The forwarded header
+    /// carries our dirty bounds, which become A's (S7).
+    async fn serve_handover(&self, nic: &N, frame: u32, msg: InvMsg) {
+        let g = msg.gcl;
+        let to = msg.sender;
+        let header_offset = self.frame_offset(frame);
+        let region = self.nic.local();
+        {
+            let mut meta = self.cache.frame(frame).meta();
+            meta.memo = Memo::Invalid;
+            meta.starved_priority = 0;
+        }
+        self.stats.lock().unwrap().handovers += 1;
+        let previous = self.handovers.lock().unwrap().insert(g, to);
+        assert!(previous.is_none(), "two handovers of {g} in flight from one node");
+        let handover = Verb::Faa { remote: Layout::latch(g), add: latch::handover_delta(self.me, to) };
+        if self.config.forwarding {
+            if self.config.mutant == Mutant::ForwardWithoutDirtyBounds {
+                region.store(header_offset, Dirty::CLEAN.to_header());
+            }
+            let forward = self.forward_verbs(&msg, frame, 1);
+            let (a, b) = join(nic.batch(&forward), nic.batch(&[handover])).await;
+            a.expect("forward failed");
+            b.expect("handover FAA failed");
+        } else {
+            // Handover without forwarding: flush with the FAA in one batch, A READs memory.
+            let dirty = Dirty::from_header(region.load(header_offset));
+            let mut verbs: Vec<Verb> = self.flush_verb(g, dirty, header_offset + WORD).into_iter().collect();
+            verbs.push(handover);
+            self.post_release(nic, &verbs).await;
+            self.reply(nic, &msg, ReplyStatus::Granted, 1).await;
+        }
+        region.store(header_offset, Dirty::CLEAN.to_header());
+        self.handovers.lock().unwrap().remove(&g);
+    }
+
+    /// Case 2 (§3.5 [P]): `batch[WRITE dirty range, FAA(−me, BIT(A)|BIT(me))]` so memory is
+    /// current for later readers, then forward the (now clean) copy to reader A. The FAA must
+    /// complete before the forward: A may release its bit as soon as it has the copy, and a
+    /// `−BIT(A)` landing before our `+BIT(A)` would borrow from a neighbour's bit (S8).
+    async fn serve_downgrade(&self, nic: &N, frame: u32, msg: InvMsg) {
+        let g = msg.gcl;
+        let header_offset = self.frame_offset(frame);
+        let region = self.nic.local();
+        self.cache.frame(frame).meta().transit = true;
+        let dirty = Dirty::from_header(region.load(header_offset));
+        let mut verbs: Vec<Verb> = self.flush_verb(g, dirty, header_offset + WORD).into_iter().collect();
+        verbs.push(Verb::Faa { remote: Layout::latch(g), add: latch::downgrade_delta(self.me, msg.sender) });
+        self.post_release(nic, &verbs).await;
+        region.store(header_offset, Dirty::CLEAN.to_header());
+        {
+            let mut meta = self.cache.frame(frame).meta();
+            meta.memo = Memo::Shared;
+            meta.transit = false;
+            meta.starved_priority = 0;
+        }
+        self.stats.lock().unwrap().downgrades += 1;
+        if self.config.forwarding {
+            nic.batch(&self.forward_verbs(&msg, frame, 2)).await.expect("forward failed");
+        } else {
+            self.reply(nic, &msg, ReplyStatus::Granted, 1).await;
+        }
+    }
+
+    /// Case 3 (§3.5 [P], Fig. 8): release our Shared latch; the writer keeps retrying its CAS.
+    /// A high-priority writer also asks our future readers to spin (§5.3.2).
+    async fn serve_release_shared(&self, nic: &N, frame: u32, msg: InvMsg) {
+        let g = msg.gcl;
+        self.cache.frame(frame).meta().transit = true;
+        nic.faa(Layout::latch(g), latch::release_shared_delta(self.me)).await.expect("release FAA failed");
+        {
+            let mut meta = self.cache.frame(frame).meta();
+            meta.memo = Memo::Invalid;
+            meta.transit = false;
+            if self.config.reader_spin_wait && msg.priority >= self.config.starvation_level_min {
+                meta.spin_priority = msg.priority;
+            }
+        }
+        self.stats.lock().unwrap().shared_releases += 1;
+        self.reply(nic, &msg, ReplyStatus::Released, 1).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_follow_the_three_cases() {
+        use InvKind::*;
+        use Memo::*;
+        assert_eq!(decide(Modified, WriterVsModified, true, false), Action::Handover);
+        assert_eq!(decide(Modified, ReaderVsModified, true, false), Action::Downgrade);
+        assert_eq!(decide(Shared, WriterVsShared, true, false), Action::ReleaseShared);
+        assert_eq!(decide(Modified, WriterVsModified, false, false), Action::FlushRelease);
+        assert_eq!(
+            decide(Modified, ReaderVsModified, true, true),
+            Action::Drop(DropReason::PriorityMatching)
+        );
+        // Outdated messages (§3.5): the memo no longer matches what the sender saw.
+        assert_eq!(decide(Invalid, WriterVsModified, true, false), Action::Drop(DropReason::Stale));
+        assert_eq!(decide(Shared, WriterVsModified, true, false), Action::Drop(DropReason::Stale));
+        assert_eq!(decide(Modified, WriterVsShared, true, false), Action::Drop(DropReason::Stale));
+    }
+}

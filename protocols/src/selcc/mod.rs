@@ -1,0 +1,48 @@
+//! # SELCC and SEL
+//!
+//! SELCC (Wang, Wang, Aref: "Cache Coherence Over Disaggregated Memory"; spec
+//! `shared/specs/selcc.md`) keeps compute-node caches coherent with one-sided RDMA only: each
+//! Global Cache Line (GCL) starts with an 8-byte latch word that is both a shared/exclusive
+//! latch and the directory ([`latch`]). Nodes keep the latch after use (lazy release) and settle
+//! conflicts with invalidation messages between compute nodes ([`handler`]). SEL, the uncached
+//! baseline, is the same latch acquired and released around every access ([`config::Mode::Sel`]).
+//!
+//! Read top-down beside the spec:
+//! * [`config`] — every optimization as a switch (ablations), mutants;
+//! * [`latch`] — §3.1 the latch word and the pure acquire transitions;
+//! * [`layout`] — §2 where GCLs, frames, reply slots and ring slots live;
+//! * [`frame`], [`cache`] — §3.2 frames, memos, MSI mapping; §2 sharded hash + LRU;
+//! * [`ops`] — Table 1 API; §3.3–3.4 acquire, upgrade, release;
+//! * [`message`], [`handler`] — §3.5 invalidations, the three cases, drop/defer/resend;
+//! * [`fairness`] — §5.3 lease, priority slot, priority matching;
+//! * [`dirty`], [`evict`] — §5.2 dirty bounds, batched eviction with a ring per QP;
+//! * [`stats`], [`check`] — metrics; invariants and the read-latest oracle for check mode;
+//! * [`bench`] — per-node tasks for the §7.1 micro-benchmark.
+//!
+//! Spec disagreements and choices are marked [CHOICE]/[GAP] where they are made; the main ones
+//! are listed in `NEEDS.md` beside this file.
+
+pub mod bench;
+pub mod cache;
+pub mod check;
+pub mod config;
+pub mod dirty;
+pub mod evict;
+pub mod fairness;
+pub mod frame;
+pub mod handler;
+mod join;
+pub mod latch;
+pub mod layout;
+pub mod message;
+pub mod node;
+pub mod ops;
+pub mod stats;
+
+pub use config::{Config, Mode, Mutant};
+pub use layout::{setup_memory_node, Gaddr, Layout};
+pub use node::{Handle, Node, NodeState, Worker};
+
+/// A compute node's position among the cluster's compute nodes: its bit in the latch word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ComputeIndex(pub u8);

@@ -1,0 +1,361 @@
+//! One compute node's SELCC instance: the shared state its workers, handlers and evictor use,
+//! the per-thread [`Worker`] context, and the [`Handle`] the Table 1 API returns.
+//!
+//! ```text
+//!            ┌────────────────────────── Node<N> (Arc) ──────────────────────────┐
+//!  worker t ─┤ cache: frames (memo, local latch, lease, pending msg) + index + LRU │
+//!  handler  ─┤ releasing: GCLs whose release/handover verbs are in flight          │
+//!  evictor  ─┤ stats, oracle (check mode)                                          │
+//!            └─────────────────────────────────────────────────────────────────────┘
+//! ```
+
+use std::collections::BTreeMap;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+
+use crate::nic::{Nanos, Nic, NodeId, RemoteAddr};
+use crate::sync::{Channel, Mode, Notify};
+
+use super::cache::Cache;
+use super::check::Oracle;
+use super::config::Config;
+use super::frame::Memo;
+use super::layout::{Gaddr, Layout, WORD};
+use super::message::{parse_reply, reply_flag, InvKind, InvMsg, ReplyStatus, INVALIDATION_PORT};
+use super::stats::{OpTrace, Stats};
+use super::ComputeIndex;
+
+/// Channels (queue-pair sets) per role, so each concurrent worker owns its QPs (NIC trait docs).
+pub const CHANNEL_WORKER_BASE: u16 = 1;
+pub const CHANNEL_HANDLER_BASE: u16 = 1000;
+pub const CHANNEL_RETRY: u16 = 1500;
+pub const CHANNEL_EVICTOR: u16 = 2000;
+
+/// Non-generic shared state of one compute node (what checkers read).
+pub struct NodeState {
+    pub node: NodeId,
+    pub me: ComputeIndex,
+    pub config: Config,
+    pub layout: Layout,
+    pub cache: Cache,
+    pub stats: Mutex<Stats>,
+    /// GCLs with latch-releasing verbs (eviction, lease release, handover, Case-3 release) in
+    /// flight from this node, with counts. A new global acquire of such a GCL waits: otherwise
+    /// our own CAS could meet our own not-yet-landed ownership (and invalidate ourselves).
+    pub releasing: Mutex<BTreeMap<Gaddr, u32>>,
+    /// Case-1 handovers in flight from this node: GCL → new owner. Lets invariant S3 accept a
+    /// forwarded owner whose handover FAA has not landed yet (spec §4 S3, "careful").
+    pub handovers: Mutex<BTreeMap<Gaddr, ComputeIndex>>,
+    pub release_done: Notify,
+    pub frame_freed: Notify,
+    pub evict_wanted: Notify,
+    /// GCLs whose memorised message should be re-tried by the retry server.
+    pub retry: Channel<Gaddr>,
+    pub oracle: Option<Arc<Oracle>>,
+    /// Eviction credits (outstanding WRs) per memory node and free ring slots.
+    pub(super) ring: Mutex<Ring>,
+    pub(super) ring_freed: Notify,
+    /// Workers still running (the last one drains the cache in benchmark runs).
+    pub workers_running: Mutex<u32>,
+    /// GCLs this node freed, reused by its next `allocate`.
+    pub freed: Mutex<Vec<Gaddr>>,
+}
+
+pub(super) struct Ring {
+    pub credits: Vec<u32>,
+    pub free_slots: Vec<Vec<u32>>,
+}
+
+/// One compute node: shared state plus a NIC handle on channel 0.
+pub struct Node<N: Nic> {
+    pub nic: N,
+    pub state: Arc<NodeState>,
+}
+
+impl<N: Nic> Deref for Node<N> {
+    type Target = NodeState;
+    fn deref(&self) -> &NodeState {
+        &self.state
+    }
+}
+
+/// A lock handle (Table 1): points at the local copy while the lock is held.
+#[derive(Debug)]
+pub struct Handle {
+    pub gcl: Gaddr,
+    pub mode: Mode,
+    pub(super) frame: u32,
+    /// The local latch mode actually held (SEL holds it exclusively even for readers).
+    pub(super) latch_mode: Mode,
+    /// Offset of the frame's data in the local region.
+    pub data_offset: u64,
+    /// Writes made through this handle, committed to the oracle at XUnLock (check mode).
+    pub(super) staged: Vec<(u32, u64)>,
+}
+
+/// Per-thread context: its own channel, reply slot and the op being measured.
+pub struct Worker<N: Nic> {
+    pub nic: N,
+    pub thread: u32,
+    pub(super) reply_offset: u64,
+    pub(super) seq: u32,
+    pub(super) op: OpTrace,
+}
+
+impl<N: Nic> Node<N> {
+    /// A node on `nic` (any channel). `oracle` enables the read-latest check.
+    pub fn new(nic: N, config: Config, layout: Layout, oracle: Option<Arc<Oracle>>) -> Arc<Node<N>> {
+        let problems = config.validate();
+        assert!(problems.is_empty(), "invalid SELCC config: {problems:?}");
+        assert!(
+            nic.local().size_bytes() >= layout.compute_region_bytes(),
+            "compute region of {} bytes, SELCC needs {}",
+            nic.local().size_bytes(),
+            layout.compute_region_bytes()
+        );
+        let node = nic.node();
+        let me = layout.compute_index(node);
+        let memory_count = layout.memory_nodes.len();
+        let ring = Ring {
+            credits: vec![config.evict_ring_slots; memory_count],
+            free_slots: (0..memory_count).map(|_| (0..config.evict_ring_slots).rev().collect()).collect(),
+        };
+        let state = NodeState {
+            node,
+            me,
+            cache: Cache::new(config.cache_frames, config.cache_shards),
+            stats: Mutex::new(Stats::default()),
+            releasing: Mutex::new(BTreeMap::new()),
+            handovers: Mutex::new(BTreeMap::new()),
+            release_done: Notify::new(),
+            frame_freed: Notify::new(),
+            evict_wanted: Notify::new(),
+            retry: Channel::new(),
+            oracle,
+            ring: Mutex::new(ring),
+            ring_freed: Notify::new(),
+            workers_running: Mutex::new(0),
+            freed: Mutex::new(Vec::new()),
+            config,
+            layout,
+        };
+        Arc::new(Node { nic: nic.qp(0), state: Arc::new(state) })
+    }
+
+    /// The context for front-end thread `thread` (0-based, below `threads_per_node`).
+    pub fn worker(&self, thread: u32) -> Worker<N> {
+        assert!(thread < self.config.threads_per_node, "thread {thread} of {}", self.config.threads_per_node);
+        Worker {
+            nic: self.nic.qp(CHANNEL_WORKER_BASE + thread as u16),
+            thread,
+            reply_offset: self.layout.reply_slot_offset(thread),
+            seq: 0,
+            op: OpTrace::new(false, Nanos::ZERO),
+        }
+    }
+
+    pub fn frame_offset(&self, frame: u32) -> u64 {
+        self.layout.frame_offset(frame)
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats.lock().unwrap().clone()
+    }
+
+    // ---- releasing bookkeeping ----
+
+    pub(super) fn begin_release(&self, g: Gaddr) {
+        *self.releasing.lock().unwrap().entry(g).or_insert(0) += 1;
+    }
+
+    pub(super) fn end_release(&self, g: Gaddr) {
+        {
+            let mut map = self.releasing.lock().unwrap();
+            let count = map.get_mut(&g).expect("end_release without begin_release");
+            *count -= 1;
+            if *count == 0 {
+                map.remove(&g);
+            }
+        }
+        self.release_done.notify_all();
+    }
+
+    /// Wait until none of this node's releasing verbs for `g` are in flight.
+    pub(super) async fn wait_not_releasing(&self, g: Gaddr) {
+        loop {
+            let done = self.release_done.notified();
+            if !self.releasing.lock().unwrap().contains_key(&g) {
+                return;
+            }
+            done.await;
+        }
+    }
+
+    // ---- messages ----
+
+    /// The flag word for `responder` in a requester's reply slot.
+    fn reply_addr(&self, msg: &InvMsg, responder: ComputeIndex) -> RemoteAddr {
+        RemoteAddr::new(self.layout.compute_node(msg.sender), msg.reply_offset + responder.0 as u64 * WORD)
+    }
+
+    /// Reply to `msg` with a bare flag (§3.5 [P], Fig. 9: written by RDMA into the sender's
+    /// reply buffer).
+    pub(super) async fn reply(&self, nic: &N, msg: &InvMsg, status: ReplyStatus, peer_round_trips: u8) {
+        let flag = reply_flag(msg.seq, peer_round_trips, status);
+        nic.write_word(self.reply_addr(msg, self.me), flag).await.expect("reply WRITE failed");
+    }
+
+    /// The forward verbs: `header | data` into the requester's frame, then the flag (one
+    /// doorbell batch; per-QP order puts the flag after the data).
+    pub(super) fn forward_verbs(
+        &self,
+        msg: &InvMsg,
+        frame: u32,
+        peer_round_trips: u8,
+    ) -> [crate::nic::Verb; 2] {
+        let to = self.layout.compute_node(msg.sender);
+        [
+            crate::nic::Verb::Write {
+                remote: RemoteAddr::new(to, msg.frame_offset),
+                local_bytes: self.frame_offset(frame),
+                len_bytes: self.layout.frame_stride_bytes() as u32,
+            },
+            crate::nic::Verb::WriteWord {
+                remote: self.reply_addr(msg, self.me),
+                value: reply_flag(msg.seq, peer_round_trips, ReplyStatus::Forwarded),
+            },
+        ]
+    }
+
+    /// Send one invalidation to every compute index in `targets` and wait for all replies.
+    /// Returns the combined status: `Forwarded`/`Granted` from a single owner, `Released` if
+    /// every sharer released, else `Dropped`.
+    pub(super) async fn invalidate(
+        &self,
+        w: &mut Worker<N>,
+        targets: u64,
+        kind: InvKind,
+        g: Gaddr,
+        frame: u32,
+        priority: u8,
+    ) -> ReplyStatus {
+        assert!(
+            targets != 0 && targets & super::latch::bit(self.me) == 0,
+            "invalidating nobody or ourselves"
+        );
+        w.seq = w.seq.wrapping_add(1).max(1);
+        let msg = InvMsg {
+            kind,
+            priority: if self.config.priority_aging { priority } else { 0 },
+            sender: self.me,
+            gcl: g,
+            frame_offset: self.frame_offset(frame),
+            reply_offset: w.reply_offset,
+            seq: w.seq,
+        };
+        let bytes = msg.encode();
+        let mut count = 0;
+        for target in super::latch::bits_iter(targets) {
+            let node = self.layout.compute_node(target);
+            w.nic.send(node, INVALIDATION_PORT, bytes.clone()).await.expect("invalidation SEND failed");
+            count += 1;
+        }
+        w.op.messages += count;
+        // One step for the (parallel) sends.
+        w.op.round_trips += 1;
+        self.stats.lock().unwrap().messages_sent += count as u64;
+        // Poll the reply flags (§3.5 [P]: "the sender busy-polls").
+        let mut pending = targets;
+        let mut combined: Option<ReplyStatus> = None;
+        let mut peer_steps = 0u8;
+        loop {
+            for target in super::latch::bits_iter(pending) {
+                let flag = w.nic.local().load(w.reply_offset + target.0 as u64 * WORD);
+                if let Some((status, steps)) = parse_reply(flag, w.seq) {
+                    pending &= !super::latch::bit(target);
+                    peer_steps = peer_steps.max(steps);
+                    self.count_reply(status);
+                    combined = Some(match (combined, status) {
+                        (None, s) => s,
+                        (Some(ReplyStatus::Released), ReplyStatus::Released) => ReplyStatus::Released,
+                        _ => ReplyStatus::Dropped,
+                    });
+                    if count > 1 {
+                        assert!(
+                            matches!(status, ReplyStatus::Released | ReplyStatus::Dropped),
+                            "a broadcast is only ever answered by releases or drops"
+                        );
+                    }
+                }
+            }
+            if pending == 0 {
+                break;
+            }
+            w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
+        }
+        w.op.round_trips += peer_steps as u32;
+        combined.expect("at least one reply")
+    }
+
+    fn count_reply(&self, status: ReplyStatus) {
+        let mut stats = self.stats.lock().unwrap();
+        match status {
+            ReplyStatus::Forwarded => stats.replies_forwarded += 1,
+            ReplyStatus::Granted => stats.replies_granted += 1,
+            ReplyStatus::Released => stats.replies_released += 1,
+            ReplyStatus::Dropped => stats.replies_dropped += 1,
+        }
+    }
+
+    // ---- data access through a handle ----
+
+    /// Read `out.len()` words at `offset_bytes` of the locked GCL's data (checked against the
+    /// oracle in check mode: S4 read-latest).
+    pub fn read(&self, h: &Handle, offset_bytes: u32, out: &mut [u64]) {
+        self.check_bounds(offset_bytes, out.len());
+        self.nic.local().read_words(h.data_offset + offset_bytes as u64, out);
+        if let Some(oracle) = &self.oracle {
+            for (i, value) in out.iter().enumerate() {
+                let word = offset_bytes / 8 + i as u32;
+                // A writer sees its own staged writes.
+                let own = h.staged.iter().rev().find(|(w, _)| *w == word).map(|(_, v)| *v);
+                match own {
+                    Some(v) => assert_eq!(v, *value, "a writer lost its own write"),
+                    None => oracle.check_read(self.node, h.gcl, word, *value, self.nic.now()),
+                }
+            }
+        }
+    }
+
+    /// Write `words` at `offset_bytes` of the data; needs an exclusive handle. Widens the dirty
+    /// bounds (§5.2.2).
+    pub fn write(&self, h: &mut Handle, offset_bytes: u32, words: &[u64]) {
+        assert_eq!(h.mode, Mode::Exclusive, "write through a shared handle");
+        self.check_bounds(offset_bytes, words.len());
+        assert!(!words.is_empty());
+        let region = self.nic.local();
+        region.write_words(h.data_offset + offset_bytes as u64, words);
+        let header = h.data_offset - WORD;
+        let dirty =
+            super::dirty::Dirty::from_header(region.load(header)).mark(offset_bytes, words.len() as u32 * 8);
+        region.store(header, dirty.to_header());
+        {
+            let meta = self.cache.frame(h.frame).meta();
+            assert_eq!(meta.memo, Memo::Modified, "writing without Modified ownership");
+        }
+        if self.oracle.is_some() {
+            for (i, value) in words.iter().enumerate() {
+                h.staged.push((offset_bytes / 8 + i as u32, *value));
+            }
+        }
+    }
+
+    fn check_bounds(&self, offset_bytes: u32, words: usize) {
+        assert!(offset_bytes.is_multiple_of(8), "unaligned access at {offset_bytes}");
+        assert!(
+            offset_bytes as u64 + words as u64 * 8 <= self.layout.gcl_size_bytes,
+            "access {offset_bytes}+{} beyond the GCL",
+            words * 8
+        );
+    }
+}

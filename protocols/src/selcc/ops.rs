@@ -1,0 +1,610 @@
+//! The Table 1 API (SELCC §5 [P]) and the acquisition paths behind it (§3.3–§3.4):
+//! `lock` = local latch + ownership verification table (§3.2) + global acquire if needed;
+//! `unlock` = local release only (lazy release, §3.2), unless SEL, or the lease says otherwise.
+
+use std::sync::Arc;
+
+use crate::nic::{Nanos, Nic, RemoteAddr, Verb};
+use crate::sync::Mode;
+
+use super::cache::Lookup;
+use super::config::{Mode as ProtocolMode, Mutant};
+use super::dirty::{flush_range, Dirty};
+use super::frame::{FrameMeta, Memo};
+use super::latch::{self, AcquireStep};
+use super::layout::{Gaddr, Layout, WORD};
+use super::message::{priority_level, resend_interval, InvKind, ReplyStatus};
+use super::node::{Handle, Node, Worker};
+use super::stats::OpCase;
+
+impl<N: Nic> Node<N> {
+    // ================================ Table 1 ================================
+
+    /// `SELCC_SLock(gaddr) -> handle`.
+    pub async fn slock(&self, w: &mut Worker<N>, g: Gaddr) -> Handle {
+        self.lock(w, g, Mode::Shared).await
+    }
+
+    /// `SELCC_XLock(gaddr) -> handle`.
+    pub async fn xlock(&self, w: &mut Worker<N>, g: Gaddr) -> Handle {
+        self.lock(w, g, Mode::Exclusive).await
+    }
+
+    /// `SELCC_SUnLock(handle)`.
+    pub async fn sunlock(&self, w: &mut Worker<N>, h: Handle) {
+        assert_eq!(h.mode, Mode::Shared);
+        self.unlock(w, h).await
+    }
+
+    /// `SELCC_XUnLock(handle)`: the write serialisation point (§4 [P], Fig. 11).
+    pub async fn xunlock(&self, w: &mut Worker<N>, h: Handle) {
+        assert_eq!(h.mode, Mode::Exclusive);
+        self.unlock(w, h).await
+    }
+
+    /// `Allocate() -> gaddr` [GAP] (spec B11): one FAA on a memory node's bump word, memory
+    /// nodes taken round-robin per worker; GCLs this node freed are reused first. `None` when the
+    /// memory nodes are full.
+    pub async fn allocate(&self, w: &mut Worker<N>) -> Option<Gaddr> {
+        if let Some(g) = self.freed.lock().unwrap().pop() {
+            return Some(g);
+        }
+        let stride = self.layout.gcl_stride_bytes();
+        let m = self.layout.memory_nodes.len();
+        for attempt in 0..m {
+            let mn = self.layout.memory_nodes[(w.thread as usize + w.seq as usize + attempt) % m];
+            let old = w.nic.faa(RemoteAddr::new(mn, 0), stride).await.expect("allocate FAA failed");
+            if old + stride <= self.layout.memory_region_bytes() {
+                let g = RemoteAddr::new(mn, old);
+                assert!(self.layout.is_gcl(g));
+                return Some(g);
+            }
+        }
+        None
+    }
+
+    /// `Free(gaddr)` [GAP] (spec B11): take the GCL exclusively (invalidating every cached copy),
+    /// release it, and keep it for this node's next `allocate`.
+    pub async fn free(&self, w: &mut Worker<N>, g: Gaddr) {
+        let h = self.xlock(w, g).await;
+        let frame = h.frame;
+        self.release_global(&w.nic, frame, g).await;
+        self.cache.forget(g, frame);
+        self.cache.frame(frame).latch.unlock(Mode::Exclusive);
+        let pending = {
+            let mut meta = self.cache.frame(frame).meta();
+            meta.section_writers -= 1;
+            meta.pins -= 1;
+            assert_eq!(meta.pins, 0, "Free while another thread uses the GCL");
+            meta.pending.take()
+        };
+        if let Some(msg) = pending {
+            self.reply(&w.nic, &msg, ReplyStatus::Dropped, 0).await;
+        }
+        self.cache.recycle(frame);
+        self.frame_freed.notify_all();
+        self.freed.lock().unwrap().push(g);
+    }
+
+    /// `Atomic(gaddr, args)`: one RDMA FAA on remote memory, no caching (§5 [P]).
+    pub async fn atomic_faa(&self, w: &mut Worker<N>, addr: RemoteAddr, add: u64) -> u64 {
+        w.nic.faa(addr, add).await.expect("atomic FAA failed")
+    }
+
+    /// `Atomic(gaddr, args)` as a CAS; returns the old value.
+    pub async fn atomic_cas(&self, w: &mut Worker<N>, addr: RemoteAddr, expect: u64, swap: u64) -> u64 {
+        w.nic.cas(addr, expect, swap).await.expect("atomic CAS failed")
+    }
+
+    // ================================ lock / unlock ================================
+
+    /// Lock `g` in `mode`, returning a handle to the local copy.
+    pub async fn lock(&self, w: &mut Worker<N>, g: Gaddr, mode: Mode) -> Handle {
+        assert!(self.layout.is_gcl(g), "{g} is not a GCL");
+        w.op = super::stats::OpTrace::new(mode == Mode::Exclusive, w.nic.now());
+        w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
+        let frame = self.pin_frame(w, g).await;
+        let f = self.cache.frame(frame);
+        let sel = self.config.mode == ProtocolMode::Sel;
+        let latch_mode = loop {
+            // Ownership verification (§3.2 [P] table): a reader with a valid memo needs only the
+            // local shared latch; everything else takes it exclusively, so that one thread per
+            // frame runs the global acquire (spec B6: a second +BIT(me) would carry).
+            let want = {
+                let meta = f.meta();
+                let need_exclusive =
+                    sel || mode == Mode::Exclusive || meta.memo == Memo::Invalid || self.lease_due(&meta);
+                if need_exclusive {
+                    Mode::Exclusive
+                } else {
+                    Mode::Shared
+                }
+            };
+            let waited = !f.latch.try_lock(want);
+            if waited {
+                f.latch.lock(want).await;
+                w.nic.cpu(Nanos(self.config.cpu.latch_handoff_ns)).await;
+            }
+            {
+                // §5.3.1 [P] lease counters. [CHOICE] a reader that meets a memorised message
+                // counts as waiting too: overlapping local readers never wait on each other, yet
+                // they keep a Case-3 writer out just the same.
+                let mut meta = f.meta();
+                let counts = waited || (mode == Mode::Shared && meta.pending.is_some());
+                meta.lease = meta.lease.on_local_access(counts, mode == Mode::Exclusive);
+            }
+            if want == Mode::Shared {
+                if f.meta().memo != Memo::Invalid {
+                    break Mode::Shared;
+                }
+                // Invalidated while we waited: go round again for the exclusive path.
+                f.latch.unlock(Mode::Shared);
+                continue;
+            }
+            let lease_due = self.lease_due(&f.meta());
+            if lease_due {
+                self.lease_release(&w.nic, frame).await;
+            }
+            self.ensure_ownership(w, frame, g, mode).await;
+            if mode == Mode::Shared && !sel {
+                f.latch.downgrade();
+                break Mode::Shared;
+            }
+            break Mode::Exclusive;
+        };
+        {
+            let mut meta = f.meta();
+            assert_eq!(meta.gcl, Some(g), "a pinned frame changed GCL");
+            match mode {
+                Mode::Shared => {
+                    assert!(meta.memo != Memo::Invalid, "shared section without ownership");
+                    assert_eq!(meta.section_writers, 0, "S1: reader beside a local writer");
+                    meta.section_readers += 1;
+                }
+                Mode::Exclusive => {
+                    assert_eq!(meta.memo, Memo::Modified, "exclusive section without Modified ownership");
+                    assert_eq!(
+                        (meta.section_writers, meta.section_readers),
+                        (0, 0),
+                        "S1: local writer overlap"
+                    );
+                    meta.section_writers += 1;
+                }
+            }
+        }
+        Handle {
+            gcl: g,
+            mode,
+            frame,
+            latch_mode,
+            data_offset: self.frame_offset(frame) + WORD,
+            staged: Vec::new(),
+        }
+    }
+
+    /// Unlock: release the local latch only (lazy release, §3.2 [P]); SEL releases the global
+    /// latch too; a lease past γ releases it early (§5.3.1).
+    pub async fn unlock(&self, w: &mut Worker<N>, h: Handle) {
+        let f = self.cache.frame(h.frame);
+        {
+            let mut meta = f.meta();
+            match h.mode {
+                Mode::Shared => meta.section_readers -= 1,
+                Mode::Exclusive => meta.section_writers -= 1,
+            }
+        }
+        if h.mode == Mode::Exclusive {
+            if let Some(oracle) = &self.oracle {
+                oracle.commit(h.gcl, &h.staged, w.nic.now());
+            }
+        }
+        if self.config.mode == ProtocolMode::Sel {
+            assert_eq!(h.latch_mode, Mode::Exclusive);
+            self.release_global(&w.nic, h.frame, h.gcl).await;
+        } else if h.latch_mode == Mode::Exclusive && self.lease_due(&f.meta()) {
+            self.lease_release(&w.nic, h.frame).await;
+        }
+        f.latch.unlock(h.latch_mode);
+        // A memorised message waits for an idle latch (γ = Inf) — hand it to the retry server.
+        if f.meta().pending.is_some() && f.latch.snapshot() == (0, false, 0) {
+            self.retry.push(h.gcl);
+        }
+        self.cache.unpin(h.frame);
+        let now = w.nic.now();
+        self.stats.lock().unwrap().record_op(&w.op, now, self.config.timeline_bucket_ns);
+    }
+
+    // ================================ frames ================================
+
+    /// Pin `g`'s frame, assigning a free one on a miss and evicting when none is free (§5.2).
+    async fn pin_frame(&self, w: &mut Worker<N>, g: Gaddr) -> u32 {
+        loop {
+            match self.cache.pin_or_assign(g) {
+                Lookup::Found(i) | Lookup::Assigned(i) => {
+                    if self.config.batched_eviction
+                        && self.cache.free_count() < self.config.free_frames_low() as usize
+                    {
+                        self.evict_wanted.notify_all();
+                    }
+                    return i;
+                }
+                Lookup::Full if self.config.batched_eviction => {
+                    // The eviction worker is behind: wait for it (eviction on the critical
+                    // path, which batching is meant to avoid).
+                    let freed = self.frame_freed.notified();
+                    self.evict_wanted.notify_all();
+                    if self.cache.free_count() == 0 {
+                        freed.await;
+                    }
+                }
+                Lookup::Full => self.evict_sync(w).await,
+            }
+        }
+    }
+
+    pub(super) fn lease_due(&self, meta: &FrameMeta) -> bool {
+        self.config.mode == ProtocolMode::Selcc
+            && meta.memo != Memo::Invalid
+            && meta.lease.exceeded(self.config.threads_per_node, self.config.lease_gamma)
+    }
+
+    /// §5.3.1 [P]: "the local thread proactively release[s] the global latch and reset[s] the
+    /// counters" — serving the memorised message (handover to its sender) if there is one.
+    /// Caller holds the frame's local latch exclusively.
+    pub(super) async fn lease_release(&self, nic: &N, frame: u32) {
+        let (pending, g) = {
+            let mut meta = self.cache.frame(frame).meta();
+            meta.lease = Default::default();
+            (meta.pending.take(), meta.gcl.expect("lease on a free frame"))
+        };
+        self.stats.lock().unwrap().lease_releases += 1;
+        match pending {
+            Some(msg) => self.serve(nic, frame, msg).await,
+            None => self.release_global(nic, frame, g).await,
+        }
+    }
+
+    // ================================ ownership ================================
+
+    /// Make this node's memo sufficient for `mode` (§3.2 table). Caller holds the local latch
+    /// exclusively.
+    async fn ensure_ownership(&self, w: &mut Worker<N>, frame: u32, g: Gaddr, mode: Mode) {
+        let f = self.cache.frame(frame);
+        let memo = f.meta().memo;
+        let sufficient =
+            matches!((mode, memo), (Mode::Shared, Memo::Shared | Memo::Modified) | (_, Memo::Modified));
+        if sufficient {
+            assert!(self.config.mode == ProtocolMode::Selcc, "SEL never keeps ownership across ops");
+            w.op.case = OpCase::Hit;
+            return;
+        }
+        // A message memorised while we merely used the copy must not wait behind our global
+        // acquire (its sender may hold what we need): serve it first.
+        let pending = f.meta().pending.take();
+        if let Some(msg) = pending {
+            self.serve(&w.nic, frame, msg).await;
+        }
+        f.meta().acquiring = true;
+        let memo = f.meta().memo;
+        match (mode, memo) {
+            (Mode::Shared, Memo::Shared | Memo::Modified) | (Mode::Exclusive, Memo::Modified) => {
+                w.op.case = OpCase::Hit
+            }
+            (Mode::Exclusive, Memo::Shared) => self.upgrade(w, frame, g).await,
+            (Mode::Exclusive, Memo::Invalid) => self.acquire_exclusive(w, frame, g).await,
+            (Mode::Shared, Memo::Invalid) => self.acquire_shared(w, frame, g).await,
+        }
+        f.meta().acquiring = false;
+    }
+
+    /// Acquire Modified (§3.4 [P]): `batch[CAS((0,0) → (me,0)), READ]`, resolving conflicts with
+    /// invalidations (Cases 1 and 3) until it succeeds.
+    async fn acquire_exclusive(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) {
+        let me = self.me;
+        let n = self.layout.compute_count();
+        let messages = self.config.mode == ProtocolMode::Selcc;
+        w.op.case = OpCase::RemoteFetch;
+        let mut retries = 0u32;
+        loop {
+            self.wait_not_releasing(g).await;
+            let verbs = [
+                Verb::Cas { remote: Layout::latch(g), expect: 0, swap: latch::acquire_exclusive_swap(me) },
+                self.read_body(g, frame),
+            ];
+            let start = w.nic.now();
+            let old = w.nic.batch(&verbs).await.expect("acquire CAS+READ failed").get(0);
+            let rtt = w.nic.now().saturating_sub(start);
+            w.op.round_trips += 1;
+            let priority = priority_level(retries);
+            let mut retry_now = false;
+            match latch::after_exclusive_cas(old, me, n) {
+                AcquireStep::Acquired => {
+                    self.set_owned(frame, Memo::Modified, priority);
+                    return;
+                }
+                AcquireStep::InvalidateOwner(owner) if messages => {
+                    w.op.case = OpCase::WriterVsModified;
+                    match self
+                        .invalidate(w, latch::bit(owner), InvKind::WriterVsModified, g, frame, priority)
+                        .await
+                    {
+                        ReplyStatus::Forwarded => {
+                            // GCL forwarding (§3.5 Case 1): `header | data` is already in our
+                            // frame, the header carrying the old owner's dirty bounds.
+                            self.set_owned(frame, Memo::Modified, priority);
+                            return;
+                        }
+                        ReplyStatus::Granted => {
+                            self.read_after_grant(w, frame, g).await;
+                            self.set_owned(frame, Memo::Modified, priority);
+                            return;
+                        }
+                        ReplyStatus::Released => retry_now = true,
+                        ReplyStatus::Dropped => {}
+                    }
+                }
+                AcquireStep::InvalidateSharers(sharers) if messages => {
+                    // Case 3: each sharer releases; we keep retrying the CAS (no handover).
+                    w.op.case = OpCase::WriterVsShared;
+                    let status =
+                        self.invalidate(w, sharers, InvKind::WriterVsShared, g, frame, priority).await;
+                    retry_now = status == ReplyStatus::Released;
+                }
+                _ => {}
+            }
+            retries += 1;
+            w.op.retries += 1;
+            self.stats.lock().unwrap().latch_retries += 1;
+            assert!(
+                retries < self.config.retry_limit,
+                "exclusive acquire of {g} stuck after {retries} retries"
+            );
+            if !messages {
+                w.op.case = OpCase::Retried;
+            }
+            if !retry_now {
+                w.nic.sleep(resend_interval(self.config.resend_c, rtt, retries)).await;
+            }
+        }
+    }
+
+    /// Acquire Shared (§3.4 [P]): `batch[FAA(+BIT(me)), READ]`; on a writer, undo the bit and
+    /// invalidate it (Case 2).
+    async fn acquire_shared(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) {
+        let me = self.me;
+        let n = self.layout.compute_count();
+        let messages = self.config.mode == ProtocolMode::Selcc;
+        w.op.case = OpCase::RemoteFetch;
+        let mut retries = 0u32;
+        loop {
+            self.wait_not_releasing(g).await;
+            // Reader spin-waiting (§5.3.2 [P]): a starved writer asked readers to hold back.
+            let spin = std::mem::take(&mut self.cache.frame(frame).meta().spin_priority);
+            if spin > 0 && self.config.reader_spin_wait {
+                self.stats.lock().unwrap().reader_spins += 1;
+                w.nic.sleep(Nanos(self.config.reader_spin_ns_per_level * spin as u64)).await;
+            }
+            let verbs =
+                [Verb::Faa { remote: Layout::latch(g), add: latch::bit(me) }, self.read_body(g, frame)];
+            let start = w.nic.now();
+            let old = w.nic.batch(&verbs).await.expect("acquire FAA+READ failed").get(0);
+            let rtt = w.nic.now().saturating_sub(start);
+            w.op.round_trips += 1;
+            let priority = priority_level(retries);
+            let step = latch::after_shared_faa(old, me, n);
+            if step == AcquireStep::Acquired {
+                self.set_owned(frame, Memo::Shared, priority);
+                return;
+            }
+            if self.config.mutant == Mutant::ReadThroughModified {
+                // Planted bug: keep the bit and the stale memory copy despite the writer.
+                self.set_owned(frame, Memo::Shared, priority);
+                return;
+            }
+            // Undo our bit before anyone (the owner's downgrade FAA) may add it again: the undo
+            // must land first or the later +BIT carries into a neighbour (S8).
+            w.nic.faa(Layout::latch(g), latch::release_shared_delta(me)).await.expect("undo FAA failed");
+            w.op.round_trips += 1;
+            let mut retry_now = false;
+            if let (AcquireStep::InvalidateOwner(owner), true) = (step, messages) {
+                w.op.case = OpCase::ReaderVsModified;
+                match self
+                    .invalidate(w, latch::bit(owner), InvKind::ReaderVsModified, g, frame, priority)
+                    .await
+                {
+                    ReplyStatus::Forwarded => {
+                        self.set_owned(frame, Memo::Shared, priority);
+                        return;
+                    }
+                    ReplyStatus::Granted => {
+                        self.read_after_grant(w, frame, g).await;
+                        self.set_owned(frame, Memo::Shared, priority);
+                        return;
+                    }
+                    ReplyStatus::Released => retry_now = true,
+                    ReplyStatus::Dropped => {}
+                }
+            }
+            retries += 1;
+            w.op.retries += 1;
+            self.stats.lock().unwrap().latch_retries += 1;
+            assert!(retries < self.config.retry_limit, "shared acquire of {g} stuck after {retries} retries");
+            if !messages {
+                w.op.case = OpCase::Retried;
+            }
+            if !retry_now {
+                w.nic.sleep(resend_interval(self.config.resend_c, rtt, retries)).await;
+            }
+        }
+    }
+
+    /// Upgrade Shared → Modified (§3.4 [P]): CAS `(0,BIT(me)) → (me,0)`, K attempts, then the
+    /// fallback: release Shared, acquire Modified (avoids the upgrade-upgrade deadlock, L1).
+    async fn upgrade(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) {
+        let me = self.me;
+        let n = self.layout.compute_count();
+        w.op.case = OpCase::Upgrade;
+        self.stats.lock().unwrap().upgrades += 1;
+        let (expect, swap) = latch::upgrade_cas(me);
+        for attempt in 0..self.config.upgrade_attempts {
+            let old = w.nic.cas(Layout::latch(g), expect, swap).await.expect("upgrade CAS failed");
+            w.op.round_trips += 1;
+            assert!(old & latch::bit(me) != 0, "S3: upgrading without our reader bit (latch {old:#x})");
+            match latch::after_upgrade_cas(old, me, n) {
+                AcquireStep::Acquired => {
+                    // Our Shared copy is current: no READ needed.
+                    self.set_owned(frame, Memo::Modified, 0);
+                    return;
+                }
+                AcquireStep::InvalidateSharers(sharers) if attempt + 1 < self.config.upgrade_attempts => {
+                    self.invalidate(w, sharers, InvKind::WriterVsShared, g, frame, 0).await;
+                }
+                _ => {}
+            }
+        }
+        // Fallback (§3.4 [P] "releasing the shared latch and then acquiring the exclusive latch").
+        self.stats.lock().unwrap().upgrade_fallbacks += 1;
+        w.nic.faa(Layout::latch(g), latch::release_shared_delta(me)).await.expect("release FAA failed");
+        w.op.round_trips += 1;
+        self.cache.frame(frame).meta().memo = Memo::Invalid;
+        self.acquire_exclusive(w, frame, g).await;
+        if w.op.case == OpCase::RemoteFetch {
+            w.op.case = OpCase::UpgradeFallback;
+        }
+    }
+
+    /// READ of `header | data` into our frame (batched with the latch atomic).
+    fn read_body(&self, g: Gaddr, frame: u32) -> Verb {
+        Verb::Read {
+            remote: Layout::body(g),
+            local_bytes: self.frame_offset(frame),
+            len_bytes: self.layout.frame_stride_bytes() as u32,
+        }
+    }
+
+    /// Ownership was handed over without forwarding: the victim flushed, so memory is current.
+    async fn read_after_grant(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) {
+        w.nic.batch(&[self.read_body(g, frame)]).await.expect("READ after grant failed");
+        w.op.round_trips += 1;
+    }
+
+    fn set_owned(&self, frame: u32, memo: Memo, priority: u8) {
+        let mut meta = self.cache.frame(frame).meta();
+        meta.memo = memo;
+        // Priority matching (§5.3.2 [P]): remember that this Modified copy was won by a starved
+        // writer, so only readers of equal or greater priority may take it away.
+        meta.starved_priority = if memo == Memo::Modified
+            && self.config.priority_matching
+            && priority >= self.config.starvation_level_min
+        {
+            priority
+        } else {
+            0
+        };
+        let header = self.nic.local().load(self.frame_offset(frame));
+        Dirty::from_header(header); // format check on the way in (paired with `write`)
+        if memo == Memo::Shared {
+            assert!(Dirty::from_header(header).is_clean(), "a Shared copy with dirty bounds");
+        }
+    }
+
+    // ================================ release ================================
+
+    /// The verbs that give up this node's ownership of `g` (§3.4 [P] Release Modified/Shared):
+    /// WRITE of the dirty range then FAA, on one QP so the WRITE lands first (S7). `data_local`
+    /// is where the data to flush sits locally (the frame, or an eviction ring slot).
+    pub(super) fn release_verbs(&self, g: Gaddr, memo: Memo, dirty: Dirty, data_local: u64) -> Vec<Verb> {
+        match memo {
+            Memo::Invalid => Vec::new(),
+            Memo::Shared => {
+                vec![Verb::Faa { remote: Layout::latch(g), add: latch::release_shared_delta(self.me) }]
+            }
+            Memo::Modified => {
+                let mut verbs = Vec::with_capacity(2);
+                if let Some(write) = self.flush_verb(g, dirty, data_local) {
+                    verbs.push(write);
+                }
+                verbs.push(Verb::Faa {
+                    remote: Layout::latch(g),
+                    add: latch::release_exclusive_delta(self.me),
+                });
+                verbs
+            }
+        }
+    }
+
+    /// WRITE of the dirty range (the whole data with dynamic bounds off), if any.
+    pub(super) fn flush_verb(&self, g: Gaddr, dirty: Dirty, data_local: u64) -> Option<Verb> {
+        let size = self.layout.gcl_size_bytes as u32;
+        let (offset, len) = flush_range(dirty, size, self.config.dirty_bounds)?;
+        self.stats.lock().unwrap().flushed_bytes += len as u64;
+        Some(Verb::Write {
+            remote: Layout::data(g).add(offset as u64),
+            local_bytes: data_local + offset as u64,
+            len_bytes: len,
+        })
+    }
+
+    /// Post release verbs (possibly for several GCLs of one memory node) and wait for them.
+    pub(super) async fn post_release(&self, nic: &N, verbs: &[Verb]) {
+        if verbs.is_empty() {
+            return;
+        }
+        if self.config.mutant == Mutant::ReleaseBeforeFlush {
+            // Planted bug: latch FAAs a round trip before the data they publish.
+            let (atomics, writes): (Vec<Verb>, Vec<Verb>) =
+                verbs.iter().partition(|v| matches!(v, Verb::Faa { .. }));
+            nic.batch(&atomics).await.expect("release FAA failed");
+            if !writes.is_empty() {
+                nic.batch(&writes).await.expect("flush WRITE failed");
+            }
+            return;
+        }
+        for chunk in verbs.chunks(crate::nic::MAX_BATCH) {
+            nic.batch(chunk).await.expect("release batch failed");
+        }
+    }
+
+    /// Give up this node's ownership of the GCL in `frame` (SEL unlock, lease, naive conflict
+    /// handling, Free). Caller holds the local latch exclusively.
+    pub(super) async fn release_global(&self, nic: &N, frame: u32, g: Gaddr) {
+        let memo = {
+            let mut meta = self.cache.frame(frame).meta();
+            assert_eq!(meta.gcl, Some(g));
+            if meta.memo != Memo::Invalid {
+                meta.transit = true;
+            }
+            meta.memo
+        };
+        if memo == Memo::Invalid {
+            return;
+        }
+        let header_offset = self.frame_offset(frame);
+        let dirty = Dirty::from_header(self.nic.local().load(header_offset));
+        let verbs = self.release_verbs(g, memo, dirty, header_offset + WORD);
+        self.post_release(nic, &verbs).await;
+        self.nic.local().store(header_offset, Dirty::CLEAN.to_header());
+        let mut meta = self.cache.frame(frame).meta();
+        meta.memo = Memo::Invalid;
+        meta.transit = false;
+        meta.starved_priority = 0;
+    }
+}
+
+/// Tasks to hand to a runner for one node: its daemons (handlers, retry server, evictor).
+pub fn daemons<N: Nic>(node: &Arc<Node<N>>) -> Vec<crate::nic::Task> {
+    let mut tasks: Vec<crate::nic::Task> = Vec::new();
+    if node.config.mode == ProtocolMode::Selcc {
+        for h in 0..node.config.handler_tasks {
+            let nic = node.nic.qp(super::node::CHANNEL_HANDLER_BASE + h as u16);
+            tasks.push(Box::pin(node.clone().run_handler(nic)));
+        }
+        let nic = node.nic.qp(super::node::CHANNEL_RETRY);
+        tasks.push(Box::pin(node.clone().run_retry_server(nic)));
+    }
+    if node.config.batched_eviction {
+        let nic = node.nic.qp(super::node::CHANNEL_EVICTOR);
+        tasks.push(Box::pin(node.clone().run_evictor(nic)));
+    }
+    tasks
+}

@@ -1,0 +1,21 @@
+//! Workload generators. Randomness always comes from a seeded generator the runner passes in
+//! (one `ChaCha8Rng` per thread, see [`thread_rng`]); nothing here reads a clock or global RNG.
+//!
+//! * [`micro`] — the GAM-style micro-benchmark of SELCC §7.1 (sharing ratio, read ratio,
+//!   uniform/zipf skew, repeat-previous locality).
+//! * [`zipf`] — an exact seeded Zipf sampler for any θ > 0.
+
+pub mod micro;
+pub mod zipf;
+
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+/// The generator for thread `thread` of node `node` in a run seeded with `seed`: independent
+/// streams per thread, identical on every machine.
+pub fn thread_rng(seed: u64, node: u16, thread: u32) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    // Stream ids keep the per-thread sequences disjoint without re-hashing the seed.
+    rng.set_stream((node as u64) << 32 | thread as u64);
+    rng
+}
