@@ -21,7 +21,7 @@ pub struct Region {
 impl Region {
     /// A zeroed region of `size_bytes` (a multiple of 8).
     pub fn new(size_bytes: u64) -> Region {
-        assert!(size_bytes % WORD_BYTES == 0, "region size {size_bytes} is not a multiple of 8");
+        assert!(size_bytes.is_multiple_of(WORD_BYTES), "region size {size_bytes} is not a multiple of 8");
         let words = (0..size_bytes / WORD_BYTES).map(|_| AtomicU64::new(0)).collect();
         Region { words }
     }
@@ -32,7 +32,7 @@ impl Region {
 
     #[inline]
     fn index(&self, offset_bytes: u64) -> usize {
-        assert!(offset_bytes % WORD_BYTES == 0, "unaligned local offset {offset_bytes:#x}");
+        assert!(offset_bytes.is_multiple_of(WORD_BYTES), "unaligned local offset {offset_bytes:#x}");
         let index = (offset_bytes / WORD_BYTES) as usize;
         assert!(
             index < self.words.len(),
@@ -91,7 +91,7 @@ impl Region {
         source_offset_bytes: u64,
         len_bytes: u64,
     ) {
-        assert!(len_bytes % WORD_BYTES == 0, "unaligned copy length {len_bytes}");
+        assert!(len_bytes.is_multiple_of(WORD_BYTES), "unaligned copy length {len_bytes}");
         if len_bytes == 0 {
             return;
         }

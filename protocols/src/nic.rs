@@ -394,7 +394,7 @@ pub fn validate_batch(cluster: &Cluster, own: NodeId, verbs: &[Verb]) -> NicResu
 
 /// Checks that `[offset, offset+len)` is aligned and inside `addr.node`'s region.
 pub fn check_range(cluster: &Cluster, addr: RemoteAddr, len_bytes: u64) -> NicResult<()> {
-    if addr.offset_bytes % 8 != 0 || len_bytes % 8 != 0 {
+    if !addr.offset_bytes.is_multiple_of(8) || !len_bytes.is_multiple_of(8) {
         return Err(NicError::Unaligned { offset_bytes: addr.offset_bytes, len_bytes });
     }
     let region_size_bytes = cluster.region_size_bytes.get(addr.node.index()).copied().unwrap_or(0);

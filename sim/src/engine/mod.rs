@@ -183,8 +183,7 @@ impl Sim {
 fn run_loop(checker: &mut Option<Checker>) -> StopReason {
     loop {
         // 1. Ready tasks, in the order the choice source picks.
-        while let Some(task) = with_world(World::pick_ready) {
-            world::poll_task(task);
+        while world::poll_next_ready() {
             if let Some(reason) = run_checker(checker) {
                 return reason;
             }

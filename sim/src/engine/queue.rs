@@ -31,17 +31,25 @@ impl EventKind {
     }
 }
 
+/// An event keyed by `time_ns << 64 | seq` in one `u128`, so the heap compares one integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
-    pub time_ns: u64,
-    pub seq: u64,
+    key: u128,
     pub kind: EventKind,
 }
 
+impl Event {
+    #[inline]
+    pub fn time_ns(&self) -> u64 {
+        (self.key >> 64) as u64
+    }
+}
+
 impl Ord for Event {
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         // Reversed: BinaryHeap is a max-heap and we want the earliest first.
-        (other.time_ns, other.seq).cmp(&(self.time_ns, self.seq))
+        other.key.cmp(&self.key)
     }
 }
 
@@ -61,7 +69,7 @@ impl EventQueue {
     #[inline]
     pub fn push(&mut self, time_ns: u64, kind: EventKind) {
         self.seq += 1;
-        self.heap.push(Event { time_ns, seq: self.seq, kind });
+        self.heap.push(Event { key: (time_ns as u128) << 64 | self.seq as u128, kind });
     }
 
     #[inline]
@@ -71,7 +79,7 @@ impl EventQueue {
 
     #[inline]
     pub fn peek_time(&self) -> Option<u64> {
-        self.heap.peek().map(|e| e.time_ns)
+        self.heap.peek().map(Event::time_ns)
     }
 }
 

@@ -65,13 +65,18 @@ pub fn uninstall_after_dropping_tasks() -> Box<World> {
     WORLD.with(|w| w.borrow_mut().take()).expect("world installed")
 }
 
-/// Poll one task with no world borrow held.
-pub fn poll_task(task: u32) {
-    let Some((mut future, waker)) = with_world(|w| {
+/// Pick the next ready task (through the choice source) and poll it, with no world borrow
+/// held during the poll. Returns false when no task is ready.
+#[inline]
+pub fn poll_next_ready() -> bool {
+    let picked = with_world(|w| {
+        let task = w.pick_ready()?;
         let slot = &mut w.tasks[task as usize];
-        slot.future.take().map(|f| (f, slot.waker.clone()))
-    }) else {
-        return; // finished, or a stale wake
+        Some((task, slot.future.take().map(|f| (f, slot.waker.clone()))))
+    });
+    let Some((task, taken)) = picked else { return false };
+    let Some((mut future, waker)) = taken else {
+        return true; // finished, or a stale wake
     };
     CURRENT_TASK.with(|c| c.set(task));
     let poll = future.as_mut().poll(&mut Context::from_waker(&waker));
@@ -83,6 +88,7 @@ pub fn poll_task(task: u32) {
             w.tasks[task as usize].future = Some(future);
         }
     });
+    true
 }
 
 pub enum Step {

@@ -78,7 +78,7 @@ pub fn check(config: &PointConfig) -> Vec<Problem> {
         Err(p) => return vec![p],
     };
     let mut out = Vec::new();
-    if w.payload_bytes == 0 || w.payload_bytes % 8 != 0 || w.payload_bytes > 1 << 20 {
+    if w.payload_bytes == 0 || !w.payload_bytes.is_multiple_of(8) || w.payload_bytes > 1 << 20 {
         out.push(Problem::new("workload.payload_bytes", "must be a positive multiple of 8, at most 1 MiB"));
     }
     if matches!(w.verb, MicroVerb::Cas | MicroVerb::Faa) && w.payload_bytes != 8 {
