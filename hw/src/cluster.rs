@@ -123,7 +123,10 @@ impl HwCluster {
         self.nic.runtime()
     }
     /// Runs `main` (and the tasks it spawns) on this node's runtime until `main` ends.
-    pub fn block_on<T: Send + 'static>(&self, main: impl std::future::Future<Output = T> + Send + 'static) -> T {
+    pub fn block_on<T: Send + 'static>(
+        &self,
+        main: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> T {
         self.nic.runtime().block_on(self.nic.config().threads, main)
     }
     /// Waits until every rank reaches the barrier `name` (bounded).
@@ -151,14 +154,22 @@ pub fn bootstrap(opts: BootstrapOptions) -> Result<HwCluster, HwError> {
         (Some(r), _) => r.clone(),
         (None, 1) => String::new(),
         (None, _) => std::env::var("DMSIM_RENDEZVOUS").map_err(|_| {
-            HwError::Config("no rendezvous: pass --rendezvous HOST:PORT (rank 0's address) or set DMSIM_RENDEZVOUS".into())
+            HwError::Config(
+                "no rendezvous: pass --rendezvous HOST:PORT (rank 0's address) or set DMSIM_RENDEZVOUS"
+                    .into(),
+            )
         })?,
     };
     connect_all(rank, size, &rendezvous, opts)
 }
 
 #[cfg(not(feature = "rdma"))]
-fn connect_all(_rank: u32, _size: u32, _rendezvous: &str, _opts: BootstrapOptions) -> Result<HwCluster, HwError> {
+fn connect_all(
+    _rank: u32,
+    _size: u32,
+    _rendezvous: &str,
+    _opts: BootstrapOptions,
+) -> Result<HwCluster, HwError> {
     let _ = (Rendezvous::exchange, Runtime::new);
     Err(HwError::NotBuilt)
 }
@@ -169,10 +180,15 @@ fn connect_all(rank: u32, size: u32, rendezvous: &str, opts: BootstrapOptions) -
     use crate::nic::real;
     let me = nic::NodeId(rank as u16);
     let timeout = opts.config.bootstrap_timeout;
-    let setup = real::setup_local(me, &opts.shape, opts.device.as_deref(), opts.port, opts.gid_index, &opts.config)?;
-    let (mut rendezvous, lines) = Rendezvous::exchange(rank, size, rendezvous, &setup.info.to_line(), timeout)?;
-    let infos: Vec<NodeInfo> =
-        lines.iter().enumerate().map(|(r, l)| NodeInfo::parse(l, r as u32, size)).collect::<Result<_, _>>()?;
+    let setup =
+        real::setup_local(me, &opts.shape, opts.device.as_deref(), opts.port, opts.gid_index, &opts.config)?;
+    let (mut rendezvous, lines) =
+        Rendezvous::exchange(rank, size, rendezvous, &setup.info.to_line(), timeout)?;
+    let infos: Vec<NodeInfo> = lines
+        .iter()
+        .enumerate()
+        .map(|(r, l)| NodeInfo::parse(l, r as u32, size))
+        .collect::<Result<_, _>>()?;
     let nic = real::connect(setup, opts.shape, &infos, Runtime::new())?;
     rendezvous.barrier("connected", timeout)?;
     Ok(HwCluster { rank, size, nic, rendezvous, timeout })
@@ -183,14 +199,16 @@ mod tests {
     use super::*;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let pairs: Vec<(String, String)> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k| pairs.iter().find(|(pk, _)| pk == k).map(|(_, v)| v.clone())
     }
 
     #[test]
     fn rank_and_size_come_from_flags_then_launchers() {
         assert_eq!(discover_rank_size(Some(1), Some(3), env_of(&[("SLURM_PROCID", "0")])).unwrap(), (1, 3));
-        let slurm = env_of(&[("SLURM_PROCID", "2"), ("SLURM_NTASKS", "4"), ("PMI_RANK", "0"), ("PMI_SIZE", "4")]);
+        let slurm =
+            env_of(&[("SLURM_PROCID", "2"), ("SLURM_NTASKS", "4"), ("PMI_RANK", "0"), ("PMI_SIZE", "4")]);
         assert_eq!(discover_rank_size(None, None, slurm).unwrap(), (2, 4));
         let ompi = env_of(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]);
         assert_eq!(discover_rank_size(None, None, ompi).unwrap(), (1, 2));

@@ -237,7 +237,7 @@ fn a_completion_that_never_comes_times_out() {
     // wait_completion on a wr_id that was never posted must end with a Timeout value.
     let Some(p) = pair_with(14, 7) else { return };
     let mut others = Vec::new();
-    let err =
-        verbs::wait_completion(&p.cq, &p.a, "READ", 0xdead, Duration::from_millis(50), &mut others).unwrap_err();
+    let err = verbs::wait_completion(&p.cq, &p.a, "READ", 0xdead, Duration::from_millis(50), &mut others)
+        .unwrap_err();
     assert!(matches!(err, dmsim_hw::HwError::Timeout { .. }), "{err}");
 }

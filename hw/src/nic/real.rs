@@ -25,17 +25,15 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use dmsim_protocols::memory::Region;
-use dmsim_protocols::nic::{
-    self, BatchResult, Message, Nanos, NicError, NicResult, NodeId, Verb, MAX_BATCH,
-};
+use dmsim_protocols::nic::{self, BatchResult, Message, Nanos, NicError, NicResult, NodeId, Verb, MAX_BATCH};
 
 use crate::config::HwConfig;
 use crate::error::HwError;
 use crate::info::NodeInfo;
 use crate::runtime::{Poller, Runtime};
 use crate::verbs::{
-    Access, Completion, ConnectParams, Context as Device, Cq, LocalBuf, Mr, Pd, Qp, QpCaps, RemoteBuf, RemoteQp,
-    SendOp, SendWr,
+    Access, Completion, ConnectParams, Context as Device, Cq, LocalBuf, Mr, Pd, Qp, QpCaps, RemoteBuf,
+    RemoteQp, SendOp, SendWr,
 };
 
 const SLOT_BITS: u32 = 12;
@@ -46,7 +44,12 @@ fn encode(qp_index: usize, slot: u32, gen: u32, wr_index: usize) -> u64 {
 }
 
 fn decode(wr_id: u64) -> (usize, u32, u32, usize) {
-    ((wr_id >> 44) as usize, ((wr_id >> 32) & 0xfff) as u32, ((wr_id >> 8) & GEN_MASK) as u32, (wr_id & 0xff) as usize)
+    (
+        (wr_id >> 44) as usize,
+        ((wr_id >> 32) & 0xfff) as u32,
+        ((wr_id >> 8) & GEN_MASK) as u32,
+        (wr_id & 0xff) as usize,
+    )
 }
 
 enum SlotState {
@@ -81,7 +84,14 @@ impl QpState {
     fn new(qp: Arc<Qp>, index: usize, target: NodeId, name: String, cap: u32) -> QpState {
         let entries = (0..cap).map(|_| Slot { gen: 0, wr_count: 0, state: SlotState::Free }).collect();
         let free = (0..cap).rev().collect();
-        QpState { qp, index, target, name, cap, slots: Mutex::new(Slots { entries, free, outstanding_wrs: 0 }) }
+        QpState {
+            qp,
+            index,
+            target,
+            name,
+            cap,
+            slots: Mutex::new(Slots { entries, free, outstanding_wrs: 0 }),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
@@ -95,7 +105,8 @@ impl QpState {
         }
         // Every pending slot holds at least one work request, so a slot is free whenever the
         // work-request cap is not reached.
-        let slot = s.free.pop().ok_or_else(|| NicError::QpOverflow { qp: self.name.clone(), cap: self.cap })?;
+        let slot =
+            s.free.pop().ok_or_else(|| NicError::QpOverflow { qp: self.name.clone(), cap: self.cap })?;
         s.outstanding_wrs += wr_count;
         let e = &mut s.entries[slot as usize];
         e.gen = (e.gen + 1) & GEN_MASK as u32;
@@ -224,6 +235,7 @@ pub(crate) struct PeerRegion {
 /// Everything one node's handles share.
 pub(crate) struct NodeState {
     me: NodeId,
+    device: String,
     cluster: nic::Cluster,
     config: HwConfig,
     runtime: Runtime,
@@ -268,7 +280,10 @@ impl NodeState {
         if c.flushed() && self.gone[target.index()].load(Ordering::Acquire) {
             return NicError::PeerGone { node: target };
         }
-        NicError::QpError { qp: qs.name.clone(), detail: format!("{verb} (wr_id {:#x}): {}", c.wr_id, c.status_str()) }
+        NicError::QpError {
+            qp: qs.name.clone(),
+            detail: format!("{verb} (wr_id {:#x}): {}", c.wr_id, c.status_str()),
+        }
     }
 
     fn timeout_error(&self, qs: &QpState, what: &str, wr_id: u64) -> NicError {
@@ -303,9 +318,12 @@ impl NodeState {
                     self.scratch_mr.region().store(word, value);
                     (SendOp::Write(remote(r.offset_bytes)), &self.scratch_mr, word, 8)
                 }
-                Verb::Cas { remote: r, expect, swap } => {
-                    (SendOp::Cas { remote: remote(r.offset_bytes), compare: expect, swap }, &self.scratch_mr, word, 8)
-                }
+                Verb::Cas { remote: r, expect, swap } => (
+                    SendOp::Cas { remote: remote(r.offset_bytes), compare: expect, swap },
+                    &self.scratch_mr,
+                    word,
+                    8,
+                ),
                 Verb::Faa { remote: r, add } => {
                     (SendOp::Faa { remote: remote(r.offset_bytes), add }, &self.scratch_mr, word, 8)
                 }
@@ -317,7 +335,12 @@ impl NodeState {
                     return Err(NicError::QpError { qp: qs.name.clone(), detail: e.to_string() });
                 }
             };
-            wrs.push(SendWr { wr_id: encode(qs.index, slot, gen, i), op, local, signaled: i + 1 == verbs.len() });
+            wrs.push(SendWr {
+                wr_id: encode(qs.index, slot, gen, i),
+                op,
+                local,
+                signaled: i + 1 == verbs.len(),
+            });
         }
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         let _in_flight = InFlight(&self.in_flight);
@@ -330,7 +353,9 @@ impl NodeState {
         let outcome = self.runtime.timeout(self.config.verb_timeout, wait.as_mut()).await;
         let names: Vec<&str> = verbs.iter().map(|v| v.name()).collect();
         match outcome {
-            Err(()) => Err(self.timeout_error(qs, &names.join("+"), encode(qs.index, slot, gen, verbs.len() - 1))),
+            Err(()) => {
+                Err(self.timeout_error(qs, &names.join("+"), encode(qs.index, slot, gen, verbs.len() - 1)))
+            }
             Ok(Err(c)) => {
                 let (_, _, _, i) = decode(c.wr_id);
                 Err(self.completion_error(qs, &c, names.get(i).copied().unwrap_or("?")))
@@ -342,7 +367,12 @@ impl NodeState {
 
     async fn send(&self, to: NodeId, port: u16, bytes: Vec<u8>) -> NicResult<()> {
         if to.index() >= self.cluster.node_count() {
-            return Err(NicError::BadAddress { node: to, offset_bytes: 0, len_bytes: 0, region_size_bytes: 0 });
+            return Err(NicError::BadAddress {
+                node: to,
+                offset_bytes: 0,
+                len_bytes: 0,
+                region_size_bytes: 0,
+            });
         }
         if to == self.me {
             // A message to oneself never touches the NIC.
@@ -357,7 +387,11 @@ impl NodeState {
         if bytes.len() > self.config.max_message_bytes as usize {
             return Err(NicError::QpError {
                 qp: qs.name.clone(),
-                detail: format!("message of {} bytes exceeds the {}-byte maximum", bytes.len(), self.config.max_message_bytes),
+                detail: format!(
+                    "message of {} bytes exceeds the {}-byte maximum",
+                    bytes.len(),
+                    self.config.max_message_bytes
+                ),
             });
         }
         let (slot, gen) = qs.acquire(1)?;
@@ -520,6 +554,10 @@ impl HwNic {
     pub fn config(&self) -> &HwConfig {
         &self.node.config
     }
+    /// The RDMA device this node uses.
+    pub fn device(&self) -> &str {
+        &self.node.device
+    }
 }
 
 impl nic::Nic for HwNic {
@@ -655,16 +693,24 @@ pub(crate) fn setup_local(
     let verb_caps = QpCaps { max_send_wr: config.qp_depth, max_recv_wr: 1 };
     let mut verb = Vec::with_capacity(size);
     for _ in 0..size {
-        let per: Result<Vec<_>, _> = (0..channels).map(|_| Qp::new_rc(&pd, &send_cq, &recv_cq, verb_caps)).collect();
+        let per: Result<Vec<_>, _> =
+            (0..channels).map(|_| Qp::new_rc(&pd, &send_cq, &recv_cq, verb_caps)).collect();
         verb.push(per?);
     }
     let resp: Vec<Arc<Qp>> = (0..channels)
         .map(|_| Qp::new_rc(&pd, &send_cq, &recv_cq, QpCaps { max_send_wr: 1, max_recv_wr: 1 }))
         .collect::<Result<_, _>>()?;
     let msg_caps = QpCaps { max_send_wr: config.message_depth, max_recv_wr: config.message_depth };
-    let msg: Vec<Option<Arc<Qp>>> = (0..size)
-        .map(|j| if j == me.index() { Ok(None) } else { Qp::new_rc(&pd, &send_cq, &recv_cq, msg_caps).map(Some) })
-        .collect::<Result<_, _>>()?;
+    let msg: Vec<Option<Arc<Qp>>> =
+        (0..size)
+            .map(|j| {
+                if j == me.index() {
+                    Ok(None)
+                } else {
+                    Qp::new_rc(&pd, &send_cq, &recv_cq, msg_caps).map(Some)
+                }
+            })
+            .collect::<Result<_, _>>()?;
     let info = NodeInfo {
         lid: port_info.lid,
         gid,
@@ -718,11 +764,15 @@ pub(crate) fn connect(
         retry_cnt: setup.config.retry_count,
         rnr_retry: 7,
     };
-    let remote = |j: usize, qpn: u32| RemoteQp { qpn, psn: infos[j].psn, lid: infos[j].lid, gid: infos[j].gid };
+    let remote =
+        |j: usize, qpn: u32| RemoteQp { qpn, psn: infos[j].psn, lid: infos[j].lid, gid: infos[j].gid };
     let mut peers = Vec::with_capacity(setup.size);
     for (j, info) in infos.iter().enumerate() {
         if info.channels as usize != channels {
-            return Err(HwError::Bootstrap(format!("rank {j} uses {} channels, rank {} uses {channels}", info.channels, me.0)));
+            return Err(HwError::Bootstrap(format!(
+                "rank {j} uses {} channels, rank {} uses {channels}",
+                info.channels, me.0
+            )));
         }
         if info.len < cluster.region_size_bytes[j] {
             return Err(HwError::Bootstrap(format!(
@@ -761,6 +811,7 @@ pub(crate) fn connect(
     }
     let node = Arc::new(NodeState {
         me,
+        device: device.clone(),
         gone: (0..setup.size).map(|_| AtomicBool::new(false)).collect(),
         cluster,
         config: setup.config,

@@ -22,6 +22,9 @@ impl HwNic {
     pub fn config(&self) -> &HwConfig {
         match self.never {}
     }
+    pub fn device(&self) -> &str {
+        match self.never {}
+    }
 }
 
 // `ready(never)` only names a concrete future type; it is never reached.

@@ -1,0 +1,278 @@
+//! `dmsim-hw-selftest`: exercises the hardware backend end to end, as separate processes.
+//!
+//! ```text
+//! dmsim-hw-selftest calibrate [-d DEV] [-i PORT] [-x GID] [-n ITERS] [--streams S]
+//! dmsim-hw-selftest cluster [--rank R --size N --rendezvous HOST:PORT] [-d DEV] [-x GID]
+//!                           [--ops K] [--mode counter|peer-gone]
+//! ```
+//!
+//! `cluster --mode counter`: rank 0 is a memory node holding a latch word, a 64-byte line of
+//! eight counters and an FAA counter; every other rank is a compute node whose tasks (one per
+//! channel) repeat K times: acquire = one doorbell batch CAS(latch) + READ(line) (retry while
+//! the CAS loses), bump the eight counters locally, release = one batch WRITE(line) +
+//! FAA(counter) + CAS(latch back to 0). Compute nodes also ping the memory node over SEND/RECV.
+//! The memory node checks that every counter equals the total number of critical sections:
+//! a lost update means mutual exclusion or per-QP ordering broke.
+//!
+//! `cluster --mode peer-gone`: rank 1 leaves right after connecting; rank 0 then CASes on
+//! rank 1's region and must get `PeerGone` (not a hang) within the verb bound.
+//!
+//! Exit status: 0 pass, 1 check failed, 2 setup error (including "built without rdma").
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use dmsim_hw::calibrate::{calibrate, CalibrateOptions};
+use dmsim_hw::cluster::{bootstrap, BootstrapOptions};
+use dmsim_protocols::nic::{self, Nic, NicError, NodeId, RemoteAddr, Verb};
+use dmsim_protocols::sync::Channel;
+
+const LATCH: u64 = 0;
+const COUNTER: u64 = 8;
+const LINE: u64 = 64;
+const PORT_REQUEST: u16 = 1;
+const PORT_REPLY: u16 = 2;
+
+struct Args(Vec<String>);
+
+impl Args {
+    fn value(&self, names: &[&str]) -> Option<String> {
+        self.0.iter().position(|a| names.contains(&a.as_str())).and_then(|i| self.0.get(i + 1).cloned())
+    }
+    fn num<T: std::str::FromStr>(&self, names: &[&str]) -> Result<Option<T>, String> {
+        match self.value(names) {
+            None => Ok(None),
+            Some(v) => v.parse().map(Some).map_err(|_| format!("{}: bad value {v:?}", names[0])),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let Some(command) = argv.first().cloned() else {
+        eprintln!("usage: dmsim-hw-selftest calibrate|cluster [options] (see the source's header)");
+        return ExitCode::from(2);
+    };
+    let args = Args(argv);
+    let result = match command.as_str() {
+        "calibrate" => run_calibrate(&args),
+        "cluster" => run_cluster(&args),
+        other => Err((2, format!("unknown command {other:?}"))),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err((code, msg)) => {
+            eprintln!("dmsim-hw-selftest {command}: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn setup_err(e: impl std::fmt::Display) -> (u8, String) {
+    (2, e.to_string())
+}
+
+fn run_calibrate(args: &Args) -> Result<(), (u8, String)> {
+    let mut opts =
+        CalibrateOptions { device: args.value(&["-d", "--device"]), ..CalibrateOptions::default() };
+    opts.port = args.num(&["-i", "--port"]).map_err(setup_err)?.unwrap_or(1);
+    opts.gid_index = args.num(&["-x", "--gid-index"]).map_err(setup_err)?;
+    opts.iterations = args.num(&["-n", "--iters"]).map_err(setup_err)?.unwrap_or(opts.iterations);
+    opts.streams = args.num(&["--streams"]).map_err(setup_err)?.unwrap_or(opts.streams);
+    let c = calibrate(&opts).map_err(setup_err)?;
+    println!("{c}");
+    // One machine-readable line for scripts (hw/vm/test.sh compares it with perftest).
+    println!(
+        "CALIBRATE read_p50_ns={} read_mean_ns={} cas_p50_ns={} cas_mean_ns={} faa_p50_ns={} write_p50_ns={}",
+        c.read_latency_ns.p50,
+        c.read_latency_ns.mean,
+        c.cas_latency_ns.p50,
+        c.cas_latency_ns.mean,
+        c.faa_latency_ns.p50,
+        c.write_latency_ns.p50
+    );
+    Ok(())
+}
+
+fn run_cluster(args: &Args) -> Result<(), (u8, String)> {
+    let mode = args.value(&["--mode"]).unwrap_or_else(|| "counter".into());
+    let ops: u64 = args.num(&["--ops"]).map_err(setup_err)?.unwrap_or(50);
+    let rank: Option<u32> = args.num(&["--rank"]).map_err(setup_err)?;
+    let size: Option<u32> = args.num(&["--size"]).map_err(setup_err)?;
+    let (_, size_known) =
+        dmsim_hw::cluster::discover_rank_size(rank, size, |k| std::env::var(k).ok()).map_err(setup_err)?;
+    let n = size_known as usize;
+    let mut kinds = vec![nic::NodeKind::Compute; n];
+    kinds[0] = nic::NodeKind::Memory;
+    let mut regions = vec![64 * 1024; n];
+    regions[0] = 1 << 20;
+    let mut opts = BootstrapOptions::new(nic::Cluster { kinds, region_size_bytes: regions });
+    opts.rank = rank;
+    opts.size = size;
+    opts.rendezvous = args.value(&["--rendezvous"]);
+    opts.device = args.value(&["-d", "--device"]);
+    opts.gid_index = args.num(&["-x", "--gid-index"]).map_err(setup_err)?;
+    if mode == "peer-gone" {
+        // Detect the dead peer quickly: 4.096 µs · 2^12 ≈ 17 ms per try, 3 retries.
+        opts.config.ack_timeout = 12;
+        opts.config.retry_count = 3;
+    }
+    let cluster = bootstrap(opts).map_err(setup_err)?;
+    let me = cluster.rank();
+    let nic = cluster.nic();
+    eprintln!("rank {me}/{}: connected on {}", cluster.size(), nic.device());
+    match mode.as_str() {
+        "counter" => {
+            let outcome = cluster.block_on(counter(nic, ops));
+            // Everybody finishes together, so no one's memory vanishes under a peer's verbs.
+            cluster.finish().map_err(setup_err)?;
+            outcome.map_err(|e| (1, e))?;
+            println!("rank {me}: counter test PASS");
+            Ok(())
+        }
+        "peer-gone" => {
+            if me == 1 {
+                println!("rank 1: leaving without warning");
+                std::process::exit(0);
+            }
+            if me != 0 {
+                return Ok(());
+            }
+            let started = std::time::Instant::now();
+            let outcome = cluster.block_on(async move {
+                // Give rank 1 time to exit and its QPs to vanish.
+                nic.sleep(nic::Nanos::from_ms(300)).await;
+                nic.cas(RemoteAddr::new(NodeId(1), 0), 0, 1).await
+            });
+            let after = started.elapsed();
+            match outcome {
+                Err(NicError::PeerGone { node }) => {
+                    println!(
+                        "rank 0: CAS on departed n1 -> PeerGone {{ node: {node} }} after {after:?}: PASS"
+                    );
+                    Ok(())
+                }
+                other => {
+                    Err((1, format!("expected PeerGone from a departed peer, got {other:?} after {after:?}")))
+                }
+            }
+        }
+        other => Err((2, format!("unknown --mode {other:?}"))),
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The counter workload; generic over the NIC, so it would run on the simulator as is.
+async fn counter<N: Nic>(nic: N, ops: u64) -> Result<(), String> {
+    let me = nic.node();
+    let computes = nic.cluster().compute_nodes();
+    let memory = NodeId(0);
+    if me == memory {
+        // Serve pings and count goodbyes; then check the counters.
+        let mut total = 0u64;
+        let mut byes = 0;
+        while byes < computes.len() {
+            let m = nic.recv(PORT_REQUEST).await.map_err(|e| format!("memory node recv: {e}"))?;
+            let body = text(&m.bytes);
+            if let Some(rest) = body.strip_prefix("bye ") {
+                total += rest.parse::<u64>().map_err(|_| format!("bad bye {body:?}"))?;
+                byes += 1;
+            } else if body.starts_with("ping") {
+                nic.send(m.from, PORT_REPLY, format!("pong to {}", m.from).into_bytes())
+                    .await
+                    .map_err(|e| format!("memory node send: {e}"))?;
+            } else {
+                return Err(format!("unexpected message {body:?} from {}", m.from));
+            }
+        }
+        let mut line = [0u64; 8];
+        nic.local().read_words(LINE, &mut line);
+        let counter = nic.local().load(COUNTER);
+        let latch = nic.local().load(LATCH);
+        println!(
+            "memory node: {total} critical sections; line {line:?}; FAA counter {counter}; latch {latch}"
+        );
+        if line.iter().any(|&w| w != total) || counter != total || latch != 0 {
+            return Err(format!(
+                "lost updates: line {line:?}, counter {counter}, expected {total}, latch {latch}"
+            ));
+        }
+        return Ok(());
+    }
+
+    // Compute node: ping first (SEND/RECV both ways).
+    nic.send(memory, PORT_REQUEST, format!("ping from {me}").into_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let pong = nic.recv(PORT_REPLY).await.map_err(|e| e.to_string())?;
+    if text(&pong.bytes) != format!("pong to {me}") || pong.from != memory {
+        return Err(format!("bad pong {:?} from {}", text(&pong.bytes), pong.from));
+    }
+
+    let tasks = nic.cluster().node_count().max(2) as u16; // a few concurrent tasks
+    let results: Arc<Channel<Result<u64, String>>> = Arc::new(Channel::new());
+    for t in 0..tasks {
+        let q = nic.qp(t);
+        let results = results.clone();
+        nic.spawn(async move {
+            let r = critical_sections(&q, t, ops).await;
+            results.push(r);
+        });
+    }
+    let mut done = 0;
+    for _ in 0..tasks {
+        match results.pop().await {
+            Some(Ok(n)) => done += n,
+            Some(Err(e)) => return Err(e),
+            None => return Err("result channel closed".into()),
+        }
+    }
+    nic.send(memory, PORT_REQUEST, format!("bye {done}").into_bytes()).await.map_err(|e| e.to_string())?;
+    println!("compute node {me}: {done} critical sections");
+    Ok(())
+}
+
+async fn critical_sections<N: Nic>(q: &N, task: u16, ops: u64) -> Result<u64, String> {
+    let me = q.node();
+    let memory = NodeId(0);
+    let tag = ((me.0 as u64) << 16 | task as u64) + 1;
+    let local_line = 1024 + 64 * task as u64;
+    let mut retries = 0u64;
+    for _ in 0..ops {
+        loop {
+            // SELCC's acquire shape: CAS the latch and READ the line in one doorbell batch.
+            let acquire = [
+                Verb::Cas { remote: RemoteAddr::new(memory, LATCH), expect: 0, swap: tag },
+                Verb::Read { remote: RemoteAddr::new(memory, LINE), local_bytes: local_line, len_bytes: 64 },
+            ];
+            let r = q.batch(&acquire).await.map_err(|e| format!("{me} task {task} acquire: {e}"))?;
+            if r.get(0) == 0 {
+                break;
+            }
+            retries += 1;
+            if retries % 64 == 0 {
+                q.sleep(nic::Nanos::from_us(20)).await;
+            }
+        }
+        let mut line = [0u64; 8];
+        q.local().read_words(local_line, &mut line);
+        for w in &mut line {
+            *w += 1;
+        }
+        q.local().write_words(local_line, &line);
+        // Release: WRITE the line, count, and free the latch — in order on one QP.
+        let release = [
+            Verb::Write { remote: RemoteAddr::new(memory, LINE), local_bytes: local_line, len_bytes: 64 },
+            Verb::Faa { remote: RemoteAddr::new(memory, COUNTER), add: 1 },
+            Verb::Cas { remote: RemoteAddr::new(memory, LATCH), expect: tag, swap: 0 },
+        ];
+        let r = q.batch(&release).await.map_err(|e| format!("{me} task {task} release: {e}"))?;
+        if r.get(2) != tag {
+            return Err(format!("{me} task {task}: latch held {:#x} while we owned it", r.get(2)));
+        }
+    }
+    Ok(ops)
+}

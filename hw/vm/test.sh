@@ -1,0 +1,132 @@
+#!/bin/bash
+# test.sh - real-verbs tests of dmsim-hw on Soft-RoCE (rdma_rxe) inside a QEMU VM.
+#
+# One command: installs what it needs (hw/scripts/install-deps.sh, as root), builds the rdma
+# test binaries, boots the VM (hw/vm/run-vm.sh) and runs inside it, over rxe0:
+#   1. verbs        - verb-level tests (READ/WRITE/CAS/FAA results, doorbell batches,
+#                     SEND/RECV, bad rkey, out-of-bounds, a peer that went away, timeouts)
+#   2. cluster      - 1 memory node + 2 compute nodes as 3 processes (TCP rendezvous,
+#                     HwNic verbs + messages, a latch-protected counter that must not lose updates)
+#   3. peer-gone    - a rank exits; verbs to it end in PeerGone, not a hang
+#   4. scenario     - optional: `dmsim hw run $DMSIM_HW_SCENARIO` as 3 ranks, if set and built
+#   5. latency      - this backend's READ/CAS latency (dmsim-hw-selftest calibrate) vs perftest
+#                     ib_read_lat / ib_atomic_lat on the same device, in the same VM run
+# Prints "N passed, N failed" and the latency ratios; exit 0 iff all passed.
+# If this host cannot run the VM (not x86_64 Linux, no root for the install, no qemu/kernel,
+# install failure) it prints a line starting "SKIP:" and exits 0.
+#
+# Env: DMSIM_VM_CACHE (unpacked qemu/kernel; default hw/vm/.cache), DMSIM_HW_WORKSPACE (cargo
+# workspace root; default the repo root), DMSIM_HW_ITERS (latency iterations, default 1000),
+# DMSIM_HW_SCENARIO (scenario for step 4), DMSIM_VM_TIMEOUT (seconds, default 900).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+WS=${DMSIM_HW_WORKSPACE:-$REPO}
+ITERS=${DMSIM_HW_ITERS:-1000}
+T0=$(date +%s)
+log() { printf '[hw/vm/test %(%T)T] %s\n' -1 "$*" >&2; }
+skip() { echo "SKIP: hw/vm/test.sh: $*"; exit 0; }
+
+[ "$(uname -s)/$(uname -m)" = Linux/x86_64 ] || skip "needs x86_64 Linux (this is $(uname -s)/$(uname -m))"
+if [ "$(id -u)" = 0 ]; then
+  log "installing native dependencies"
+  bash "$REPO/hw/scripts/install-deps.sh" >&2 || skip "hw/scripts/install-deps.sh failed (no package registry access?)"
+else
+  for c in cmake pkg-config cpio busybox; do
+    command -v $c >/dev/null || skip "not root and $c is missing: run hw/scripts/install-deps.sh as root"
+  done
+fi
+CACHE=${DMSIM_VM_CACHE:-$HERE/.cache}
+command -v qemu-system-x86_64 >/dev/null || [ -x "$CACHE/qemu-root/usr/bin/qemu-system-x86_64" ] ||
+  skip "no qemu-system-x86_64 (install-deps did not provide one)"
+
+log "building rdma binaries in $WS"
+BUILD_LOG=$(mktemp)
+if ! (cd "$WS" && cargo build -p dmsim-hw --features rdma --bins && cargo test -p dmsim-hw --features rdma --no-run) >"$BUILD_LOG" 2>&1; then
+  cat "$BUILD_LOG"; echo "0 passed, 1 failed"; echo "FAIL: build of dmsim-hw --features rdma"; exit 1
+fi
+VERBS=$(sed -n 's/.*Executable tests\/verbs.rs (\(.*\))/\1/p' "$BUILD_LOG" | tail -1)
+TARGET=$(cd "$WS" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+TARGET=${TARGET:-$WS/target}
+SELFTEST=$TARGET/debug/dmsim-hw-selftest
+[ -n "$VERBS" ] && [ -x "$WS/$VERBS" ] && VERBS=$WS/$VERBS
+[ -x "$VERBS" ] && [ -x "$SELFTEST" ] || { echo "FAIL: test binaries not found ($VERBS, $SELFTEST)"; exit 1; }
+ADDS=(-a "$VERBS:/opt/verbs" -a "$SELFTEST:/opt/selftest")
+if [ -n "${DMSIM_HW_SCENARIO:-}" ]; then
+  (cd "$WS" && cargo build -p dmsim-sim --features rdma --bin dmsim) >>"$BUILD_LOG" 2>&1 &&
+    ADDS+=(-a "$TARGET/debug/dmsim:/opt/dmsim" -a "$REPO/scenarios:/opt/scenarios") ||
+    log "note: dmsim CLI did not build with --features rdma; scenario step will fail"
+fi
+log "built in $(( $(date +%s) - T0 ))s"
+
+GUEST=$(mktemp)
+cat > "$GUEST" <<'EOF'
+export DMSIM_HW_DEVICE=$RXE_DEV DMSIM_HW_GID_INDEX=$RXE_GID
+fails=0
+step() { # step NAME CMD...: runs CMD, prints @@ PASS/FAIL NAME
+  name=$1; shift; echo "@@ RUN $name"; s=$(cut -d' ' -f1 /proc/uptime)
+  if "$@"; then echo "@@ PASS $name ($(awk -v s=$s '{printf "%.1fs", $1-s}' /proc/uptime))"
+  else echo "@@ FAIL $name rc=$?"; fails=$((fails+1)); fi
+}
+ranks() { # ranks SIZE PORT CMD...: SIZE processes of CMD --rank R --size SIZE --rendezvous
+  size=$1; port=$2; shift 2; pids=; r=0
+  while [ $r -lt $size ]; do
+    timeout 240 "$@" --rank $r --size $size --rendezvous 127.0.0.1:$port -d $RXE_DEV -x $RXE_GID > /tmp/rank$r.log 2>&1 &
+    pids="$pids $!"; r=$((r+1))
+  done
+  rc=0; for p in $pids; do wait $p || rc=1; done
+  r=0; while [ $r -lt $size ]; do sed "s/^/  rank $r| /" /tmp/rank$r.log; r=$((r+1)); done
+  return $rc
+}
+step verbs timeout 300 /opt/verbs --test-threads=1
+step cluster ranks 3 7471 /opt/selftest cluster --mode counter --ops 40
+step peer-gone ranks 2 7472 /opt/selftest cluster --mode peer-gone
+if [ -n "@SCENARIO@" ]; then
+  step scenario ranks 3 7473 /opt/dmsim hw run /opt/scenarios/@SCENARIO@
+fi
+lat() { # lat NAME CMD...: perftest pair on rxe0, server in the background
+  name=$1; shift
+  timeout 120 "$@" > /tmp/srv.log 2>&1 & sp=$!; sleep 0.5
+  timeout 120 "$@" $RXE_IP > /tmp/cli.log 2>&1; rc=$?
+  wait $sp
+  echo "@@ PERFTEST $name"; cat /tmp/cli.log; echo "@@ END"
+  return $rc
+}
+step ib_read_lat lat ib_read_lat ib_read_lat -d $RXE_DEV -x $RXE_GID -s 8 -n @ITERS@
+step ib_atomic_lat lat ib_atomic_lat_cas ib_atomic_lat -d $RXE_DEV -x $RXE_GID -A CMP_AND_SWAP -n @ITERS@
+step calibrate /opt/selftest calibrate -d $RXE_DEV -x $RXE_GID -n @ITERS@ --streams 2
+echo "@@ failures: $fails"
+[ $fails -eq 0 ]
+EOF
+sed -i "s/@ITERS@/$ITERS/g; s|@SCENARIO@|${DMSIM_HW_SCENARIO:-}|g" "$GUEST"
+
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/dmsim-hw-vm.XXXXXX")
+log "booting the VM (output in $OUT)"
+bash "$HERE/run-vm.sh" -o "$OUT" -t "${DMSIM_VM_TIMEOUT:-900}" "${ADDS[@]}" -- "$(cat "$GUEST")" > "$OUT/run.log" 2>&1
+VMRC=$?
+LOG=$OUT/console.log
+[ -f "$LOG" ] || LOG=$OUT/run.log
+grep -E '^(@@|  rank|test |running|thread|called|rank|memory node|compute node)' "$LOG" | grep -v '^@@ PERFTEST' || true
+if [ $VMRC = 3 ]; then
+  tail -5 "$OUT/run.log"; skip "the VM could not be set up on this host (run-vm.sh exit 3; see $OUT/run.log)"
+fi
+
+# Latency comparison: perftest's t_typical (median) and t_avg vs our p50 and mean.
+perf_col() { # perf_col NAME COLUMN -> value in µs from the perftest result row
+  awk -v n="@@ PERFTEST $1" -v c="$2" '$0==n{f=1;next} /^@@ END/{f=0} f && $1 ~ /^[0-9]+$/ && NF>=6 {print $c}' "$LOG" | tail -1
+}
+cal() { sed -n "s/.*CALIBRATE.* $1=\([0-9]*\).*/\1/p" "$LOG" | tail -1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a>0 && b>0) printf "%.2f", a/b; else print "n/a" }'; }
+R_TYP=$(perf_col ib_read_lat 5); R_AVG=$(perf_col ib_read_lat 6)
+C_TYP=$(perf_col ib_atomic_lat_cas 5); C_AVG=$(perf_col ib_atomic_lat_cas 6)
+OUR_R50=$(cal read_p50_ns); OUR_RAVG=$(cal read_mean_ns); OUR_C50=$(cal cas_p50_ns); OUR_CAVG=$(cal cas_mean_ns)
+us() { awk -v v="$1" 'BEGIN{ if (v!="") printf "%.1f", v/1000; else print "n/a" }'; }
+echo "latency on rxe0 (TCG VM; µs)       dmsim-hw p50/mean   perftest typical/avg   ratio p50/typ, mean/avg"
+echo "READ 8B                            $(us "$OUR_R50")/$(us "$OUR_RAVG")         ${R_TYP:-n/a}/${R_AVG:-n/a}              $(ratio "$(us "$OUR_R50")" "${R_TYP:-0}"), $(ratio "$(us "$OUR_RAVG")" "${R_AVG:-0}")"
+echo "CAS                                $(us "$OUR_C50")/$(us "$OUR_CAVG")         ${C_TYP:-n/a}/${C_AVG:-n/a}              $(ratio "$(us "$OUR_C50")" "${C_TYP:-0}"), $(ratio "$(us "$OUR_CAVG")" "${C_AVG:-0}")"
+
+PASSED=$(grep -c '^@@ PASS' "$LOG"); FAILED=$(grep -c '^@@ FAIL' "$LOG")
+[ $VMRC = 4 ] && { echo "guest timed out or panicked (see $LOG)"; FAILED=$((FAILED + 1)); }
+echo "wall time $(( $(date +%s) - T0 ))s"
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ] && [ "$VMRC" = 0 ]
