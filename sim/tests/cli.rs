@@ -1,0 +1,130 @@
+//! The `dmsim` binary at its boundary: bad input gets one clear line and exit 2, runs are
+//! reproducible from (scenario, seed), and results land where they should.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn dmsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dmsim")).args(args).output().expect("dmsim runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dmsim-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn tiny() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tiny.json")).unwrap()
+}
+
+/// Write `text` as a scenario, run it, and return (exit code, stderr).
+fn run_text(name: &str, text: &str) -> (i32, String) {
+    let dir = scratch(name);
+    let file = dir.join("scenario.json");
+    std::fs::write(&file, text).unwrap();
+    let out = dmsim(&["run", file.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap()]);
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn assert_bad_input(name: &str, text: &str, path: &str, reason: &str) {
+    // Goal: exit 2, every stderr line "error: <file>: <path>: <reason>", no panic/backtrace.
+    let (code, stderr) = run_text(name, text);
+    assert_eq!(code, 2, "{name}: stderr: {stderr}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "{name}: {stderr}");
+    let line = stderr.lines().next().unwrap_or_default();
+    assert!(line.starts_with("error: ") && line.contains("scenario.json: "), "{name}: {line}");
+    assert!(line.contains(&format!(": {path}: ")), "{name}: expected path {path:?} in {line:?}");
+    assert!(line.contains(reason), "{name}: expected {reason:?} in {line:?}");
+}
+
+#[test]
+fn bad_scenarios_name_the_field_and_exit_2() {
+    let t = tiny();
+    assert_bad_input("malformed", "{ \"paper\": ", "(top level)", "malformed JSON");
+    assert_bad_input(
+        "unknown-field",
+        &t.replace("\"nic_profile\"", "\"nodes\": 3, \"nic_profile\""),
+        "cluster.nodes",
+        "unknown field `nodes`",
+    );
+    assert_bad_input(
+        "wrong-type",
+        &t.replace("\"compute_nodes\": 2", "\"compute_nodes\": \"two\""),
+        "cluster.compute_nodes",
+        "invalid type",
+    );
+    assert_bad_input(
+        "zero-nodes",
+        &t.replace("\"compute_nodes\": 2", "\"compute_nodes\": 0"),
+        "cluster.compute_nodes",
+        "at least 1",
+    );
+    assert_bad_input("profile", &t.replace("cx3_fdr56", "cx9"), "cluster.nic_profile", "unknown profile");
+    assert_bad_input("workload", &t.replace("\"faa\"", "\"fetch\""), "workload.verb", "unknown variant");
+    assert_bad_input(
+        "override",
+        &t.replace(
+            "\"nic_profile\": \"cx3_fdr56\"",
+            "\"nic_profile\": \"cx3_fdr56\", \"nic_overrides\": {\"link_bandwidth_gbps\": -1}",
+        ),
+        "cluster.nic_overrides.link_bandwidth_gbps",
+        "positive",
+    );
+    assert_bad_input("sweep", &t.replace("[1, 2]", "[1, 0]"), "workload.threads_per_node", "x 0");
+    assert_bad_input("protocol", &t.replace("nic_micro", "selcc9"), "protocol", "unknown protocol");
+}
+
+#[test]
+fn missing_file_and_bad_flags_exit_2() {
+    let out = dmsim(&["run", "/nonexistent/scenario.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: /nonexistent/scenario.json: "));
+    let out = dmsim(&["run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = dmsim(&["profiles", "cx9"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+fn hash_of(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default().to_string();
+    assert!(last.starts_with("trace-hash: "), "last line is the hash: {stdout}");
+    last
+}
+
+#[test]
+fn runs_are_reproducible_and_write_results() {
+    // Goal: same scenario + seed → same trace-hash; another seed → another; all four files.
+    let dir = scratch("repro");
+    let file = dir.join("tiny.json");
+    std::fs::write(&file, tiny()).unwrap();
+    let run = |seed: &str, out: &str| {
+        let o =
+            dmsim(&["run", file.to_str().unwrap(), "--seed", seed, "--out", dir.join(out).to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o
+    };
+    let a = hash_of(&run("5", "a"));
+    let b = hash_of(&run("5", "b"));
+    let c = hash_of(&run("6", "c"));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    for f in ["data.csv", "summary.json", "plot.svg", "paper-vs-sim.md"] {
+        assert!(dir.join("a").join(f).exists(), "{f} written");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("a/summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["points"], 2);
+    assert_eq!(format!("trace-hash: {}", summary["trace_hash"].as_str().unwrap()), a);
+}
+
+#[test]
+fn bench_engine_prints_events_per_second() {
+    let out = dmsim(&["bench", "engine", "--tasks", "10", "--events", "10000"]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rate: f64 = stdout.lines().last().unwrap().strip_prefix("events/s: ").unwrap().parse().unwrap();
+    assert!(rate > 0.0);
+}
