@@ -29,6 +29,33 @@ pub enum Mutant {
     /// A reader that hits a Modified copy at another node skips the invalidation and reads the
     /// memory copy anyway (violates S2/S4).
     ReadThroughModified,
+    /// A shared acquirer that meets a writer invalidates it without first undoing its `+BIT(me)`
+    /// FAA, so the owner's downgrade adds the bit a second time and carries into a neighbour
+    /// (violates S8, then S3).
+    ReaderKeepsBit,
+    /// Case 2 forwards the copy to the reader *before* the downgrade FAA instead of after it: the
+    /// reader holds Shared while the latch still names the old owner, and its release may borrow
+    /// from a neighbour's bit (violates S3/S8).
+    DowngradeForwardBeforeFaa,
+    /// Releasing a Modified copy (eviction, lease, naive release, drain) posts the latch FAA without
+    /// the dirty WRITE, so memory keeps the stale data (violates S4/S7).
+    ReleaseWithoutFlush,
+    /// The invalidation handler serves a message without taking the frame's local latch, so it can
+    /// hand a line away under a thread's critical section (violates S1/S2).
+    HandlerWithoutLocalLatch,
+    /// Exclusive release by `CAS((me,0) → 0)` instead of FAA: a transient reader bit of a failed
+    /// shared acquirer makes the CAS fail, the release is lost and the latch names a node that
+    /// dropped its copy (violates directory soundness; later acquirers starve).
+    ReleaseExclusiveByCas,
+    /// Batched eviction flushes from the victim's frame instead of its ring-slot copy, and the
+    /// frame is reused before that flush WRITE has executed (violates S6/S7).
+    ReuseFrameBeforeFlush,
+    /// A handler that drops an invalidation (busy or uncached frame) sends no "dropped" reply; the
+    /// requester polls forever (liveness).
+    DropWithoutReply,
+    /// Upgrade retries its CAS forever instead of falling back to release-then-acquire, so two
+    /// concurrent upgraders livelock (violates L1).
+    UpgradeWithoutFallback,
 }
 
 /// Local CPU costs charged with `Nic::cpu` (spec §8.5). Nanoseconds.

@@ -91,7 +91,11 @@ impl<N: Nic> Node<N> {
                         let slot_offset = self.layout.ring_slot_offset(position, slot);
                         region.copy_from(slot_offset, region, frame_offset, self.layout.frame_stride_bytes());
                         batch.slots.push(slot);
-                        slot_offset + WORD
+                        if self.config.mutant == super::config::Mutant::ReuseFrameBeforeFlush {
+                            frame_offset + WORD // planted bug: flush from the frame being recycled
+                        } else {
+                            slot_offset + WORD
+                        }
                     }
                     None => frame_offset + WORD,
                 };

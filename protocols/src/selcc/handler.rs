@@ -77,11 +77,14 @@ impl<N: Nic> Node<N> {
         self.stats.lock().unwrap().messages_received += 1;
         // Drop condition (2): evicted (or never cached).
         let Some(frame) = self.cache.pin(msg.gcl) else {
-            self.reply(nic, &msg, ReplyStatus::Dropped, 0).await;
+            if self.config.mutant != Mutant::DropWithoutReply {
+                self.reply(nic, &msg, ReplyStatus::Dropped, 0).await;
+            }
             return;
         };
         let f = self.cache.frame(frame);
-        if !f.latch.try_lock(Mode::Exclusive) {
+        let latched = self.config.mutant != Mutant::HandlerWithoutLocalLatch;
+        if latched && !f.latch.try_lock(Mode::Exclusive) {
             // Drop condition (3): a local thread has the frame. Local accesses win (§5.1.1).
             let dropped = {
                 let mut meta = f.meta();
@@ -97,7 +100,7 @@ impl<N: Nic> Node<N> {
             if dropped != Some(msg) {
                 self.stats.lock().unwrap().messages_deferred += 1;
             }
-            if let Some(d) = dropped {
+            if let Some(d) = dropped.filter(|_| self.config.mutant != Mutant::DropWithoutReply) {
                 self.reply(nic, &d, ReplyStatus::Dropped, 0).await;
             }
             // On threaded backends the holder may have left in between: let the retry server look.
@@ -115,7 +118,9 @@ impl<N: Nic> Node<N> {
             self.reply(nic, &d, ReplyStatus::Dropped, 0).await;
         }
         self.serve(nic, frame, serve.expect("a message to serve")).await;
-        f.latch.unlock(Mode::Exclusive);
+        if latched {
+            f.latch.unlock(Mode::Exclusive);
+        }
         self.cache.unpin(frame);
     }
 
@@ -206,6 +211,12 @@ impl<N: Nic> Node<N> {
         let dirty = Dirty::from_header(region.load(header_offset));
         let mut verbs: Vec<Verb> = self.flush_verb(g, dirty, header_offset + WORD).into_iter().collect();
         verbs.push(Verb::Faa { remote: Layout::latch(g), add: latch::downgrade_delta(self.me, msg.sender) });
+        let early = self.config.mutant == Mutant::DowngradeForwardBeforeFaa && self.config.forwarding;
+        if early {
+            // Planted bug: the copy (and the flag that lets the reader go on) before the FAA.
+            region.store(header_offset, Dirty::CLEAN.to_header());
+            nic.batch(&self.forward_verbs(&msg, frame, 2)).await.expect("forward failed");
+        }
         self.post_release(nic, &verbs).await;
         region.store(header_offset, Dirty::CLEAN.to_header());
         {
@@ -216,7 +227,9 @@ impl<N: Nic> Node<N> {
         }
         self.stats.lock().unwrap().downgrades += 1;
         if self.config.forwarding {
-            nic.batch(&self.forward_verbs(&msg, frame, 2)).await.expect("forward failed");
+            if !early {
+                nic.batch(&self.forward_verbs(&msg, frame, 2)).await.expect("forward failed");
+            }
         } else {
             self.reply(nic, &msg, ReplyStatus::Granted, 1).await;
         }

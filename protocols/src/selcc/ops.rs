@@ -403,8 +403,10 @@ impl<N: Nic> Node<N> {
             }
             // Undo our bit before anyone (the owner's downgrade FAA) may add it again: the undo
             // must land first or the later +BIT carries into a neighbour (S8).
-            w.nic.faa(Layout::latch(g), latch::release_shared_delta(me)).await.expect("undo FAA failed");
-            w.op.round_trips += 1;
+            if self.config.mutant != Mutant::ReaderKeepsBit {
+                w.nic.faa(Layout::latch(g), latch::release_shared_delta(me)).await.expect("undo FAA failed");
+                w.op.round_trips += 1;
+            }
             let mut retry_now = false;
             if let (AcquireStep::InvalidateOwner(owner), true) = (step, messages) {
                 w.op.case = OpCase::ReaderVsModified;
@@ -446,7 +448,13 @@ impl<N: Nic> Node<N> {
         w.op.case = OpCase::Upgrade;
         self.stats.lock().unwrap().upgrades += 1;
         let (expect, swap) = latch::upgrade_cas(me);
-        for attempt in 0..self.config.upgrade_attempts {
+        // Planted bug (UpgradeWithoutFallback): never give up the Shared latch.
+        let attempts = if self.config.mutant == Mutant::UpgradeWithoutFallback {
+            u32::MAX
+        } else {
+            self.config.upgrade_attempts
+        };
+        for attempt in 0..attempts {
             let old = w.nic.cas(Layout::latch(g), expect, swap).await.expect("upgrade CAS failed");
             w.op.round_trips += 1;
             assert!(old & latch::bit(me) != 0, "S3: upgrading without our reader bit (latch {old:#x})");
@@ -456,7 +464,7 @@ impl<N: Nic> Node<N> {
                     self.set_owned(frame, Memo::Modified, 0);
                     return;
                 }
-                AcquireStep::InvalidateSharers(sharers) if attempt + 1 < self.config.upgrade_attempts => {
+                AcquireStep::InvalidateSharers(sharers) if attempt + 1 < attempts => {
                     self.invalidate(w, sharers, InvKind::WriterVsShared, g, frame, 0).await;
                 }
                 _ => {}
@@ -522,11 +530,14 @@ impl<N: Nic> Node<N> {
             Memo::Modified => {
                 let mut verbs = Vec::with_capacity(2);
                 if let Some(write) = self.flush_verb(g, dirty, data_local) {
-                    verbs.push(write);
+                    if self.config.mutant != Mutant::ReleaseWithoutFlush {
+                        verbs.push(write);
+                    }
                 }
-                verbs.push(Verb::Faa {
-                    remote: Layout::latch(g),
-                    add: latch::release_exclusive_delta(self.me),
+                verbs.push(if self.config.mutant == Mutant::ReleaseExclusiveByCas {
+                    Verb::Cas { remote: Layout::latch(g), expect: latch::ex(self.me), swap: 0 }
+                } else {
+                    Verb::Faa { remote: Layout::latch(g), add: latch::release_exclusive_delta(self.me) }
                 });
                 verbs
             }
