@@ -311,6 +311,30 @@ impl Notify {
     }
 }
 
+/// Run futures concurrently inside one task and collect their outputs in order (executor-agnostic:
+/// each poll polls every unfinished future with the task's waker).
+pub async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(move |cx| {
+        let mut pending = false;
+        for (f, out) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if out.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *out = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(outputs.iter_mut().map(|o| o.take().unwrap()).collect())
+        }
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -193,7 +193,7 @@ async fn client<N: Nic>(nic: N, mn: NodeId, w: &Workload, global: u64, local_bas
         )
     });
     // Lanes of one thread run interleaved on its QP; join them without an executor-specific API.
-    let results = join_all(lanes.collect()).await;
+    let results = dmsim_protocols::sync::join_all(lanes.collect()).await;
     for r in results {
         latencies.extend(r);
     }
@@ -236,27 +236,4 @@ async fn lane_loop<N: Nic>(
         out.push(nic.now().0 - start.0);
     }
     out
-}
-
-/// Join futures by polling each in turn (executor-agnostic).
-async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(move |cx| {
-        let mut pending = false;
-        for (f, out) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if out.is_none() {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => *out = Some(v),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(outputs.iter_mut().map(|o| o.take().unwrap()).collect())
-        }
-    })
-    .await
 }
