@@ -101,12 +101,15 @@ pub fn check_coherence(
         let word = latch_word(g);
         let holder = latch::exclusive_holder(word, n);
         let handing = handovers.get(&g).map(Vec::as_slice).unwrap_or(&[]);
-        for c in copies.iter().filter(|c| !c.transit) {
+        // A copy in transit or mid-acquire (its CAS/FAA may have landed, e.g. an upgrade) is
+        // exempt until its thread observes the completion.
+        for c in copies.iter().filter(|c| !c.transit && !c.acquiring) {
             match c.memo {
                 Memo::Modified => {
-                    let handed_to_us =
-                        handing.iter().any(|(from, to)| *to == c.node && holder == Some(*from));
-                    if holder != Some(c.node) && !handed_to_us && !c.acquiring {
+                    // A forwarded owner may see its copy before the handover FAA (possibly one of
+                    // a chain of handovers) lands.
+                    let handed_to_us = handing.iter().any(|(_, to)| *to == c.node);
+                    if holder != Some(c.node) && !handed_to_us {
                         return fail(
                             "S3 memo M matches latch",
                             format!("node {} has M, latch {word:#x}", c.node.0),

@@ -102,6 +102,13 @@ pub struct Worker<N: Nic> {
     pub(super) op: OpTrace,
 }
 
+impl<N: Nic> Worker<N> {
+    /// The trace of this worker's current or last operation (case, round trips, messages).
+    pub fn last_op(&self) -> &OpTrace {
+        &self.op
+    }
+}
+
 impl<N: Nic> Node<N> {
     /// A node on `nic` (any channel). `oracle` enables the read-latest check.
     pub fn new(nic: N, config: Config, layout: Layout, oracle: Option<Arc<Oracle>>) -> Arc<Node<N>> {
