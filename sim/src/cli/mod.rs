@@ -2,6 +2,8 @@
 //! nowhere deeper; each outcome has its own exit status.
 
 mod bench;
+mod hw;
+mod hw_run;
 mod run;
 
 use std::process::ExitCode;
@@ -44,6 +46,11 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchWhat,
     },
+    /// Real RDMA: calibrate a device into a NIC profile, or run a scenario on a cluster.
+    Hw {
+        #[command(subcommand)]
+        command: hw::HwCommand,
+    },
     /// List the named NIC profiles, or print one as JSON.
     Profiles {
         /// Profile to print.
@@ -63,6 +70,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run::run(args),
         Command::Bench { what } => bench::bench(what),
+        Command::Hw { command } => hw::hw(command),
         Command::Profiles { name } => profiles(name),
     }
 }

@@ -5,7 +5,8 @@
 //! Adding a protocol to `dmsim run` means adding one arm to each `match` below.
 
 pub mod common;
-mod nic_micro;
+pub mod nic_micro;
+pub mod plan;
 
 use std::collections::BTreeMap;
 

@@ -13,9 +13,13 @@ use std::sync::{Arc, Mutex};
 use dmsim_protocols::nic::{Nanos, Nic, NodeId, RemoteAddr, Verb};
 use serde::Deserialize;
 
-use super::common::{cluster, compute_node, memory_node, percentile, require_finished, sim_config};
+use std::collections::BTreeMap;
+
+use dmsim_protocols::nic::Cluster;
+
+use super::common::{cluster, memory_node, percentile};
+use super::plan::{run_in_sim, NodeReport, NodeRun, Plan};
 use super::{PointResult, RunOptions};
-use crate::engine::Sim;
 use crate::scenario::load::parse_typed;
 use crate::scenario::{Point, PointConfig, Problem};
 
@@ -103,69 +107,98 @@ pub fn check(config: &PointConfig) -> Vec<Problem> {
     out
 }
 
-pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
-    let w = parse(&point.config).map_err(|p| format!("{}: {}", p.path, p.reason))?;
-    let spec = &point.config.cluster;
-    let threads = spec.compute_nodes as u64 * w.threads_per_node as u64;
-    let slot = w.payload_bytes as u64 * w.window as u64;
-    let cl = cluster(spec, (threads * slot).max(4096), (w.threads_per_node as u64 * slot).max(4096));
-    let mut sim = Sim::new(sim_config(point, cl, options.trace));
-    let mn = memory_node(spec, 0);
-    let latencies = Arc::new(Mutex::new(Vec::with_capacity((threads * w.ops_per_thread as u64) as usize)));
+/// The microbenchmark as a backend-independent plan.
+pub struct MicroPlan {
+    w: Workload,
+    spec: crate::scenario::ClusterSpec,
+}
 
-    if w.verb == MicroVerb::Rpc {
-        let handlers = w.rpc_handlers.unwrap_or(spec.memory_node_cores.map_or(16, |c| c * 4));
-        for _ in 0..handlers {
-            let nic = sim.nic(mn);
-            let service = Nanos(w.rpc_service_ns);
-            sim.spawn_daemon(mn, async move {
-                while let Ok(request) = nic.recv(RPC_PORT).await {
-                    nic.cpu(service).await;
-                    let reply_port = u16::from_le_bytes([request.bytes[0], request.bytes[1]]);
-                    if nic.send(request.from, reply_port, vec![0; 8]).await.is_err() {
-                        return;
-                    }
+impl MicroPlan {
+    pub fn new(point: &Point) -> Result<MicroPlan, String> {
+        let w = parse(&point.config).map_err(|p| format!("{}: {}", p.path, p.reason))?;
+        Ok(MicroPlan { w, spec: point.config.cluster.clone() })
+    }
+
+    fn slot_bytes(&self) -> u64 {
+        self.w.payload_bytes as u64 * self.w.window as u64
+    }
+}
+
+impl Plan for MicroPlan {
+    fn cluster(&self) -> Cluster {
+        let threads = self.spec.compute_nodes as u64 * self.w.threads_per_node as u64;
+        let slot = self.slot_bytes();
+        cluster(&self.spec, (threads * slot).max(4096), (self.w.threads_per_node as u64 * slot).max(4096))
+    }
+
+    fn node<N: Nic>(&self, nic: N) -> NodeRun {
+        let (w, spec) = (&self.w, &self.spec);
+        let mn = memory_node(spec, 0);
+        let mut run = NodeRun::empty();
+        if nic.node() == mn {
+            if w.verb == MicroVerb::Rpc {
+                let handlers = w.rpc_handlers.unwrap_or(spec.memory_node_cores.map_or(16, |c| c * 4));
+                for _ in 0..handlers {
+                    run.daemons.push(Box::pin(rpc_handler(nic.clone(), Nanos(w.rpc_service_ns))));
                 }
-            });
+            }
+            if w.verb == MicroVerb::Send {
+                let nic = nic.clone();
+                run.daemons.push(Box::pin(async move { while nic.recv(SEND_PORT).await.is_ok() {} }));
+            }
+            return run;
         }
-    }
-    if w.verb == MicroVerb::Send {
-        let nic = sim.nic(mn);
-        sim.spawn_daemon(mn, async move { while nic.recv(SEND_PORT).await.is_ok() {} });
-    }
-
-    for c in 0..spec.compute_nodes {
-        let node = compute_node(spec, c);
+        if nic.node().0 < spec.memory_nodes {
+            return run;
+        }
+        let c = nic.node().0 - spec.memory_nodes;
+        let latencies = Arc::new(Mutex::new(Vec::new()));
         for t in 0..w.threads_per_node {
             let global = c as u64 * w.threads_per_node as u64 + t as u64;
-            let nic = sim.nic(node).qp(t as u16);
+            let nic = nic.qp(t as u16);
             let latencies = latencies.clone();
             let w = w.clone();
-            sim.spawn_main(node, async move {
-                let mine = client(nic, mn, &w, global, t as u64 * slot).await;
+            let local = t as u64 * self.slot_bytes();
+            run.mains.push(Box::pin(async move {
+                let mine = client(nic, mn, &w, global, local).await;
                 latencies.lock().unwrap().extend(mine);
-            });
+            }));
+        }
+        run.collect = Box::new(move || NodeReport {
+            counters: Default::default(),
+            samples: std::mem::take(&mut *latencies.lock().unwrap()),
+        });
+        run
+    }
+
+    fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
+        let mut lat: Vec<u64> = reports.iter().flat_map(|r| r.samples.iter().copied()).collect();
+        let ops = lat.len() as u64;
+        let mut metrics = BTreeMap::new();
+        let seconds = elapsed.as_secs_f64().max(1e-12);
+        metrics.insert("throughput_mops".into(), ops as f64 / seconds / 1e6);
+        metrics.insert("latency_ns_avg".into(), lat.iter().sum::<u64>() as f64 / ops.max(1) as f64);
+        metrics.insert("latency_ns_p50".into(), percentile(&mut lat, 50.0));
+        metrics.insert("latency_ns_p99".into(), percentile(&mut lat, 99.0));
+        metrics
+            .insert("bandwidth_gbps".into(), ops as f64 * self.w.payload_bytes as f64 * 8.0 / seconds / 1e9);
+        metrics
+    }
+}
+
+pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
+    run_in_sim(&MicroPlan::new(point)?, point, options)
+}
+
+/// A memory-node RPC server: receive, charge the service time on the node's cores, reply.
+async fn rpc_handler<N: Nic>(nic: N, service: Nanos) {
+    while let Ok(request) = nic.recv(RPC_PORT).await {
+        nic.cpu(service).await;
+        let reply_port = u16::from_le_bytes([request.bytes[0], request.bytes[1]]);
+        if nic.send(request.from, reply_port, vec![0; 8]).await.is_err() {
+            return;
         }
     }
-    let outcome = sim.run();
-    require_finished(&outcome)?;
-    let mut lat = std::mem::take(&mut *latencies.lock().unwrap());
-    let ops = lat.len() as u64;
-    let mut metrics = std::collections::BTreeMap::new();
-    let seconds = outcome.end_time.as_secs_f64().max(1e-12);
-    metrics.insert("throughput_mops".into(), ops as f64 / seconds / 1e6);
-    metrics.insert("latency_ns_avg".into(), lat.iter().sum::<u64>() as f64 / ops.max(1) as f64);
-    metrics.insert("latency_ns_p50".into(), percentile(&mut lat, 50.0));
-    metrics.insert("latency_ns_p99".into(), percentile(&mut lat, 99.0));
-    metrics.insert("bandwidth_gbps".into(), ops as f64 * w.payload_bytes as f64 * 8.0 / seconds / 1e9);
-    Ok(PointResult {
-        metrics,
-        events: outcome.events,
-        end_time_ns: outcome.end_time.0,
-        trace_hash: outcome.trace_hash,
-        stop: format!("{:?}", outcome.stop),
-        ops,
-    })
 }
 
 /// One client thread: `window` operations in flight, one per sub-slot of its buffer, each
