@@ -66,8 +66,12 @@ pub struct ChoiceSource {
     log: ChoiceLog,
     record: bool,
     decisions: u64,
+    /// Ready decisions with ≥ 2 candidates (racy steps), whatever the strategy.
+    ready_decisions: u64,
 }
 
+// One `State` per run, and the RNG is read on every decision: keep it inline rather than boxed.
+#[allow(clippy::large_enum_variant)]
 enum State {
     Default,
     Random(ChaCha8Rng),
@@ -80,8 +84,11 @@ struct Pct {
     rng: ChaCha8Rng,
     /// Priority per task id; higher runs first. Initial priorities are ≥ `depth`.
     priority: Vec<u64>,
-    /// Step indices (over Ready decisions) at which the chosen task is demoted; sorted.
+    /// Step indices (over racy Ready decisions, counted from 1) at which the chosen task is
+    /// demoted; sorted, in `1..=steps_expected`. Invariant: length ≤ depth − 1.
     change_points: Vec<u64>,
+    /// Initial priorities are ≥ this (`depth`), so every demotion value (< depth) is below them.
+    priority_floor: u64,
     /// Racy steps taken so far (Ready decisions with ≥ 2 options).
     steps: u64,
     /// Next demotion value: `depth - 1`, `depth - 2`, … (all below initial priorities).
@@ -97,19 +104,22 @@ impl ChoiceSource {
             Strategy::Pct { seed, depth, steps_expected } => {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 let depth = depth.max(1);
+                // PCT §4.1: d − 1 change points uniform over the k expected steps. Steps count
+                // from 1, so the points do too (a point at 0 would never fire).
                 let mut change_points: Vec<u64> =
-                    (1..depth).map(|_| rng.next_u64() % steps_expected.max(1)).collect();
+                    (1..depth).map(|_| 1 + rng.next_u64() % steps_expected.max(1)).collect();
                 change_points.sort_unstable();
                 State::Pct(Box::new(Pct {
                     rng,
                     priority: Vec::new(),
                     change_points,
+                    priority_floor: depth as u64,
                     steps: 0,
                     next_low: depth as u64 - 1,
                 }))
             }
         };
-        ChoiceSource { state, log: Vec::new(), record, decisions: 0 }
+        ChoiceSource { state, log: Vec::new(), record, decisions: 0, ready_decisions: 0 }
     }
 
     /// Pick one of `n` options. `n ≤ 1` is not a decision and returns 0 unrecorded.
@@ -147,6 +157,7 @@ impl ChoiceSource {
         if n <= 1 {
             return 0;
         }
+        self.ready_decisions += 1;
         let State::Pct(pct) = &mut self.state else {
             return self.choose(ChoiceKind::Ready, n) as usize;
         };
@@ -161,7 +172,8 @@ impl ChoiceSource {
             }
         }
         pct.steps += 1;
-        if pct.change_points.first() == Some(&pct.steps) {
+        // Two change points may fall on one step: each demotes the task once more.
+        while pct.change_points.first() == Some(&pct.steps) {
             pct.change_points.remove(0);
             let task = candidates[best] as usize;
             pct.priority[task] = pct.next_low;
@@ -185,6 +197,11 @@ impl ChoiceSource {
     pub fn decisions(&self) -> u64 {
         self.decisions
     }
+
+    /// Racy scheduling steps so far (what PCT's `steps_expected` estimates).
+    pub fn ready_decisions(&self) -> u64 {
+        self.ready_decisions
+    }
 }
 
 impl Pct {
@@ -195,7 +212,7 @@ impl Pct {
         }
         if self.priority[task] == 0 {
             // Distinct with overwhelming probability, and always above the demotion range.
-            self.priority[task] = (self.rng.next_u64() >> 8) + 1 + self.change_points.len() as u64 + 1;
+            self.priority[task] = (self.rng.next_u64() >> 8) + self.priority_floor;
         }
         self.priority[task]
     }
@@ -236,18 +253,23 @@ mod tests {
     fn pct_runs_highest_priority_and_demotes_at_change_points() {
         // Goal: PCT picks a consistent task until a change point demotes it.
         let mut c = ChoiceSource::new(Strategy::Pct { seed: 1, depth: 2, steps_expected: 1 }, true);
-        // steps_expected = 1 puts the single change point at step 0: never reached (steps start
-        // at 1), so the order is purely by priority and stable.
+        // steps_expected = 1 puts the single change point at step 1: the first winner runs once
+        // and is demoted below the others, whose order is then stable.
         let first = c.choose_ready(&[10, 11, 12]);
+        let second = c.choose_ready(&[10, 11, 12]);
+        assert_ne!(first, second, "demoted at step 1");
         for _ in 0..5 {
-            assert_eq!(c.choose_ready(&[10, 11, 12]), first);
+            assert_eq!(c.choose_ready(&[10, 11, 12]), second);
         }
+        assert_eq!(c.ready_decisions(), 7);
         let mut c = ChoiceSource::new(Strategy::Pct { seed: 3, depth: 2, steps_expected: 2 }, false);
         let a = c.choose_ready(&[1, 2]);
         let b = c.choose_ready(&[1, 2]);
         let d = c.choose_ready(&[1, 2]);
-        // The change point is at step 0 or 1; at step 1 the winner is demoted.
-        if a != b {
+        // The change point is at step 1 or 2; the winner of that step is demoted for good.
+        if a == b {
+            assert_ne!(b, d, "demoted at step 2");
+        } else {
             assert_eq!(b, d);
         }
     }

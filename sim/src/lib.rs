@@ -28,6 +28,7 @@ pub mod choice;
 pub mod cli;
 pub mod engine;
 pub mod fabric;
+pub mod fuzz;
 pub mod report;
 pub mod runners;
 pub mod scenario;

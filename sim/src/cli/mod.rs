@@ -2,6 +2,7 @@
 //! nowhere deeper; each outcome has its own exit status.
 
 mod bench;
+mod fuzz;
 mod hw;
 mod hw_run;
 mod run;
@@ -46,6 +47,10 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchWhat,
     },
+    /// Fuzz interleavings of a scenario with every checker on; shrink failures into replay files.
+    Fuzz(fuzz::FuzzArgs),
+    /// Reproduce a failure from its replay file, bit for bit, and print its trace.
+    Replay(fuzz::ReplayArgs),
     /// Real RDMA: calibrate a device into a NIC profile, or run a scenario on a cluster.
     Hw {
         #[command(subcommand)]
@@ -72,6 +77,8 @@ pub fn main() -> ExitCode {
         Command::Bench { what } => bench::bench(what),
         Command::Hw { command } => hw::hw(command),
         Command::Profiles { name } => profiles(name),
+        Command::Fuzz(args) => fuzz::fuzz(args),
+        Command::Replay(args) => fuzz::replay(args),
     }
 }
 

@@ -20,6 +20,7 @@
 //! [`ChoiceSource`]. Nothing reads the wall clock and no map is iterated.
 
 pub mod executor;
+mod fault;
 mod queue;
 mod verbs;
 pub(crate) mod world;
@@ -35,6 +36,7 @@ use crate::choice::{ChoiceLog, ChoiceSource, Strategy};
 use crate::fabric::Profile;
 use crate::simnic::{Env, SimNic};
 use crate::trace::{Trace, TraceSink};
+pub use fault::{recover_after_panic, FaultPlan};
 pub use world::VerbCounts;
 use world::{with_world, World, WORLD};
 
@@ -56,6 +58,8 @@ pub struct SimConfig {
     pub time_ns_max: u64,
     /// Stop after this many events (a bound on every run).
     pub events_max: u64,
+    /// Injected faults (message delay/drop, pauses, crashes); none by default.
+    pub faults: FaultPlan,
 }
 
 impl SimConfig {
@@ -73,6 +77,7 @@ impl SimConfig {
             cpu_share: vec![1.0; n],
             time_ns_max: 60_000_000_000,
             events_max: u64::MAX,
+            faults: FaultPlan::default(),
         }
     }
 }
@@ -105,6 +110,8 @@ pub struct Outcome {
     pub trace_error: Option<String>,
     pub choice_log: ChoiceLog,
     pub decisions: u64,
+    /// Scheduling decisions among ≥ 2 ready tasks (PCT's racy steps).
+    pub ready_decisions: u64,
     pub marks: BTreeMap<&'static str, u64>,
     pub verbs: VerbCounts,
 }
@@ -125,7 +132,7 @@ impl Sim {
         let env = Arc::new(Env { cluster: config.cluster.clone(), regions: regions.clone() });
         let choice = ChoiceSource::new(config.strategy.clone(), config.record_choices);
         let trace = Trace::new(config.trace);
-        let world = World::new(
+        let mut world = World::new(
             &config.cluster,
             &config.profile,
             regions,
@@ -137,6 +144,7 @@ impl Sim {
             config.time_ns_max,
             config.events_max,
         );
+        world.faults = config.faults;
         Sim { world: Some(Box::new(world)), env, checker: None }
     }
 

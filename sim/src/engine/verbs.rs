@@ -160,7 +160,11 @@ impl World {
             let issue = reserve(&mut node.nic_issue_free_ps, now_ps, self.params.cost_ps[class]);
             let wire = self.params.wire_ps(request_bytes);
             let leave = reserve(&mut node.egress_free_ps, issue, wire);
-            let jitter = self.jitter_ps();
+            let mut jitter = self.jitter_ps();
+            if self.ops[id as usize].send.is_some() {
+                // Injected SEND delay or drop+retransmit (engine/fault.rs); 0 without a plan.
+                jitter += self.send_fault_ps(source, target);
+            }
             let qp_state = &mut self.qp_states[qp as usize];
             // Per-QP FIFO on the wire: a later request never overtakes an earlier one.
             let arrive = (leave + self.params.oneway_ps[class] + jitter).max(qp_state.last_arrive_ps);

@@ -137,6 +137,7 @@ pub struct World {
     pub events_max: u64,
     pub marks: BTreeMap<&'static str, u64>,
     pub verbs: VerbCounts,
+    pub faults: super::FaultPlan,
 }
 
 impl World {
@@ -185,6 +186,7 @@ impl World {
             events_max,
             marks: BTreeMap::new(),
             verbs: VerbCounts::default(),
+            faults: super::FaultPlan::default(),
         }
     }
 
@@ -211,6 +213,9 @@ impl World {
     pub fn pick_ready(&mut self) -> Option<u32> {
         READY.with(|r| {
             let mut r = r.borrow_mut();
+            if !self.faults.pauses.is_empty() {
+                self.hold_paused(&mut r);
+            }
             if r.list.is_empty() {
                 return None;
             }
@@ -294,6 +299,7 @@ impl World {
             trace_error,
             choice_log: self.choice.take_log(),
             decisions: self.choice.decisions(),
+            ready_decisions: self.choice.ready_decisions(),
             marks: std::mem::take(&mut self.marks),
             verbs: self.verbs.clone(),
         }

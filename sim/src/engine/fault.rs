@@ -1,0 +1,112 @@
+//! Injected faults: what the fuzzer may do to a run besides reordering it.
+//!
+//! * **SEND delay / drop.** Each two-sided message draws one [`ChoiceKind::Fault`] decision
+//!   (only when a rate is set, so fault-free runs keep their choice logs). Option 0 is "no fault",
+//!   so shrinking a log toward 0 removes faults. A *drop* models what an RC queue pair does with a
+//!   lost packet: the NIC retransmits after `send_retransmit_ns`; per-QP FIFO still holds because
+//!   later messages on the QP are clamped behind it. One-sided verbs are not faulted (their loss
+//!   on RC is the same retransmission, which the jitter already covers in shape).
+//! * **Pause.** A node's tasks are not polled in `[from_ns, until_ns)`: a descheduled process or
+//!   a GC pause. Its NIC keeps serving one-sided verbs and queueing messages, as hardware does.
+//! * **Crash.** A pause that never ends (`until_ns == u64::MAX`): the node's tasks never run
+//!   again; its memory stays readable (no NIC failure is modelled).
+//!
+//! Cost when no fault is planned: one `is_empty` check per task pick and one branch per SEND.
+
+use std::fmt::Write as _;
+
+use dmsim_protocols::nic::NodeId;
+
+use super::executor::ReadyList;
+use super::queue::EventKind;
+use super::world::World;
+use crate::choice::ChoiceKind;
+use crate::fabric::PS_PER_NS;
+
+/// The faults one run may suffer. `Default` is none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultPlan {
+    /// Per-mille chance that a SEND is delayed by up to `send_delay_ns_max` more.
+    pub send_delay_permille: u32,
+    pub send_delay_ns_max: u64,
+    /// Per-mille chance that a SEND is lost once and retransmitted after `send_retransmit_ns`.
+    pub send_drop_permille: u32,
+    pub send_retransmit_ns: u64,
+    /// `(node, from_ns, until_ns)`: the node's tasks are not polled in that window.
+    pub pauses: Vec<(NodeId, u64, u64)>,
+}
+
+/// Decision range of the per-SEND fault draw (per mille).
+const FAULT_OPTIONS: u64 = 1000;
+
+impl FaultPlan {
+    /// Until when `node` is paused at `now_ns`, if it is.
+    pub fn paused_until(&self, node: NodeId, now_ns: u64) -> Option<u64> {
+        self.pauses
+            .iter()
+            .filter(|(n, from, until)| *n == node && *from <= now_ns && now_ns < *until)
+            .map(|(_, _, until)| *until)
+            .max()
+    }
+}
+
+impl World {
+    /// Extra one-way picoseconds for a SEND from `source` to `target` (0 = no fault).
+    pub(super) fn send_fault_ps(&mut self, source: NodeId, target: NodeId) -> u64 {
+        let plan = &self.faults;
+        let drop = plan.send_drop_permille.min(FAULT_OPTIONS as u32) as u64;
+        let any = (plan.send_delay_permille as u64 + drop).min(FAULT_OPTIONS);
+        if any == 0 {
+            return 0;
+        }
+        let draw = self.choice.choose(ChoiceKind::Fault, FAULT_OPTIONS);
+        let (what, extra_ns) = if draw >= FAULT_OPTIONS - drop {
+            ("drop+resend", self.faults.send_retransmit_ns)
+        } else if draw >= FAULT_OPTIONS - any {
+            let max = self.faults.send_delay_ns_max;
+            ("delay", self.choice.choose(ChoiceKind::Fault, max + 1))
+        } else {
+            return 0;
+        };
+        let now = self.now_ns;
+        self.trace.hash_event(now, 6, extra_ns);
+        self.trace.line(now, target.0, "FAULT", |l| {
+            let _ = write!(l, "{what} SEND n{}>n{} +{extra_ns}ns", source.0, target.0);
+        });
+        extra_ns * PS_PER_NS
+    }
+
+    /// Take ready tasks of paused nodes off the ready list; each is woken when its pause ends
+    /// (never, for a crashed node).
+    pub(super) fn hold_paused(&mut self, ready: &mut ReadyList) {
+        let mut i = 0;
+        while i < ready.list.len() {
+            let task = ready.list[i];
+            let node = self.tasks[task as usize].node;
+            match self.faults.paused_until(node, self.now_ns) {
+                Some(until) => {
+                    ready.take(i);
+                    if until != u64::MAX {
+                        self.queue.push(until, EventKind::Wake { task });
+                    }
+                }
+                None => i += 1,
+            }
+        }
+    }
+}
+
+/// After a panic unwound out of [`super::Sim::run`] (a protocol or engine assertion): take the
+/// run's world off this thread (dropping its tasks), reset the executor's thread-locals, and
+/// return what the run produced up to the panic, stopped as a violation with `message`.
+/// Used by the fuzzer, which treats assertions as checks; without it the next run on this thread
+/// would find the old world installed.
+pub fn recover_after_panic(message: String) -> super::Outcome {
+    use super::executor::CURRENT_TASK;
+    use super::world::{uninstall_after_dropping_tasks, WORLD};
+    CURRENT_TASK.with(|c| c.set(u32::MAX));
+    let installed = WORLD.with(|w| w.try_borrow().map(|w| w.is_some()).unwrap_or(false));
+    assert!(installed, "recover_after_panic: no run was in progress on this thread");
+    let mut world = uninstall_after_dropping_tasks();
+    world.finish(super::StopReason::Violation { message })
+}
