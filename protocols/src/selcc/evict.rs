@@ -42,7 +42,7 @@ impl<N: Nic> Node<N> {
                 continue;
             }
             // "selects L − l_f victims from the back of the LRU list"
-            let victims = self.cache.take_victims(low - free);
+            let victims = self.take_victims(low - free);
             if victims.is_empty() {
                 // Every candidate is in use; look again shortly.
                 nic.sleep(Nanos(self.config.cpu.poll_ns * 4)).await;
@@ -102,7 +102,6 @@ impl<N: Nic> Node<N> {
                 batch.verbs.extend(self.release_verbs(g, meta.memo, dirty, data_local));
                 batch.credits += need as u32;
                 batch.gcls.push(g);
-                self.begin_release(g);
                 self.recycle_victim(frame);
             }
             self.post_batch(nic, &mut batch);
@@ -153,7 +152,7 @@ impl<N: Nic> Node<N> {
 
     /// A front-end thread found no free frame and batching is off: evict one victim itself.
     pub(super) async fn evict_sync(&self, w: &mut Worker<N>) {
-        let Some((frame, meta)) = self.cache.take_victims(1).pop() else {
+        let Some((frame, meta)) = self.take_victims(1).pop() else {
             // Every frame is in use right now.
             w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
             return;
@@ -164,12 +163,24 @@ impl<N: Nic> Node<N> {
             let frame_offset = self.frame_offset(frame);
             let dirty = Dirty::from_header(self.nic.local().load(frame_offset));
             let verbs = self.release_verbs(g, meta.memo, dirty, frame_offset + WORD);
-            self.begin_release(g);
             self.post_release(&w.nic, &verbs).await;
             w.op.round_trips += 1;
             self.end_release(g);
         }
         self.recycle_victim(frame);
+    }
+
+    /// Take victims from the cache and, before anything awaits, mark the GCLs whose ownership
+    /// they hold as releasing: from here until the release lands the latch names this node
+    /// while no frame does (checked by directory soundness), and a new local acquire must wait.
+    fn take_victims(&self, max: usize) -> Vec<(u32, FrameMeta)> {
+        let victims = self.cache.take_victims(max);
+        for (_, meta) in &victims {
+            if meta.memo != Memo::Invalid {
+                self.begin_release(meta.gcl.expect("victim without GCL"));
+            }
+        }
+        victims
     }
 
     /// Answer a memorised message (drop condition 2) and count the eviction.
@@ -196,7 +207,7 @@ impl<N: Nic> Node<N> {
     pub async fn drain(&self, nic: &N) {
         let frame_count = self.config.cache_frames as usize;
         loop {
-            let victims = self.cache.take_victims(frame_count);
+            let victims = self.take_victims(frame_count);
             for (frame, meta) in victims {
                 self.before_evict(nic, &meta).await;
                 if meta.memo != Memo::Invalid {
@@ -204,7 +215,6 @@ impl<N: Nic> Node<N> {
                     let frame_offset = self.frame_offset(frame);
                     let dirty = Dirty::from_header(self.nic.local().load(frame_offset));
                     let verbs = self.release_verbs(g, meta.memo, dirty, frame_offset + WORD);
-                    self.begin_release(g);
                     self.post_release(nic, &verbs).await;
                     self.end_release(g);
                 }

@@ -1,0 +1,202 @@
+//! The SELCC figure scenarios (`scenarios/selcc/fig*.json`, `gcl-size.json`) at toy scale: each
+//! file loads and validates, and a point or two of it, with the keyspace and op counts shrunk,
+//! shows the paper's qualitative trend. Fast enough for a debug build (a few seconds in all).
+//!
+//! Shrinking keeps the ratios the scenarios keep (cache : data, threads per node, skew): only
+//! `gcl_count` and `ops_per_node` are divided.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use dmsim_sim::runners::{self, RunOptions};
+use dmsim_sim::scenario::{self, Point, Scenario};
+use dmsim_sim::trace::TraceSink;
+use serde_json::{json, Value};
+
+fn scenario_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/selcc").join(name)
+}
+
+fn load(name: &str) -> Scenario {
+    scenario::load(&scenario_path(name)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The point at (panel, series, x) display names (`None` = the axis is absent or take the first).
+fn find(s: &Scenario, panel: Option<&str>, series: Option<&str>, x: Option<&str>) -> Point {
+    let matches = |axis: &Option<(usize, String)>, want: Option<&str>| match (axis, want) {
+        (_, None) => true,
+        (Some((_, name)), Some(w)) => name == w,
+        (None, Some(_)) => false,
+    };
+    s.points
+        .iter()
+        .find(|p| {
+            matches(&p.panel, panel)
+                && matches(&p.series, series)
+                && match (&p.x, x) {
+                    (_, None) => true,
+                    (Some((_, name, _)), Some(w)) => name == w,
+                    (None, Some(_)) => false,
+                }
+        })
+        .unwrap_or_else(|| panic!("no point {panel:?}/{series:?}/{x:?} in {}", s.file.name))
+        .clone()
+}
+
+/// Divide the keyspace by `key_div` and set ops per node (dropping the other op-count form).
+fn shrink(mut p: Point, key_div: u64, ops_per_node: u64) -> Point {
+    let w = p.config.workload.as_object_mut().expect("workload object");
+    let g = w["gcl_count"].as_u64().unwrap();
+    w.insert("gcl_count".into(), json!(g / key_div));
+    w.remove("ops_per_thread");
+    w.insert("ops_per_node".into(), json!(ops_per_node));
+    if let Some(Value::Object(refs)) = w.get_mut("compare_with") {
+        refs.retain(|_, _| false);
+    }
+    assert!(
+        scenario::load::check_point(&p.config).is_empty(),
+        "{:?}",
+        scenario::load::check_point(&p.config)
+    );
+    p
+}
+
+fn run(p: &Point) -> BTreeMap<String, f64> {
+    runners::run(p, RunOptions { trace: TraceSink::Off })
+        .unwrap_or_else(|e| panic!("run failed: {e}"))
+        .metrics
+}
+
+fn mops(p: &Point) -> f64 {
+    run(p)["throughput_mops"]
+}
+
+#[test]
+fn every_selcc_figure_scenario_loads_and_validates() {
+    // Goal: the committed figure files stay valid as runners evolve (every point passes `check`).
+    let mut names: Vec<String> = std::fs::read_dir(scenario_path(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| (n.starts_with("fig") || n == "gcl-size.json") && n.ends_with(".json"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 8, "expected fig12..fig18 and gcl-size, got {names:?}");
+    for n in names {
+        let s = load(&n);
+        assert_eq!(s.file.paper, "selcc");
+        assert!(matches!(s.file.protocol.as_str(), "selcc" | "sel"));
+        assert!(!s.file.paper_values.is_empty(), "{n} has no paper values");
+        assert!(!s.file.scaling_note.is_empty() && !s.file.calibration_note.is_empty(), "{n} notes");
+    }
+}
+
+#[test]
+fn fig12_read_intensive_throughput_grows_with_compute_nodes() {
+    // Read-intensive scales "regardless of the sharing ratio" (Fig. 12b): 4 CNs beat 1 CN by >2x.
+    let s = load("fig12.json");
+    let one = shrink(find(&s, Some("(b) read-intensive"), Some("100% / 8GB"), Some("1")), 10, 300);
+    let four = shrink(find(&s, Some("(b) read-intensive"), Some("100% / 8GB"), Some("4")), 10, 300);
+    let (a, b) = (mops(&one), mops(&four));
+    assert!(b > 2.0 * a, "1 CN {a:.2} Mops vs 4 CNs {b:.2} Mops");
+}
+
+#[test]
+fn gcl_size_larger_lines_cost_throughput() {
+    // The GCL-size table: bigger payloads, lower pure-write throughput (8.82 → 4.30 in the paper).
+    let s = load("gcl-size.json");
+    let small = mops(&shrink(find(&s, None, None, Some("512B")), 10, 300));
+    let large = mops(&shrink(find(&s, None, None, Some("8KB")), 10, 300));
+    assert!(large < 0.8 * small, "512B {small:.2} vs 8KB {large:.2}");
+}
+
+#[test]
+fn fig14_sel_collapses_on_a_hot_spot_where_selcc_does_not() {
+    // Fig. 14 write-intensive at 128 threads: SEL's atomics serialize on the hot latch; SELCC
+    // moves the conflict to local latches and wins.
+    let s = load("fig14.json");
+    let sel = run(&shrink(find(&s, Some("write-intensive"), Some("SEL"), Some("128")), 10, 128));
+    let selcc = run(&shrink(find(&s, Some("write-intensive"), Some("SELCC"), Some("128")), 10, 128));
+    assert!(
+        selcc["throughput_mops"] > sel["throughput_mops"],
+        "SELCC {:.2} vs SEL {:.2}",
+        selcc["throughput_mops"],
+        sel["throughput_mops"]
+    );
+    assert_eq!(sel["cache_hit_ratio"], 0.0, "SEL never caches");
+    assert!(sel["retries_per_op"] > 0.5, "SEL retries on the hot latch: {}", sel["retries_per_op"]);
+}
+
+#[test]
+fn fig15a_infinite_lease_trades_fairness_for_throughput() {
+    // γ = Inf keeps the hot line at one node (fast, unfair); γ = 0 hands it over on every conflict.
+    let s = load("fig15a.json");
+    let zero = run(&shrink(find(&s, None, None, Some("0")), 1, 200));
+    let inf = run(&shrink(find(&s, None, None, Some("Inf")), 1, 200));
+    assert!(inf["throughput_mops"] > 2.0 * zero["throughput_mops"], "{inf:?} vs {zero:?}");
+    assert!(inf["fairness_min_max"] < zero["fairness_min_max"], "{inf:?} vs {zero:?}");
+}
+
+#[test]
+fn fig18_forwarding_helps_write_only_and_compare_with_reports_speedup() {
+    // The ablation's first step, through the runner's `compare_with` reference run.
+    let s = load("fig18.json");
+    let mut p = find(&s, None, Some("+ GCL forwarding"), Some("0%"));
+    let refs = p.config.workload["compare_with"].clone();
+    p = shrink(p, 10, 300);
+    p.config.workload["compare_with"] = refs;
+    let m = run(&p);
+    assert!(m["speedup_vs_prev"] > 1.0, "forwarding speedup {}", m["speedup_vs_prev"]);
+    assert!(m["rt_writer_vs_modified"] <= 3.5, "Case 1 with forwarding is ~3 round trips: {m:?}");
+}
+
+#[test]
+fn runs_are_deterministic_and_pass_the_invariant_checker() {
+    // Same point and seed → same trace hash; with `check`, invariants hold after every event.
+    let s = load("fig13.json");
+    let mut p = shrink(find(&s, Some("write-intensive"), Some("SELCC"), Some("16")), 20, 100);
+    let a = runners::run(&p, RunOptions { trace: TraceSink::Off }).unwrap();
+    let b = runners::run(&p, RunOptions { trace: TraceSink::Off }).unwrap();
+    assert_eq!(a.trace_hash, b.trace_hash);
+    assert_eq!(a.metrics, b.metrics);
+    p.config.workload["check"] = json!(true);
+    runners::run(&p, RunOptions { trace: TraceSink::Off }).unwrap();
+}
+
+#[test]
+fn bad_selcc_options_name_their_field() {
+    let base = std::fs::read_to_string(scenario_path("gcl-size.json")).unwrap();
+    let mut doc: Value = serde_json::from_str(&base).unwrap();
+    let cases = [
+        ("protocol_options", json!({"forwarding": "yes"}), "protocol_options.forwarding"),
+        ("protocol_options", json!({"fowarding": true}), "protocol_options.fowarding"),
+        ("protocol_options", json!({"cache_frames": 10}), "protocol_options.cache_frames"),
+        ("protocol_options", json!({"preset": "nope"}), "protocol_options.preset"),
+        (
+            "workload",
+            json!({"gcl_count": 100, "read_ratio": 1.5, "cache_ratio": 0.5, "threads_per_node": 2, "ops_per_node": 10}),
+            "workload.read_ratio",
+        ),
+        (
+            "workload",
+            json!({"gcl_count": 100, "read_ratio": 0.5, "cache_ratio": 0.5, "threads_total": 12, "ops_per_node": 10}),
+            "workload.threads_total",
+        ),
+        (
+            "workload",
+            json!({"gcl_count": 100, "read_ratio": 0.5, "cache_frames": 4, "threads_per_node": 8, "ops_per_node": 10}),
+            "workload.cache_frames",
+        ),
+        (
+            "workload",
+            json!({"gcl_count": 100, "read_ratio": 0.5, "cache_ratio": 0.5, "threads_per_node": 2, "ops_per_node": 10, "compare_with": {"x": {"workload.read_ratio": 7}}}),
+            "workload.compare_with.x.workload.read_ratio",
+        ),
+    ];
+    for (section, value, path) in cases {
+        let saved = doc[section].clone();
+        doc[section] = value;
+        let err = scenario::load_str("t.json", &doc.to_string()).expect_err(path);
+        assert!(err.problems.iter().any(|p| p.path == path), "{path}: got {err}");
+        doc[section] = saved;
+    }
+}
