@@ -10,6 +10,7 @@
 //! Architecture invariant: this crate depends on neither `sim` nor `hw`; it reaches the clock,
 //! randomness and the network only through `Nic`.
 
+pub mod gam;
 pub mod memory;
 pub mod nic;
 pub mod selcc;

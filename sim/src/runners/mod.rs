@@ -5,6 +5,7 @@
 //! Adding a protocol to `dmsim run` means adding one arm to each `match` below.
 
 pub mod common;
+mod gam;
 pub mod nic_micro;
 pub mod plan;
 
@@ -16,7 +17,7 @@ use crate::scenario::{Point, PointConfig, Problem};
 use crate::trace::TraceSink;
 
 /// Protocol names `dmsim run` knows.
-pub const PROTOCOLS: &[&str] = &["nic_micro"];
+pub const PROTOCOLS: &[&str] = &["nic_micro", "gam"];
 
 /// What one point produced.
 #[derive(Clone, Debug, Serialize)]
@@ -39,6 +40,7 @@ pub struct RunOptions {
 pub fn check(config: &PointConfig) -> Vec<Problem> {
     match config.protocol.as_str() {
         "nic_micro" => nic_micro::check(config),
+        "gam" => gam::check(config),
         other => vec![Problem::new(
             "protocol",
             format!("unknown protocol {other:?} (known: {})", PROTOCOLS.join(", ")),
@@ -51,6 +53,7 @@ pub fn check(config: &PointConfig) -> Vec<Problem> {
 pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
     match point.config.protocol.as_str() {
         "nic_micro" => nic_micro::run(point, options),
+        "gam" => gam::run(point, options),
         other => Err(format!("unknown protocol {other:?}")),
     }
 }

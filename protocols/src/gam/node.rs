@@ -1,0 +1,786 @@
+//! One compute node of the GAM-like baseline: its block cache, its request worker (GAM's
+//! serialized queue), the client API (`read`, `write`, `fence`), the invalidation/recall
+//! handler, and the TSO store buffers with their drainers.
+//!
+//! ```text
+//!   client thread t ──read/write──▶ worker queue (worker_ns per step, `compute_workers` servers)
+//!        │ hit: copy under the cache lock             │ miss: Request ──▶ home ──▶ Reply
+//!        │ TSO write: store buffer t ──▶ drainer t ───┘
+//!   INV_PORT ──▶ inv handler: Invalidate (drop a Shared copy, ack) / Recall (ack with data)
+//! ```
+//!
+//! Every access takes effect at one instant under the node's cache lock; handlers change line
+//! states under the same lock and never wait for anything remote, so they cannot deadlock with
+//! a fetch. Races and how they are settled:
+//! 1. *An Invalidate crosses a Shared grant.* The home replied Shared to us, then served a
+//!    writer and sent us an Invalidate that arrives first (different ports, no order). The line
+//!    is still fetching: we ack at once (never defer an Invalidate: our own request may queue
+//!    behind the writer at the home, which waits for this ack) and mark the line. When the
+//!    Shared reply lands, its data may already be overwritten, so we drop it and fetch again
+//!    (`fetch_retries`). An Invalidate for an *old* copy evicted silently looks the same and
+//!    costs one needless retry.
+//! 2. *A Recall crosses an Exclusive grant.* The home granted us Exclusive, then served another
+//!    node and recalls us before the grant arrives. We cannot answer without the data, so the
+//!    recall is deferred on the fetching line and answered right after our access is applied.
+//!    No deadlock: the grant is already on its way.
+//! 3. *A Recall overtakes our write-back.* An evicting line keeps its frame and Exclusive state
+//!    until the home acknowledges the write-back, so the recall is answered from the frame; the
+//!    home then finds the write-back stale and ignores its data.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+
+use crate::nic::{Nanos, Nic, NodeId};
+use crate::sync::Notify;
+
+use super::check::Oracle;
+use super::config::{Config, Variant};
+use super::layout::Layout;
+use super::message::{Grant, Msg, RequestKind, HOME_PORT, INV_PORT, REPLY_PORT_BASE};
+use super::stats::{AccessTrace, Stats};
+
+/// Channels (queue-pair sets): clients `1..1+T`, drainers `1+T..1+2T`, handlers from 3000.
+pub const CHANNEL_CLIENT_BASE: u16 = 1;
+pub const CHANNEL_INV_BASE: u16 = 3000;
+
+/// A cached block's MSI state (GAM: Shared / Exclusive(dirty) / Invalid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineState {
+    Invalid,
+    Shared,
+    Exclusive,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Busy {
+    /// A thread has a request out for this block (one per block per node: later threads wait,
+    /// as GAM merges "previously-sent similar requests").
+    Fetching,
+    /// The Exclusive copy is being written back; the frame stays until the home acks.
+    Evicting,
+}
+
+#[derive(Debug)]
+struct Line {
+    frame: Option<u32>,
+    state: LineState,
+    busy: Option<Busy>,
+    invalidated_while_fetching: bool,
+    /// A Recall (its `downgrade` flag) that met this line fetching (race 2).
+    deferred_recall: Option<bool>,
+    lru_tick: u64,
+}
+
+impl Line {
+    fn fetching() -> Line {
+        Line {
+            frame: None,
+            state: LineState::Invalid,
+            busy: Some(Busy::Fetching),
+            invalidated_while_fetching: false,
+            deferred_recall: None,
+            lru_tick: 0,
+        }
+    }
+
+    fn can_serve(&self, write: bool) -> bool {
+        if self.frame.is_none() {
+            return false;
+        }
+        if write {
+            self.state == LineState::Exclusive && self.busy.is_none()
+        } else {
+            self.state != LineState::Invalid
+        }
+    }
+}
+
+/// Lines, an LRU order over lines with frames, and free frames.
+#[derive(Default)]
+struct Cache {
+    lines: BTreeMap<u64, Line>,
+    /// tick → block, oldest first.
+    lru: BTreeMap<u64, u64>,
+    tick: u64,
+    free: Vec<u32>,
+}
+
+impl Cache {
+    fn touch(&mut self, block: u64) {
+        let line = self.lines.get_mut(&block).expect("touching an uncached block");
+        if line.frame.is_some() {
+            self.lru.remove(&line.lru_tick);
+            self.tick += 1;
+            line.lru_tick = self.tick;
+            self.lru.insert(self.tick, block);
+        }
+    }
+
+    fn assign_frame(&mut self, block: u64, frame: u32) {
+        let line = self.lines.get_mut(&block).expect("a frame for an uncached block");
+        assert!(line.frame.is_none(), "block {block} already has a frame");
+        line.frame = Some(frame);
+        self.tick += 1;
+        line.lru_tick = self.tick;
+        self.lru.insert(self.tick, block);
+    }
+
+    fn remove(&mut self, block: u64) -> Line {
+        let line = self.lines.remove(&block).expect("removing an uncached block");
+        if line.frame.is_some() {
+            self.lru.remove(&line.lru_tick);
+        }
+        line
+    }
+}
+
+/// One buffered TSO write.
+#[derive(Clone, Debug)]
+struct Buffered {
+    id: u64,
+    block: u64,
+    offset_bytes: u32,
+    words: Vec<u64>,
+}
+
+#[derive(Default)]
+struct BufferState {
+    entries: VecDeque<Buffered>,
+    next_id: u64,
+    closed: bool,
+}
+
+/// A thread's FIFO store buffer (TSO).
+#[derive(Default)]
+pub struct StoreBuffer {
+    state: Mutex<BufferState>,
+    changed: Notify,
+}
+
+/// Non-generic shared state of one compute node (what checkers read).
+pub struct NodeState {
+    pub node: NodeId,
+    /// This node's bit in sharer sets.
+    pub me: u8,
+    pub config: Config,
+    pub layout: Layout,
+    cache: Mutex<Cache>,
+    /// Wakes threads waiting for a busy line or a frame.
+    changed: Notify,
+    /// When each request-worker server is next free (ns).
+    workers_free_ns: Mutex<Vec<u64>>,
+    pub stats: Mutex<Stats>,
+    pub oracle: Option<Arc<Oracle>>,
+    buffers: Vec<StoreBuffer>,
+}
+
+impl NodeState {
+    /// Visit every cached line's state (for [`super::check::check_swmr`]).
+    pub fn for_each_line(&self, mut f: impl FnMut(u64, LineState)) {
+        let cache = self.cache.lock().unwrap();
+        for (block, line) in &cache.lines {
+            f(*block, line.state);
+        }
+    }
+
+    /// The state of `block` here (Invalid when not cached).
+    pub fn line_state(&self, block: u64) -> LineState {
+        self.cache.lock().unwrap().lines.get(&block).map_or(LineState::Invalid, |l| l.state)
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats.lock().unwrap().clone()
+    }
+}
+
+/// One compute node: shared state plus a NIC handle on channel 0.
+pub struct Node<N: Nic> {
+    pub nic: N,
+    pub state: Arc<NodeState>,
+}
+
+impl<N: Nic> Deref for Node<N> {
+    type Target = NodeState;
+    fn deref(&self) -> &NodeState {
+        &self.state
+    }
+}
+
+/// A client thread's (or drainer's) context: its own QP channel and reply port.
+pub struct Worker<N: Nic> {
+    pub nic: N,
+    pub thread: u32,
+    port: u16,
+    seq: u32,
+    /// What the last access did (for tests: a read miss is one RPC).
+    pub last: AccessTrace,
+}
+
+/// What an access does once it holds a valid line.
+enum Access<'a> {
+    Read { offset_bytes: u32, out: &'a mut [u64] },
+    Write { offset_bytes: u32, words: &'a [u64] },
+}
+
+impl Access<'_> {
+    fn is_write(&self) -> bool {
+        matches!(self, Access::Write { .. })
+    }
+}
+
+impl<N: Nic> Node<N> {
+    pub fn new(nic: N, config: Config, layout: Layout, oracle: Option<Arc<Oracle>>) -> Arc<Node<N>> {
+        let problems = config.validate();
+        assert!(problems.is_empty(), "invalid GAM config: {problems:?}");
+        assert_eq!(layout.gcl_size_bytes, config.gcl_size_bytes as u64, "layout and config disagree");
+        assert_eq!(layout.cache_frames, config.cache_frames as u64, "layout and config disagree");
+        assert!(
+            nic.local().size_bytes() >= layout.compute_region_bytes(),
+            "compute region of {} bytes, GAM needs {}",
+            nic.local().size_bytes(),
+            layout.compute_region_bytes()
+        );
+        let node = nic.node();
+        let cache = Cache { free: (0..config.cache_frames).rev().collect(), ..Cache::default() };
+        let state = NodeState {
+            node,
+            me: layout.compute_index(node),
+            cache: Mutex::new(cache),
+            changed: Notify::new(),
+            workers_free_ns: Mutex::new(vec![0; config.compute_workers as usize]),
+            stats: Mutex::new(Stats::default()),
+            oracle,
+            buffers: (0..config.threads_per_node).map(|_| StoreBuffer::default()).collect(),
+            config,
+            layout,
+        };
+        Arc::new(Node { nic: nic.qp(0), state: Arc::new(state) })
+    }
+
+    /// The context of client thread `thread`.
+    pub fn worker(&self, thread: u32) -> Worker<N> {
+        assert!(thread < self.config.threads_per_node, "thread {thread} of {}", self.config.threads_per_node);
+        self.make_worker(thread, thread)
+    }
+
+    fn drainer_worker(&self, thread: u32) -> Worker<N> {
+        self.make_worker(thread, self.config.threads_per_node + thread)
+    }
+
+    fn make_worker(&self, thread: u32, slot: u32) -> Worker<N> {
+        Worker {
+            nic: self.nic.qp(CHANNEL_CLIENT_BASE + slot as u16),
+            thread,
+            port: REPLY_PORT_BASE + slot as u16,
+            seq: 0,
+            last: AccessTrace::default(),
+        }
+    }
+
+    // ================================ client API ================================
+
+    /// Read `out.len()` words at `offset_bytes` of `block`.
+    pub async fn read(
+        &self,
+        w: &mut Worker<N>,
+        block: u64,
+        offset_bytes: u32,
+        out: &mut [u64],
+    ) -> AccessTrace {
+        self.check_bounds(offset_bytes, out.len());
+        let start = w.nic.now().0;
+        self.worker_step(&w.nic).await;
+        w.nic.cpu(Nanos(self.config.cpu.access_ns)).await;
+        let forwarded = match self.config.variant {
+            Variant::Tso => self.read_store_buffer(w.thread, block, offset_bytes, out).await,
+            Variant::Seq => false,
+        };
+        let trace = if forwarded {
+            AccessTrace { hit: true, ..AccessTrace::default() }
+        } else {
+            self.access(w, block, Access::Read { offset_bytes, out }).await
+        };
+        let mut stats = self.stats.lock().unwrap();
+        stats.record_access(&trace);
+        stats.record_op(false, start, w.nic.now().0);
+        w.last = trace;
+        trace
+    }
+
+    /// Write `words` at `offset_bytes` of `block`. SEQ: returns when the write is performed.
+    /// TSO: returns once it is in the thread's store buffer (its trace is recorded at drain).
+    pub async fn write(
+        &self,
+        w: &mut Worker<N>,
+        block: u64,
+        offset_bytes: u32,
+        words: &[u64],
+    ) -> AccessTrace {
+        self.check_bounds(offset_bytes, words.len());
+        assert!(!words.is_empty());
+        let start = w.nic.now().0;
+        let trace = match self.config.variant {
+            Variant::Seq => {
+                self.worker_step(&w.nic).await;
+                w.nic.cpu(Nanos(self.config.cpu.access_ns)).await;
+                let trace = self.access(w, block, Access::Write { offset_bytes, words }).await;
+                self.stats.lock().unwrap().record_access(&trace);
+                trace
+            }
+            Variant::Tso => {
+                w.nic.cpu(Nanos(self.config.cpu.enqueue_ns)).await;
+                self.buffer_write(w.thread, block, offset_bytes, words).await;
+                AccessTrace { hit: true, ..AccessTrace::default() }
+            }
+        };
+        self.stats.lock().unwrap().record_op(true, start, w.nic.now().0);
+        w.last = trace;
+        trace
+    }
+
+    /// Wait until every write of this thread is performed (a no-op under SEQ).
+    pub async fn fence(&self, w: &Worker<N>) {
+        let buffer = &self.buffers[w.thread as usize];
+        loop {
+            if buffer.state.lock().unwrap().entries.is_empty() {
+                return;
+            }
+            buffer.changed.notified().await;
+        }
+    }
+
+    /// Fence, then let the thread's drainer exit.
+    pub async fn finish(&self, w: &Worker<N>) {
+        self.fence(w).await;
+        let buffer = &self.buffers[w.thread as usize];
+        buffer.state.lock().unwrap().closed = true;
+        buffer.changed.notify_all();
+    }
+
+    fn check_bounds(&self, offset_bytes: u32, words: usize) {
+        assert!(offset_bytes.is_multiple_of(8), "unaligned access at {offset_bytes}");
+        assert!(
+            offset_bytes as u64 + words as u64 * 8 <= self.layout.gcl_size_bytes,
+            "access {offset_bytes}+{} beyond the block",
+            words * 8
+        );
+    }
+
+    // ================================ the worker queue ================================
+
+    /// One step of the node's request worker: FIFO over `compute_workers` servers, each step
+    /// `worker_ns`. This is GAM's serialized queue (§7.1.2 [P]); on hardware `cpu` is free, the
+    /// work being real.
+    async fn worker_step(&self, nic: &N) {
+        let work = self.config.cpu.worker_ns;
+        if work == 0 {
+            return;
+        }
+        let now = nic.now().0;
+        let done = {
+            let mut free = self.workers_free_ns.lock().unwrap();
+            let (i, _) = free.iter().enumerate().min_by_key(|(i, f)| (**f, *i)).expect("at least one worker");
+            free[i] = now.max(free[i]) + work;
+            free[i]
+        };
+        nic.cpu(Nanos(done - now)).await;
+    }
+
+    // ================================ access ================================
+
+    /// Apply `access` to `frame` (caller holds the cache lock): the instant it takes effect.
+    fn apply(&self, frame: u32, block: u64, access: &mut Access<'_>) {
+        let region = self.nic.local();
+        let base = self.layout.frame_offset(frame);
+        match access {
+            Access::Read { offset_bytes, out } => {
+                region.read_words(base + *offset_bytes as u64, out);
+                if let Some(oracle) = &self.oracle {
+                    oracle.check_read(self.node, block, *offset_bytes as usize / 8, out);
+                }
+            }
+            Access::Write { offset_bytes, words } => {
+                region.write_words(base + *offset_bytes as u64, words);
+                if let Some(oracle) = &self.oracle {
+                    oracle.commit(block, *offset_bytes as usize / 8, words);
+                }
+            }
+        }
+    }
+
+    fn frame_words(&self, frame: u32) -> Vec<u64> {
+        let mut words = vec![0; self.layout.words_per_block()];
+        self.nic.local().read_words(self.layout.frame_offset(frame), &mut words);
+        words
+    }
+
+    /// Hit, or fetch the block with the right state and then apply.
+    async fn access(&self, w: &mut Worker<N>, block: u64, mut access: Access<'_>) -> AccessTrace {
+        enum Step {
+            Done,
+            Wait,
+            Fetch { have_copy: bool },
+        }
+        let write = access.is_write();
+        let mut trace = AccessTrace { hit: true, ..AccessTrace::default() };
+        loop {
+            let step = {
+                let mut cache = self.cache.lock().unwrap();
+                let step = match cache.lines.get_mut(&block) {
+                    Some(line) if line.can_serve(write) => Step::Done,
+                    Some(line) if line.busy.is_some() => Step::Wait,
+                    Some(line) => {
+                        line.busy = Some(Busy::Fetching);
+                        line.invalidated_while_fetching = false;
+                        Step::Fetch { have_copy: line.state == LineState::Shared }
+                    }
+                    None => {
+                        cache.lines.insert(block, Line::fetching());
+                        Step::Fetch { have_copy: false }
+                    }
+                };
+                if let Step::Done = step {
+                    let frame = cache.lines[&block].frame.expect("a servable line has a frame");
+                    cache.touch(block);
+                    self.apply(frame, block, &mut access);
+                }
+                step
+            };
+            let have_copy = match step {
+                Step::Done => return trace,
+                Step::Wait => {
+                    self.changed.notified().await;
+                    continue;
+                }
+                Step::Fetch { have_copy } => have_copy,
+            };
+            trace.hit = false;
+            self.ensure_frame(w, block, &mut trace).await;
+            let kind = if write { RequestKind::Write { have_copy } } else { RequestKind::Read };
+            let reply = self.rpc(w, block, kind, None, &mut trace).await;
+            let Msg::Reply { grant, invalidations, data, .. } = reply else {
+                panic!("expected a Reply for block {block}, got {reply:?}")
+            };
+            if write {
+                assert_eq!(grant, Grant::Exclusive, "a write was granted {grant:?}");
+            }
+            self.worker_step(&w.nic).await;
+            trace.invalidations += invalidations;
+            let (applied, recall_ack) = self.install(block, grant, data, &mut access);
+            self.changed.notify_all();
+            if let Some(ack) = recall_ack {
+                self.send_home(&w.nic, ack).await;
+            }
+            if applied {
+                return trace;
+            }
+            trace.retries += 1;
+        }
+    }
+
+    /// The reply for a fetching line arrived: install it and apply the access, unless an
+    /// Invalidate crossed a Shared grant (race 1). Returns (applied, deferred recall's Ack).
+    fn install(
+        &self,
+        block: u64,
+        grant: Grant,
+        data: Option<Vec<u64>>,
+        access: &mut Access<'_>,
+    ) -> (bool, Option<Msg>) {
+        let mut cache = self.cache.lock().unwrap();
+        let line = cache.lines.get_mut(&block).expect("a fetching line stays cached");
+        assert_eq!(line.busy, Some(Busy::Fetching), "block {block}: reply for a line not fetching");
+        let frame = line.frame.expect("a line has its frame before it asks");
+        match &data {
+            Some(words) => self.nic.local().write_words(self.layout.frame_offset(frame), words),
+            // The home grants without data only if it still counts us a sharer, i.e. we acked
+            // no Invalidate since our Shared grant: the copy is intact.
+            None => assert_eq!(line.state, LineState::Shared, "block {block}: granted without data, no copy"),
+        }
+        line.busy = None;
+        let crossed = std::mem::take(&mut line.invalidated_while_fetching);
+        if grant == Grant::Shared && crossed {
+            assert!(line.deferred_recall.is_none(), "a Recall for a Shared grant");
+            line.state = LineState::Invalid;
+            return (false, None);
+        }
+        // [CHOICE] An Invalidate that crossed an Exclusive grant was for an older copy: the home
+        // removed us from the sharers before serving this request.
+        line.state = match grant {
+            Grant::Shared => LineState::Shared,
+            Grant::Exclusive => LineState::Exclusive,
+        };
+        let recall = line.deferred_recall.take();
+        cache.touch(block);
+        self.apply(frame, block, access);
+        let ack = recall.map(|downgrade| {
+            assert_eq!(grant, Grant::Exclusive, "a Recall crossed a Shared grant");
+            let words = self.frame_words(frame);
+            let line = cache.lines.get_mut(&block).unwrap();
+            line.state = if downgrade { LineState::Shared } else { LineState::Invalid };
+            Msg::Ack { block, data: Some(words) }
+        });
+        (true, ack)
+    }
+
+    /// Give the fetching line of `block` a frame: a free one, an idle victim's (Shared/Invalid:
+    /// silent), or an Exclusive victim's after writing it back (one RPC).
+    async fn ensure_frame(&self, w: &mut Worker<N>, block: u64, trace: &mut AccessTrace) {
+        enum Plan {
+            Ready,
+            Wait,
+            Evict { victim: u64, words: Vec<u64> },
+        }
+        loop {
+            let plan = {
+                let mut cache = self.cache.lock().unwrap();
+                if cache.lines[&block].frame.is_some() {
+                    Plan::Ready
+                } else if let Some(frame) = cache.free.pop() {
+                    cache.assign_frame(block, frame);
+                    Plan::Ready
+                } else {
+                    let victim =
+                        cache.lru.values().copied().find(|b| *b != block && cache.lines[b].busy.is_none());
+                    match victim {
+                        None => Plan::Wait,
+                        Some(victim) => {
+                            let line = cache.lines.get_mut(&victim).unwrap();
+                            if line.state == LineState::Exclusive {
+                                line.busy = Some(Busy::Evicting);
+                                let frame = line.frame.unwrap();
+                                Plan::Evict { victim, words: self.frame_words(frame) }
+                            } else {
+                                let old = cache.remove(victim);
+                                cache.assign_frame(block, old.frame.unwrap());
+                                self.stats.lock().unwrap().evictions += 1;
+                                Plan::Ready
+                            }
+                        }
+                    }
+                }
+            };
+            match plan {
+                Plan::Ready => return,
+                Plan::Wait => self.changed.notified().await,
+                Plan::Evict { victim, words } => {
+                    let reply = self.rpc(w, victim, RequestKind::WriteBack, Some(words), trace).await;
+                    assert!(
+                        matches!(reply, Msg::WriteBackDone { .. }),
+                        "expected WriteBackDone, got {reply:?}"
+                    );
+                    self.worker_step(&w.nic).await;
+                    {
+                        let mut cache = self.cache.lock().unwrap();
+                        let old = cache.remove(victim);
+                        assert_eq!(old.busy, Some(Busy::Evicting));
+                        assert!(old.deferred_recall.is_none());
+                        let frame = old.frame.unwrap();
+                        if cache.lines[&block].frame.is_none() {
+                            cache.assign_frame(block, frame);
+                        } else {
+                            cache.free.push(frame);
+                        }
+                        let mut stats = self.stats.lock().unwrap();
+                        stats.evictions += 1;
+                        stats.writebacks += 1;
+                    }
+                    self.changed.notify_all();
+                }
+            }
+        }
+    }
+
+    /// Send a request for `block` to its home and wait for the answer on this worker's port.
+    async fn rpc(
+        &self,
+        w: &mut Worker<N>,
+        block: u64,
+        kind: RequestKind,
+        data: Option<Vec<u64>>,
+        trace: &mut AccessTrace,
+    ) -> Msg {
+        w.seq = w.seq.wrapping_add(1);
+        let home = self.layout.home(block);
+        let msg = Msg::Request { block, kind, reply_port: w.port, seq: w.seq, data };
+        trace.rpcs += 1;
+        {
+            let mut stats = self.stats.lock().unwrap();
+            stats.rpcs += 1;
+            stats.messages_sent += 1;
+        }
+        w.nic.send(home, HOME_PORT, msg.encode()).await.expect("request SEND failed");
+        let message = w.nic.recv(w.port).await.expect("reply RECV failed");
+        assert_eq!(message.from, home, "a reply from a node that is not the home");
+        let reply = Msg::decode(&message.bytes);
+        let seq = match &reply {
+            Msg::Reply { seq, .. } | Msg::WriteBackDone { seq, .. } => *seq,
+            other => panic!("unexpected {other:?} on a reply port"),
+        };
+        assert_eq!((reply.block(), seq), (block, w.seq), "a reply to another request");
+        reply
+    }
+
+    async fn send_home(&self, nic: &N, ack: Msg) {
+        let home = self.layout.home(ack.block());
+        self.stats.lock().unwrap().messages_sent += 1;
+        nic.send(home, HOME_PORT, ack.encode()).await.expect("ack SEND failed");
+    }
+
+    // ================================ handlers ================================
+
+    /// An invalidation/recall handler task (GAM's worker serves these too, so each message
+    /// takes a worker step).
+    pub async fn run_inv_handler(self: Arc<Self>, nic: N) {
+        loop {
+            let Ok(message) = nic.recv(INV_PORT).await else { return };
+            let msg = Msg::decode(&message.bytes);
+            assert_eq!(message.from, self.layout.home(msg.block()), "an invalidation from a non-home");
+            self.worker_step(&nic).await;
+            if let Some(ack) = self.on_invalidation(msg) {
+                self.send_home(&nic, ack).await;
+            }
+        }
+    }
+
+    /// Apply an Invalidate or Recall; the Ack to send now, if any (pure in the cache state).
+    fn on_invalidation(&self, msg: Msg) -> Option<Msg> {
+        let mut cache = self.cache.lock().unwrap();
+        match msg {
+            Msg::Invalidate { block } => {
+                self.stats.lock().unwrap().invalidations_received += 1;
+                if let Some(line) = cache.lines.get_mut(&block) {
+                    assert_ne!(
+                        line.state,
+                        LineState::Exclusive,
+                        "an Invalidate for our Exclusive block {block}"
+                    );
+                    if line.busy == Some(Busy::Fetching) {
+                        line.invalidated_while_fetching = true;
+                    }
+                    line.state = LineState::Invalid;
+                }
+                Some(Msg::Ack { block, data: None })
+            }
+            Msg::Recall { block, downgrade } => {
+                self.stats.lock().unwrap().recalls_received += 1;
+                let line = cache.lines.get_mut(&block).expect("a Recall for a block we never asked for");
+                if line.busy == Some(Busy::Fetching) {
+                    assert_ne!(line.state, LineState::Exclusive);
+                    assert!(line.deferred_recall.is_none(), "two Recalls for one grant");
+                    line.deferred_recall = Some(downgrade);
+                    self.stats.lock().unwrap().recalls_deferred += 1;
+                    return None;
+                }
+                assert_eq!(line.state, LineState::Exclusive, "a Recall for block {block} we do not own");
+                line.state = if downgrade { LineState::Shared } else { LineState::Invalid };
+                let frame = line.frame.expect("an Exclusive line has a frame");
+                Some(Msg::Ack { block, data: Some(self.frame_words(frame)) })
+            }
+            other => panic!("an invalidation handler received {other:?}"),
+        }
+    }
+
+    // ================================ TSO store buffers ================================
+
+    async fn buffer_write(&self, thread: u32, block: u64, offset_bytes: u32, words: &[u64]) {
+        let buffer = &self.buffers[thread as usize];
+        loop {
+            {
+                let mut state = buffer.state.lock().unwrap();
+                assert!(!state.closed, "a write after finish");
+                if state.entries.len() < self.config.write_buffer_entries as usize {
+                    state.next_id += 1;
+                    let id = state.next_id;
+                    state.entries.push_back(Buffered { id, block, offset_bytes, words: words.to_vec() });
+                    break;
+                }
+            }
+            self.stats.lock().unwrap().buffer_stalls += 1;
+            buffer.changed.notified().await;
+        }
+        buffer.changed.notify_all();
+    }
+
+    /// Store-to-load forwarding: true if the newest overlapping buffered write covers the read
+    /// (then `out` holds its words). A partial overlap waits until that write has drained.
+    async fn read_store_buffer(&self, thread: u32, block: u64, offset_bytes: u32, out: &mut [u64]) -> bool {
+        let buffer = &self.buffers[thread as usize];
+        let (start, end) = (offset_bytes, offset_bytes + out.len() as u32 * 8);
+        loop {
+            let blocking = {
+                let state = buffer.state.lock().unwrap();
+                let newest = state.entries.iter().rev().find(|b| {
+                    b.block == block
+                        && b.offset_bytes < end
+                        && start < b.offset_bytes + b.words.len() as u32 * 8
+                });
+                match newest {
+                    None => return false,
+                    Some(b)
+                        if b.offset_bytes <= start && end <= b.offset_bytes + b.words.len() as u32 * 8 =>
+                    {
+                        let first = ((start - b.offset_bytes) / 8) as usize;
+                        out.copy_from_slice(&b.words[first..first + out.len()]);
+                        self.stats.lock().unwrap().buffer_forwards += 1;
+                        return true;
+                    }
+                    Some(b) => b.id,
+                }
+            };
+            self.stats.lock().unwrap().buffer_stalls += 1;
+            loop {
+                if !buffer.state.lock().unwrap().entries.iter().any(|b| b.id == blocking) {
+                    break;
+                }
+                buffer.changed.notified().await;
+            }
+        }
+    }
+
+    /// The drainer of thread `thread`'s store buffer: performs buffered writes one at a time,
+    /// oldest first, so they become visible in program order (TSO).
+    pub async fn run_drainer(self: Arc<Self>, thread: u32) {
+        let mut w = self.drainer_worker(thread);
+        let buffer = &self.buffers[thread as usize];
+        loop {
+            let next = {
+                let state = buffer.state.lock().unwrap();
+                match state.entries.front() {
+                    Some(b) => Some(b.clone()),
+                    None if state.closed => return,
+                    None => None,
+                }
+            };
+            let Some(b) = next else {
+                buffer.changed.notified().await;
+                continue;
+            };
+            self.worker_step(&w.nic).await;
+            w.nic.cpu(Nanos(self.config.cpu.access_ns)).await;
+            let trace = self
+                .access(&mut w, b.block, Access::Write { offset_bytes: b.offset_bytes, words: &b.words })
+                .await;
+            self.stats.lock().unwrap().record_access(&trace);
+            let front = buffer.state.lock().unwrap().entries.pop_front().expect("only the drainer pops");
+            assert_eq!(front.id, b.id, "the drained write left the buffer out of order");
+            buffer.changed.notify_all();
+        }
+    }
+
+    /// Daemon tasks of this node: invalidation handlers, and TSO drainers.
+    pub fn daemons(self: &Arc<Self>) -> Vec<crate::nic::Task> {
+        let mut tasks: Vec<crate::nic::Task> = Vec::new();
+        for i in 0..self.config.inv_handlers {
+            let nic = self.nic.qp(CHANNEL_INV_BASE + i as u16);
+            tasks.push(Box::pin(self.clone().run_inv_handler(nic)));
+        }
+        if self.config.variant == Variant::Tso {
+            for thread in 0..self.config.threads_per_node {
+                tasks.push(Box::pin(self.clone().run_drainer(thread)));
+            }
+        }
+        tasks
+    }
+}

@@ -1,0 +1,208 @@
+//! The GAM-like RPC directory baseline (`protocol: "gam"`) on the §7.1 micro-benchmark.
+//!
+//! `workload` is the same [`MicroSpec`] the SELCC runner reads (sharing ratio, read ratio,
+//! zipf, locality, GCL size, threads), so one scenario's `workload` section drives both.
+//! `protocol_options` (all optional):
+//!
+//! | field | default | meaning |
+//! |---|---|---|
+//! | `variant` | `"seq"` | `"tso"` (store buffers) or `"seq"` (each write waits) |
+//! | `cache_frames` | 4096 | cached blocks per compute node |
+//! | `handler_tasks` | `cluster.memory_node_cores` (1 if unmodelled) | directory handlers per memory node |
+//! | `compute_workers` | 1 | request-worker servers per compute node (1 = GAM's serialized queue) |
+//! | `inv_handlers` | 1 | invalidation handler tasks per compute node |
+//! | `write_buffer_entries` | 16 | TSO store-buffer entries per thread |
+//! | `worker_ns`, `access_ns`, `enqueue_ns` | 200, 100, 50 | compute-side CPU costs |
+//! | `handler_service_ns`, `handler_copy_ns_per_kib` | 600, 150 | memory-node CPU per message / per KiB copied |
+//! | `check` | false | check every read against the latest write and SWMR after every event |
+//!
+//! Metrics use the SELCC runner's names where they mean the same thing (`throughput_mops`,
+//! `cache_hit_ratio`, `invalidation_ratio`), plus `rpcs_per_op`, `messages_per_op`, ….
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use dmsim_protocols::gam::bench::{cluster_stats, home_tasks, node_tasks};
+use dmsim_protocols::gam::check::{check_swmr, Oracle};
+use dmsim_protocols::gam::directory::HomeStats;
+use dmsim_protocols::gam::{Config, CpuCosts, Layout, NodeState, Variant};
+use dmsim_protocols::workload::micro::MicroSpec;
+use serde::Deserialize;
+
+use super::common::{cluster, require_finished, sim_config};
+use super::{PointResult, RunOptions};
+use crate::engine::Sim;
+use crate::scenario::load::parse_typed;
+use crate::scenario::{Point, PointConfig, Problem};
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Options {
+    variant: Option<Variant>,
+    cache_frames: Option<u32>,
+    handler_tasks: Option<u32>,
+    compute_workers: Option<u32>,
+    inv_handlers: Option<u32>,
+    write_buffer_entries: Option<u32>,
+    worker_ns: Option<u64>,
+    access_ns: Option<u64>,
+    enqueue_ns: Option<u64>,
+    handler_service_ns: Option<u64>,
+    handler_copy_ns_per_kib: Option<u64>,
+    #[serde(default)]
+    check: bool,
+}
+
+struct Parsed {
+    spec: MicroSpec,
+    config: Config,
+    check: bool,
+}
+
+fn parse(point: &PointConfig) -> Result<Parsed, Problem> {
+    let spec: MicroSpec = parse_typed(&point.workload, "workload")?;
+    let options: Options = if point.protocol_options.is_null() {
+        Options::default()
+    } else {
+        parse_typed(&point.protocol_options, "protocol_options")?
+    };
+    let base = Config::seq();
+    let costs = CpuCosts::default();
+    let config = Config {
+        variant: options.variant.unwrap_or(Variant::Seq),
+        gcl_size_bytes: spec.gcl_size_bytes,
+        cache_frames: options.cache_frames.unwrap_or(base.cache_frames),
+        threads_per_node: spec.threads_per_node,
+        handler_tasks: options.handler_tasks.unwrap_or(point.cluster.memory_node_cores.unwrap_or(1)),
+        compute_workers: options.compute_workers.unwrap_or(base.compute_workers),
+        inv_handlers: options.inv_handlers.unwrap_or(base.inv_handlers),
+        write_buffer_entries: options.write_buffer_entries.unwrap_or(base.write_buffer_entries),
+        cpu: CpuCosts {
+            worker_ns: options.worker_ns.unwrap_or(costs.worker_ns),
+            access_ns: options.access_ns.unwrap_or(costs.access_ns),
+            enqueue_ns: options.enqueue_ns.unwrap_or(costs.enqueue_ns),
+            handler_service_ns: options.handler_service_ns.unwrap_or(costs.handler_service_ns),
+            handler_copy_ns_per_kib: options.handler_copy_ns_per_kib.unwrap_or(costs.handler_copy_ns_per_kib),
+        },
+    };
+    Ok(Parsed { spec, config, check: options.check })
+}
+
+/// "field: reason" from a protocol validator → a problem at `prefix.field`.
+fn problem_at(prefix: &str, text: &str) -> Problem {
+    match text.split_once(": ") {
+        Some((field, reason)) if !field.contains(' ') => Problem::new(format!("{prefix}.{field}"), reason),
+        _ => Problem::new(prefix, text),
+    }
+}
+
+pub fn check(config: &PointConfig) -> Vec<Problem> {
+    let parsed = match parse(config) {
+        Ok(p) => p,
+        Err(p) => return vec![p],
+    };
+    let compute = config.cluster.compute_nodes as usize;
+    // `MicroSpec::validate` partitions the blocks by the sharing ratio, which overflows when the
+    // ratio is out of range: report that alone first.
+    let sharing = parsed.spec.sharing_ratio;
+    let mut out: Vec<Problem> = if (0.0..=1.0).contains(&sharing) {
+        parsed.spec.validate(compute.max(1)).iter().map(|p| problem_at("workload", p)).collect()
+    } else {
+        vec![Problem::new("workload.sharing_ratio", format!("{sharing} is outside [0, 1]"))]
+    };
+    for p in parsed.config.validate() {
+        // Fields the runner copies from the workload are reported there.
+        let prefix = if p.starts_with("threads_per_node") || p.starts_with("gcl_size_bytes") {
+            "workload"
+        } else {
+            "protocol_options"
+        };
+        out.push(problem_at(prefix, &p));
+    }
+    if compute > dmsim_protocols::gam::layout::MAX_COMPUTE_NODES {
+        out.push(Problem::new("cluster.compute_nodes", "GAM sharer bitmaps allow at most 64 compute nodes"));
+    }
+    if parsed.spec.gcl_count == 0 {
+        out.push(Problem::new("workload.gcl_count", "must be at least 1"));
+    }
+    out
+}
+
+pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
+    let Parsed { spec, config, check } =
+        parse(&point.config).map_err(|p| format!("{}: {}", p.path, p.reason))?;
+    let cluster_spec = &point.config.cluster;
+    let shape = cluster(cluster_spec, 0, 0);
+    let layout = Layout::new(&shape, config.gcl_size_bytes, spec.gcl_count, config.cache_frames);
+    let cl = cluster(cluster_spec, layout.memory_region_bytes(), layout.compute_region_bytes());
+    let mut sim = Sim::new(sim_config(point, cl.clone(), options.trace));
+    let oracle = check.then(|| Arc::new(Oracle::new(config.gcl_size_bytes)));
+
+    let mut directories = Vec::new();
+    for mn in cl.memory_nodes() {
+        let home = home_tasks(sim.nic(mn), &config, &layout);
+        for t in home.daemons {
+            sim.spawn_daemon(mn, t);
+        }
+        directories.push(home.directory);
+    }
+    let mut nodes = Vec::new();
+    for cn in cl.compute_nodes() {
+        let tasks = node_tasks(sim.nic(cn), &config, &layout, &spec, point.seed, oracle.clone());
+        for t in tasks.mains {
+            sim.spawn_main(cn, t);
+        }
+        for t in tasks.daemons {
+            sim.spawn_daemon(cn, t);
+        }
+        nodes.push(tasks.node);
+    }
+    if check {
+        let states: Vec<Arc<NodeState>> = nodes.iter().map(|n| n.state.clone()).collect();
+        sim.set_checker(move |_| {
+            let refs: Vec<&NodeState> = states.iter().map(|s| s.as_ref()).collect();
+            check_swmr(&refs)
+        });
+    }
+    let outcome = sim.run();
+    require_finished(&outcome)?;
+    if let Some(oracle) = &oracle {
+        if let Some(v) = oracle.violations().first() {
+            return Err(format!("read-latest violated: {v}"));
+        }
+    }
+
+    let total = cluster_stats(&nodes);
+    let mut home = HomeStats::default();
+    for d in &directories {
+        home.merge(&d.lock().unwrap().stats);
+    }
+    let start_ns = total.first_op_start_ns.unwrap_or(0);
+    let span_s =
+        outcome.end_time.saturating_sub(dmsim_protocols::nic::Nanos(start_ns)).as_secs_f64().max(1e-12);
+    let ops = total.ops;
+    let per_op = |x: u64| x as f64 / ops.max(1) as f64;
+    let home_messages = home.replies + home.invalidations_sent + home.recalls_sent;
+    let mut metrics = BTreeMap::new();
+    metrics.insert("throughput_mops".into(), ops as f64 / span_s / 1e6);
+    metrics.insert("cache_hit_ratio".into(), total.hit_ratio());
+    metrics.insert("invalidation_ratio".into(), total.invalidation_ratio());
+    metrics.insert("rpcs_per_op".into(), total.rpcs_per_op());
+    metrics.insert("messages_per_op".into(), per_op(total.messages_sent + home_messages));
+    metrics.insert("latency_ns_avg".into(), per_op(total.latency_ns_total));
+    metrics.insert("fetch_retries_per_op".into(), per_op(total.fetch_retries));
+    metrics.insert("writebacks_per_op".into(), per_op(total.writebacks));
+    metrics.insert("home_queued_ratio".into(), home.queued as f64 / home.requests.max(1) as f64);
+    metrics.insert("buffer_forwards_per_op".into(), per_op(total.buffer_forwards));
+    if let Some(oracle) = &oracle {
+        metrics.insert("reads_checked".into(), oracle.reads_checked() as f64);
+    }
+    Ok(PointResult {
+        metrics,
+        events: outcome.events,
+        end_time_ns: outcome.end_time.0,
+        trace_hash: outcome.trace_hash,
+        stop: format!("{:?}", outcome.stop),
+        ops,
+    })
+}
