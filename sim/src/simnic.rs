@@ -123,6 +123,8 @@ impl Future for Timer {
     }
 }
 
+// The verbs stay inline (no box): this future is created for every verb a protocol posts.
+#[allow(clippy::large_enum_variant)]
 enum Work {
     Batch { verbs: [Verb; MAX_BATCH], len: usize },
     Send { to: NodeId, port: u16, bytes: Vec<u8> },

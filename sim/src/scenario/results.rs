@@ -10,6 +10,9 @@ use crate::report::Figure;
 use crate::report::{Panel, PanelKind, PaperClaim, Scale, Series, Table, Value};
 use crate::runners::PointResult;
 
+/// A cell of the sweep: (panel index, series index, x index).
+type Cell = (usize, usize, usize);
+
 /// The mean of `metric` over seeds at each (panel, series, x) cell.
 pub struct Cells {
     /// (panel index, series index, x index) → (metric → mean)
@@ -26,7 +29,7 @@ fn key(p: &Point) -> (usize, usize, usize) {
 
 impl Cells {
     pub fn new(points: &[Point], results: &[PointResult]) -> Cells {
-        let mut sums: BTreeMap<(usize, usize, usize), BTreeMap<String, (f64, u32)>> = BTreeMap::new();
+        let mut sums: BTreeMap<Cell, BTreeMap<String, (f64, u32)>> = BTreeMap::new();
         for (p, r) in points.iter().zip(results) {
             let cell = sums.entry(key(p)).or_default();
             for (m, v) in &r.metrics {
