@@ -8,6 +8,7 @@ pub mod common;
 mod gam;
 pub mod nic_micro;
 pub mod plan;
+mod selcc;
 
 use std::collections::BTreeMap;
 
@@ -17,7 +18,7 @@ use crate::scenario::{Point, PointConfig, Problem};
 use crate::trace::TraceSink;
 
 /// Protocol names `dmsim run` knows.
-pub const PROTOCOLS: &[&str] = &["nic_micro", "gam"];
+pub const PROTOCOLS: &[&str] = &["nic_micro", "selcc", "sel", "gam"];
 
 /// What one point produced.
 #[derive(Clone, Debug, Serialize)]
@@ -41,6 +42,7 @@ pub fn check(config: &PointConfig) -> Vec<Problem> {
     match config.protocol.as_str() {
         "nic_micro" => nic_micro::check(config),
         "gam" => gam::check(config),
+        "selcc" | "sel" => selcc::check(config),
         other => vec![Problem::new(
             "protocol",
             format!("unknown protocol {other:?} (known: {})", PROTOCOLS.join(", ")),
@@ -54,6 +56,7 @@ pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
     match point.config.protocol.as_str() {
         "nic_micro" => nic_micro::run(point, options),
         "gam" => gam::run(point, options),
+        "selcc" | "sel" => selcc::run(point, options),
         other => Err(format!("unknown protocol {other:?}")),
     }
 }

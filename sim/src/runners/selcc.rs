@@ -1,0 +1,582 @@
+//! SELCC and SEL on the §7.1 micro-benchmark (SELCC paper; spec `shared/specs/selcc.md` §6–§8).
+//!
+//! `protocol: "selcc"` runs SELCC, `protocol: "sel"` the uncached SEL baseline (same latch word,
+//! acquire/release around every access). The `workload` section is the micro-benchmark plus the
+//! run shape; `protocol_options` is any subset of [`Config`]'s fields (every optimization switch
+//! of the ablations, nested `cpu` costs), applied on top of a preset:
+//!
+//! ```json
+//! "workload": { "gcl_count": 24000, "cache_ratio": 0.175, "sharing_ratio": 1.0,
+//!               "read_ratio": 0.5, "zipf_theta": 0.99, "locality": 0.0,
+//!               "threads_per_node": 8, "ops_per_node": 16000 },
+//! "protocol_options": { "preset": "ablation_base", "forwarding": true, "lease_gamma": null }
+//! ```
+//!
+//! Derived run shapes: `threads_total` (split evenly over compute nodes) instead of
+//! `threads_per_node`; `ops_per_node` (split over its threads) instead of `ops_per_thread`;
+//! `cache_ratio` (frames per compute node as a fraction of `gcl_count`, the paper's
+//! 8 GB : 48 GB = 0.175) instead of `cache_frames`.
+//!
+//! Extras for the paper's figures:
+//! * `write_only_nodes: k` — the first k compute nodes only write (Fig. 15b single writer);
+//! * `timeline_at_ns` / `timeline_node` — metric `timeline_cum_ops`: operations that node (or
+//!   all nodes) completed by that virtual time, at the protocol's timeline bucket granularity
+//!   (Fig. 15b cumulative curves; each x value re-runs the same deterministic simulation);
+//! * `compare_with: { "<name>": { "<dotted.path>": value, … } }` — also run this point with the
+//!   overrides applied (paths into `protocol`, `cluster`, `workload`, `protocol_options`) and emit
+//!   `speedup_<name>` = throughput / reference throughput, so the paper's "N× over X" claims
+//!   are first-class metrics;
+//! * `sharing_model: "per_node_working_set"` — `gcl_count` is each node's working set (sr·G
+//!   shared + (1−sr)·G private per node) instead of the total (default `fixed_total`);
+//! * `check: true` — install the SELCC invariants and the read-latest oracle after every event
+//!   (slow; for tests).
+//!
+//! Metrics: `throughput_mops`, `cache_hit_ratio`, `invalidation_ratio`, `latency_us_avg`,
+//! `messages_per_op`, `retries_per_op`, `rt_<case>` (mean round trips per op in that case) and
+//! `share_<case>` (fraction of ops), per-node `node<i>_mops`, `node_mops_min`/`max`,
+//! `fairness_jain` (Jain's index over per-node throughput), `fairness_min_max` (min/max of
+//! per-node ops completed when the first node finished), `writer_vs_reader` (with
+//! `write_only_nodes`: writer nodes' mean ops over reader nodes' mean ops at that moment),
+//! `timeline_cum_ops`, `speedup_<name>` and `ref_<name>_mops`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use dmsim_protocols::nic::{Cluster, NodeId};
+use dmsim_protocols::selcc::bench::{self, BenchOptions};
+use dmsim_protocols::selcc::check::{check_coherence, Oracle};
+use dmsim_protocols::selcc::stats::{OpCase, Stats};
+use dmsim_protocols::selcc::{setup_memory_node, Config, Layout, NodeState};
+use dmsim_protocols::workload::micro::MicroSpec;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::common::{cluster, require_finished, sim_config};
+use super::{PointResult, RunOptions};
+use crate::engine::Sim;
+use crate::scenario::load::{join_path, parse_typed};
+use crate::scenario::{Point, PointConfig, Problem};
+use crate::trace::TraceSink;
+
+/// The most simulated memory (all regions) one point may allocate.
+const MEMORY_BUDGET_BYTES: u64 = 3 << 30;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Workload {
+    /// GCLs allocated (24 M in the paper; scaled).
+    gcl_count: u64,
+    #[serde(default = "gcl_2k")]
+    gcl_size_bytes: u32,
+    #[serde(default = "one_f64")]
+    sharing_ratio: f64,
+    read_ratio: f64,
+    #[serde(default)]
+    zipf_theta: f64,
+    #[serde(default)]
+    locality: f64,
+    #[serde(default)]
+    threads_per_node: Option<u32>,
+    #[serde(default)]
+    threads_total: Option<u32>,
+    #[serde(default)]
+    ops_per_thread: Option<u64>,
+    #[serde(default)]
+    ops_per_node: Option<u64>,
+    #[serde(default)]
+    cache_frames: Option<u32>,
+    #[serde(default)]
+    cache_ratio: Option<f64>,
+    #[serde(default = "eight")]
+    access_bytes: u32,
+    #[serde(default)]
+    write_only_nodes: u16,
+    #[serde(default)]
+    timeline_at_ns: Option<u64>,
+    #[serde(default)]
+    timeline_node: Option<u16>,
+    #[serde(default)]
+    compare_with: BTreeMap<String, Map<String, Value>>,
+    #[serde(default)]
+    check: bool,
+    #[serde(default)]
+    sharing_model: SharingModel,
+}
+
+/// How the sharing ratio splits the data (spec B16 [GAP]: "follows GAM's benchmark").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum SharingModel {
+    /// `gcl_count` GCLs in all: sr·G shared, the rest split into one private part per node, so
+    /// each node's working set shrinks as sr falls and nodes are added.
+    #[default]
+    FixedTotal,
+    /// `gcl_count` is each node's working set: sr·G shared by all plus (1−sr)·G private to it
+    /// (total sr·G + C·(1−sr)·G). Hit ratios then do not depend on sr, which the paper's
+    /// "great scalability regardless of the sharing ratio" for read-intensive loads implies.
+    PerNodeWorkingSet,
+}
+
+fn gcl_2k() -> u32 {
+    2048
+}
+fn one_f64() -> f64 {
+    1.0
+}
+fn eight() -> u32 {
+    8
+}
+
+/// Everything one run needs, resolved and validated.
+#[derive(Clone, Debug)]
+struct Plan {
+    workload: Workload,
+    config: Config,
+    spec: MicroSpec,
+}
+
+/// Fields of `Config` that the workload decides (so the two can never disagree).
+const FROM_WORKLOAD: &[(&str, &str)] = &[
+    ("gcl_size_bytes", "workload.gcl_size_bytes"),
+    ("cache_frames", "workload.cache_frames or workload.cache_ratio"),
+    ("threads_per_node", "workload.threads_per_node or workload.threads_total"),
+    ("mode", "the scenario's protocol (selcc or sel)"),
+];
+
+/// Merge `overlay` into `base` (objects recursively); unknown keys are errors at their path.
+fn merge(base: &mut Value, overlay: &Map<String, Value>, at: &str) -> Result<(), Problem> {
+    let object = base.as_object_mut().expect("merge into an object");
+    for (k, v) in overlay {
+        let path = join_path(at, k);
+        let Some(slot) = object.get_mut(k) else {
+            let known: Vec<&String> = object.keys().collect();
+            return Err(Problem::new(path, format!("unknown option (known: {known:?})")));
+        };
+        match (slot.is_object(), v.as_object()) {
+            (true, Some(inner)) => merge(slot, inner, &path)?,
+            (true, None) => return Err(Problem::new(path, "expected an object")),
+            _ => *slot = v.clone(),
+        }
+    }
+    Ok(())
+}
+
+fn parse_config(config: &PointConfig) -> Result<Config, Problem> {
+    let at = "protocol_options";
+    let options = match &config.protocol_options {
+        Value::Null => Map::new(),
+        Value::Object(m) => m.clone(),
+        _ => return Err(Problem::new(at, "must be an object of SELCC options")),
+    };
+    let mut options = options;
+    let preset = match options.remove("preset") {
+        None => "default".to_string(),
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(Problem::new("protocol_options.preset", "must be a string")),
+    };
+    let base = match (config.protocol.as_str(), preset.as_str()) {
+        ("sel", "default") => Config::sel(),
+        ("selcc", "default") => Config::selcc(),
+        ("selcc", "ablation_base") => Config::ablation_base(),
+        (p, other) => {
+            return Err(Problem::new(
+                "protocol_options.preset",
+                format!("unknown preset {other:?} for {p} (selcc: default, ablation_base; sel: default)"),
+            ))
+        }
+    };
+    for (field, source) in FROM_WORKLOAD {
+        if options.contains_key(*field) {
+            return Err(Problem::new(join_path(at, field), format!("set by {source}")));
+        }
+    }
+    let mut value = serde_json::to_value(&base).expect("config serializes");
+    merge(&mut value, &options, at)?;
+    parse_typed(&value, at)
+}
+
+fn plan(config: &PointConfig) -> Result<Plan, Vec<Problem>> {
+    let w: Workload = parse_typed(&config.workload, "workload").map_err(|p| vec![p])?;
+    let mut c = parse_config(config).map_err(|p| vec![p])?;
+    let mut out = Vec::new();
+    let nodes = config.cluster.compute_nodes as u32;
+    let threads = match (w.threads_per_node, w.threads_total) {
+        (Some(t), None) => t,
+        (None, Some(total)) => {
+            if nodes == 0 || !total.is_multiple_of(nodes) || total < nodes {
+                out.push(Problem::new(
+                    "workload.threads_total",
+                    format!("{total} threads do not split evenly over {nodes} compute nodes"),
+                ));
+            }
+            total / nodes.max(1)
+        }
+        _ => {
+            out.push(Problem::new("workload", "give exactly one of threads_per_node and threads_total"));
+            1
+        }
+    };
+    if threads == 0 || threads > 512 {
+        out.push(Problem::new("workload.threads_per_node", "must be in 1..=512"));
+    }
+    let ops_per_thread = match (w.ops_per_thread, w.ops_per_node) {
+        (Some(o), None) => o,
+        (None, Some(o)) => o / threads.max(1) as u64,
+        _ => {
+            out.push(Problem::new("workload", "give exactly one of ops_per_thread and ops_per_node"));
+            1
+        }
+    };
+    if ops_per_thread == 0 {
+        out.push(Problem::new("workload.ops_per_thread", "must give every thread at least one operation"));
+    }
+    if w.gcl_count == 0 {
+        out.push(Problem::new("workload.gcl_count", "must be at least 1"));
+    }
+    let frames = match (w.cache_frames, w.cache_ratio) {
+        (Some(f), None) => f,
+        (None, Some(r)) => {
+            if !(r > 0.0 && r.is_finite()) {
+                out.push(Problem::new("workload.cache_ratio", "must be a positive fraction of gcl_count"));
+            }
+            (r * w.gcl_count as f64).ceil().min(u32::MAX as f64) as u32
+        }
+        _ => {
+            out.push(Problem::new("workload", "give exactly one of cache_frames and cache_ratio"));
+            0
+        }
+    };
+    if nodes as usize > dmsim_protocols::selcc::latch::MAX_COMPUTE_NODES {
+        out.push(Problem::new(
+            "cluster.compute_nodes",
+            format!(
+                "SELCC's reader bitmap holds at most {} compute nodes",
+                dmsim_protocols::selcc::latch::MAX_COMPUTE_NODES
+            ),
+        ));
+    }
+    if w.write_only_nodes > config.cluster.compute_nodes {
+        out.push(Problem::new("workload.write_only_nodes", "more than the compute nodes"));
+    }
+    if let Some(n) = w.timeline_node {
+        if n >= config.cluster.compute_nodes {
+            out.push(Problem::new("workload.timeline_node", "no such compute node"));
+        }
+    }
+    if w.timeline_node.is_some() && w.timeline_at_ns.is_none() {
+        out.push(Problem::new("workload.timeline_node", "needs workload.timeline_at_ns"));
+    }
+    c.gcl_size_bytes = w.gcl_size_bytes;
+    c.threads_per_node = threads.max(1);
+    c.cache_frames = frames;
+    if c.timeline_bucket_ns == 0 {
+        out.push(Problem::new("protocol_options.timeline_bucket_ns", "must be positive"));
+    }
+    for problem in c.validate() {
+        let (field, reason) = problem.split_once(": ").unwrap_or(("", &problem));
+        let path = match field {
+            "gcl_size_bytes" => "workload.gcl_size_bytes".to_string(),
+            "cache_frames" => "workload.cache_frames".to_string(),
+            "threads_per_node" => "workload.threads_per_node".to_string(),
+            f => join_path("protocol_options", f),
+        };
+        out.push(Problem::new(path, reason));
+    }
+    let (gcl_total, sharing_ratio) = match w.sharing_model {
+        SharingModel::FixedTotal => (w.gcl_count, w.sharing_ratio),
+        SharingModel::PerNodeWorkingSet if (0.0..=1.0).contains(&w.sharing_ratio) => {
+            let shared = (w.sharing_ratio * w.gcl_count as f64).round() as u64;
+            let total = shared + nodes.max(1) as u64 * (w.gcl_count - shared.min(w.gcl_count));
+            // floor(ratio · total) = shared exactly: aim half a GCL above it.
+            (total, if total == 0 { 0.0 } else { (shared as f64 + 0.5).min(total as f64) / total as f64 })
+        }
+        SharingModel::PerNodeWorkingSet => (w.gcl_count, w.sharing_ratio),
+    };
+    let spec = MicroSpec {
+        gcl_count: gcl_total,
+        gcl_size_bytes: w.gcl_size_bytes,
+        sharing_ratio: sharing_ratio.min(1.0),
+        read_ratio: w.read_ratio,
+        zipf_theta: w.zipf_theta,
+        locality: w.locality,
+        threads_per_node: c.threads_per_node,
+        ops_per_thread,
+        access_bytes: w.access_bytes,
+    };
+    for problem in spec.validate(nodes.max(1) as usize) {
+        let (field, reason) = problem.split_once(": ").unwrap_or(("", &problem));
+        out.push(Problem::new(join_path("workload", field), reason));
+    }
+    if out.is_empty() {
+        let stride = w.gcl_size_bytes as u64 + 16;
+        let compute = frames as u64 * stride * nodes as u64;
+        let total = gcl_total.saturating_mul(stride).saturating_add(compute);
+        if total > MEMORY_BUDGET_BYTES {
+            out.push(Problem::new(
+                "workload",
+                format!(
+                    "needs {} MiB of simulated memory (GCLs + caches), over the {} MiB budget: scale gcl_count or the cache down",
+                    total >> 20,
+                    MEMORY_BUDGET_BYTES >> 20
+                ),
+            ));
+        }
+    }
+    if out.is_empty() {
+        Ok(Plan { workload: w, config: c, spec })
+    } else {
+        Err(out)
+    }
+}
+
+/// The point's config with a `compare_with` entry's overrides applied.
+fn reference(config: &PointConfig, overrides: &Map<String, Value>) -> Result<PointConfig, Problem> {
+    let mut doc = serde_json::to_value(config).expect("point config serializes");
+    for (path, v) in overrides {
+        let parts: Vec<&str> = path.split('.').collect();
+        if !["protocol", "cluster", "workload", "protocol_options"].contains(&parts[0]) {
+            return Err(Problem::new(
+                path.clone(),
+                "must start with protocol, cluster, workload or protocol_options",
+            ));
+        }
+        let mut cursor = &mut doc;
+        for (i, part) in parts.iter().enumerate() {
+            if part.is_empty() {
+                return Err(Problem::new(path.clone(), "empty path segment"));
+            }
+            if cursor.is_null() {
+                *cursor = Value::Object(Map::new());
+            }
+            let Some(object) = cursor.as_object_mut() else {
+                return Err(Problem::new(
+                    path.clone(),
+                    format!("{:?} is not an object", parts[..i].join(".")),
+                ));
+            };
+            if i + 1 == parts.len() {
+                object.insert(part.to_string(), v.clone());
+                break;
+            }
+            cursor = object.entry(part.to_string()).or_insert(Value::Null);
+        }
+    }
+    // A reference never compares further.
+    if let Some(w) = doc.get_mut("workload").and_then(Value::as_object_mut) {
+        w.remove("compare_with");
+    }
+    parse_typed(&doc, "")
+}
+
+pub fn check(config: &PointConfig) -> Vec<Problem> {
+    let plan = match plan(config) {
+        Ok(p) => p,
+        Err(problems) => return problems,
+    };
+    let mut out = Vec::new();
+    for (name, overrides) in &plan.workload.compare_with {
+        let at = format!("workload.compare_with.{name}");
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            out.push(Problem::new(at.clone(), "name must be letters, digits and _"));
+        }
+        match reference(config, overrides) {
+            Err(p) => out.push(Problem::new(join_path(&at, &p.path), p.reason)),
+            Ok(r) => {
+                if !["selcc", "sel"].contains(&r.protocol.as_str()) {
+                    out.push(Problem::new(
+                        format!("{at}.protocol"),
+                        format!("reference protocol {:?} is not selcc or sel", r.protocol),
+                    ));
+                    continue;
+                }
+                for p in crate::scenario::load::check_point(&r) {
+                    out.push(Problem::new(join_path(&at, &p.path), p.reason));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What one simulation produced.
+struct RunStats {
+    total: Stats,
+    per_node: Vec<Stats>,
+    events: u64,
+    end_time_ns: u64,
+    trace_hash: u64,
+    stop: String,
+}
+
+fn simulate(point: &Point, plan: &Plan, trace: TraceSink) -> Result<RunStats, String> {
+    let spec = &point.config.cluster;
+    let shape: Cluster = cluster(spec, 8, 8);
+    let layout = Layout::new(&shape, &plan.config, plan.spec.gcl_count, 0);
+    let cl = Cluster { region_size_bytes: layout.region_sizes(&shape.kinds), kinds: shape.kinds.clone() };
+    let mut sim = Sim::new(sim_config(point, cl.clone(), trace));
+    for mn in cl.memory_nodes() {
+        setup_memory_node(&layout, mn, &sim.region(mn));
+    }
+    let oracle = plan.workload.check.then(|| Arc::new(Oracle::new(plan.config.gcl_size_bytes)));
+    let mut nodes = Vec::new();
+    for (i, cn) in cl.compute_nodes().into_iter().enumerate() {
+        let mut node_spec = plan.spec.clone();
+        if i < plan.workload.write_only_nodes as usize {
+            node_spec.read_ratio = 0.0;
+        }
+        let tasks = bench::node_tasks(
+            sim.nic(cn),
+            &plan.config,
+            &layout,
+            &node_spec,
+            point.seed,
+            &BenchOptions::default(),
+            oracle.clone(),
+        );
+        for t in tasks.mains {
+            sim.spawn_main(cn, t);
+        }
+        for t in tasks.daemons {
+            sim.spawn_daemon(cn, t);
+        }
+        nodes.push(tasks.node);
+    }
+    if let Some(oracle) = &oracle {
+        let states: Vec<Arc<NodeState>> = nodes.iter().map(|n| n.state.clone()).collect();
+        let regions: Vec<_> = (0..cl.node_count()).map(|i| sim.region(NodeId(i as u16))).collect();
+        let layout = layout.clone();
+        let oracle = oracle.clone();
+        sim.set_checker(move |_now| {
+            let views: Vec<&NodeState> = states.iter().map(|s| s.as_ref()).collect();
+            let word = |g: dmsim_protocols::nic::RemoteAddr| regions[g.node.index()].load(g.offset_bytes);
+            check_coherence(&views, &layout, &word).map_err(|v| v.to_string())?;
+            match oracle.violations().first() {
+                Some(v) => Err(v.to_string()),
+                None => Ok(()),
+            }
+        });
+    }
+    let outcome = sim.run();
+    require_finished(&outcome)?;
+    let per_node: Vec<Stats> = nodes.iter().map(|n| n.stats()).collect();
+    Ok(RunStats {
+        total: bench::cluster_stats(&nodes),
+        per_node,
+        events: outcome.events,
+        end_time_ns: outcome.end_time.0,
+        trace_hash: outcome.trace_hash,
+        stop: format!("{:?}", outcome.stop),
+    })
+}
+
+fn case_name(case: OpCase) -> &'static str {
+    match case {
+        OpCase::Hit => "hit",
+        OpCase::RemoteFetch => "remote_fetch",
+        OpCase::Upgrade => "upgrade",
+        OpCase::UpgradeFallback => "upgrade_fallback",
+        OpCase::WriterVsModified => "writer_vs_modified",
+        OpCase::ReaderVsModified => "reader_vs_modified",
+        OpCase::WriterVsShared => "writer_vs_shared",
+        OpCase::Retried => "retried",
+    }
+}
+
+fn node_mops(s: &Stats) -> f64 {
+    s.throughput_ops_per_s() / 1e6
+}
+
+fn metrics(run: &RunStats, plan: &Plan) -> BTreeMap<String, f64> {
+    let t = &run.total;
+    let ops = t.ops.max(1) as f64;
+    let mut m = BTreeMap::new();
+    m.insert("throughput_mops".into(), t.throughput_ops_per_s() / 1e6);
+    m.insert("ops".into(), t.ops as f64);
+    m.insert("cache_hit_ratio".into(), t.hit_ratio());
+    m.insert("invalidation_ratio".into(), t.invalidation_ratio());
+    m.insert("latency_us_avg".into(), t.latency_ns_total as f64 / ops / 1e3);
+    m.insert("messages_per_op".into(), t.messages_sent as f64 / ops);
+    m.insert("retries_per_op".into(), t.latch_retries as f64 / ops);
+    m.insert("evictions_per_op".into(), t.evictions as f64 / ops);
+    m.insert("flushed_bytes_per_op".into(), t.flushed_bytes as f64 / ops);
+    m.insert("handovers_per_op".into(), t.handovers as f64 / ops);
+    m.insert("lease_releases_per_op".into(), t.lease_releases as f64 / ops);
+    let mut rt_total = 0u64;
+    for (case, s) in &t.by_case {
+        let name = case_name(*case);
+        m.insert(format!("rt_{name}"), s.mean());
+        m.insert(format!("rt_{name}_max"), s.round_trips_max as f64);
+        m.insert(format!("share_{name}"), s.ops as f64 / ops);
+        rt_total += s.round_trips;
+    }
+    m.insert("rt_per_op".into(), rt_total as f64 / ops);
+    // Per-node throughput and fairness.
+    let per: Vec<f64> = run.per_node.iter().map(node_mops).collect();
+    for (i, v) in per.iter().enumerate() {
+        m.insert(format!("node{i}_mops"), *v);
+    }
+    let (min, max) = per.iter().fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+    m.insert("node_mops_min".into(), if per.is_empty() { 0.0 } else { min });
+    m.insert("node_mops_max".into(), max);
+    let sum: f64 = per.iter().sum();
+    let sq: f64 = per.iter().map(|v| v * v).sum();
+    m.insert("fairness_jain".into(), if sq > 0.0 { sum * sum / (per.len() as f64 * sq) } else { 0.0 });
+    // Ops each node had completed when the first node finished (by timeline buckets).
+    let bucket = plan.config.timeline_bucket_ns.max(1);
+    let first_end = run.per_node.iter().map(|s| s.last_op_end_ns).min().unwrap_or(0);
+    let upto = (first_end / bucket) as usize;
+    let done: Vec<u64> = run.per_node.iter().map(|s| s.timeline.iter().take(upto + 1).sum()).collect();
+    let (dmin, dmax) = done.iter().fold((u64::MAX, 0u64), |(a, b), v| (a.min(*v), b.max(*v)));
+    m.insert("fairness_min_max".into(), if dmax > 0 { dmin as f64 / dmax as f64 } else { 0.0 });
+    if plan.workload.write_only_nodes > 0 && done.len() > plan.workload.write_only_nodes as usize {
+        // Fig. 15b: writer nodes' mean ops over reader nodes' mean ops, when the first node finished.
+        let k = plan.workload.write_only_nodes as usize;
+        let writers = done[..k].iter().sum::<u64>() as f64 / k as f64;
+        let readers = done[k..].iter().sum::<u64>() as f64 / (done.len() - k) as f64;
+        m.insert("writer_vs_reader".into(), if readers > 0.0 { writers / readers } else { 0.0 });
+    }
+    if let Some(at) = plan.workload.timeline_at_ns {
+        // Buckets wholly before `at` (bucket k covers [k·b, (k+1)·b)).
+        let whole = (at / bucket) as usize;
+        let count = |s: &Stats| s.timeline.iter().take(whole).sum::<u64>();
+        let cum = match plan.workload.timeline_node {
+            Some(n) => count(&run.per_node[n as usize]),
+            None => run.per_node.iter().map(count).sum(),
+        };
+        m.insert("timeline_cum_ops".into(), cum as f64);
+    }
+    m
+}
+
+pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
+    let plan = plan(&point.config).map_err(|ps| {
+        ps.iter().map(|p| format!("{}: {}", p.path, p.reason)).collect::<Vec<_>>().join("; ")
+    })?;
+    let main = simulate(point, &plan, options.trace)?;
+    let mut metrics = metrics(&main, &plan);
+    let mut ops = main.total.ops;
+    let mut events = main.events;
+    for (name, overrides) in &plan.workload.compare_with {
+        let config = reference(&point.config, overrides).map_err(|p| format!("{}: {}", p.path, p.reason))?;
+        let ref_plan = self::plan(&config).map_err(|ps| {
+            ps.iter().map(|p| format!("{}: {}", p.path, p.reason)).collect::<Vec<_>>().join("; ")
+        })?;
+        let ref_point = Point { config, ..point.clone() };
+        let r = simulate(&ref_point, &ref_plan, TraceSink::Off)
+            .map_err(|e| format!("reference {name:?}: {e}"))?;
+        let ref_mops = r.total.throughput_ops_per_s() / 1e6;
+        let own = metrics["throughput_mops"];
+        metrics.insert(format!("ref_{name}_mops"), ref_mops);
+        metrics.insert(format!("speedup_{name}"), if ref_mops > 0.0 { own / ref_mops } else { 0.0 });
+        ops += r.total.ops;
+        events += r.events;
+    }
+    Ok(PointResult {
+        metrics,
+        events,
+        end_time_ns: main.end_time_ns,
+        trace_hash: main.trace_hash,
+        stop: main.stop,
+        ops,
+    })
+}
