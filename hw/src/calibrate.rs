@@ -138,10 +138,11 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, HwError> {
     boot.config = HwConfig { channels: streams, ..HwConfig::default() };
     let cluster = cluster::bootstrap(boot)?;
     let nic = cluster.nic();
+    let device = nic.device().to_string();
     let opts = opts.clone();
     let result = cluster.block_on(async move { measure(nic, &opts, message, streams, area).await });
     cluster.finish()?;
-    result
+    result.map(|c| Calibration { device, ..c })
 }
 
 async fn measure<N: Nic>(

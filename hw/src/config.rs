@@ -14,9 +14,12 @@ pub struct HwConfig {
     /// Bound on one verb or batch. Soft-RoCE under emulation has millisecond tails; a real NIC
     /// answers in microseconds, so a dead peer is reported by the transport (`retry_cnt`) first.
     pub verb_timeout: Duration,
-    /// Bound on one `recv`. Long, because a memory node's handler legitimately idles while
-    /// compute nodes work; it only stops a node from waiting forever for a dead peer.
-    pub recv_timeout: Duration,
+    /// Bound on one `recv`; `None` (the default) waits as long as the node runs. A handler
+    /// waiting for requests is not a hang — it legitimately idles while peers work, and
+    /// protocols end their handler loop on the first `recv` error (SELCC does), so a default
+    /// bound would silently stop a node serving invalidations after an idle spell. Peer death
+    /// is reported by the verbs and sends to that peer (transport retries, `verb_timeout`).
+    pub recv_timeout: Option<Duration>,
     /// Largest `send` payload.
     pub max_message_bytes: u32,
     /// Receive buffers posted per peer, and send slots per peer.
@@ -37,7 +40,7 @@ impl Default for HwConfig {
             channels: 4,
             qp_depth: 64,
             verb_timeout: Duration::from_secs(10),
-            recv_timeout: Duration::from_secs(120),
+            recv_timeout: None,
             max_message_bytes: 4096,
             message_depth: 32,
             ack_timeout: 14,

@@ -5,7 +5,7 @@
 //!  ┌────────────────────────────┐   ┌──────────────────────────┐
 //!  │ pop ready task → poll it   │◀──│ run queue (woken tasks)  │
 //!  │ idle: poll pollers (CQs) ──┼──▶│ wakers of verb futures   │
-//!  │       fire due timers      │◀──│ timer heap (sleep, bound)│
+//!  │       fire due timers      │◀──│ timers (sleep, bounds)   │
 //!  │       spin, then park      │   └──────────────────────────┘
 //!  └────────────────────────────┘
 //! ```
@@ -20,8 +20,7 @@
 //! other processes sharing the cores still run) while any poller reports work in flight, and
 //! parks in short slices otherwise, so that incoming messages are still noticed promptly.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -41,6 +40,14 @@ pub trait Poller: Send + Sync {
 
 /// Longest a worker parks before re-polling (bounds the delay in noticing incoming messages).
 const PARK_SLICE: Duration = Duration::from_micros(200);
+fn yield_every() -> u32 {
+    static V: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("DMSIM_HW_YIELD_EVERY").ok().and_then(|v| v.parse().ok()).unwrap_or(64).max(1)
+    })
+}
+/// Idle polls before a worker with nothing in flight parks.
+const SPIN_ROUNDS: u32 = 256;
 
 struct TaskCell {
     future: Mutex<Option<Task>>,
@@ -58,41 +65,34 @@ impl Wake for TaskCell {
         }
         if let Some(shared) = self.shared.upgrade() {
             shared.queue.lock().unwrap_or_else(|e| e.into_inner()).push_back(self.clone());
-            shared.wakeup.notify_one();
+            shared.notify();
         }
     }
 }
 
-struct Timer {
-    deadline: Instant,
-    seq: u64,
-    waker: Waker,
-}
-impl PartialEq for Timer {
-    fn eq(&self, other: &Self) -> bool {
-        (self.deadline, self.seq) == (other.deadline, other.seq)
-    }
-}
-impl Eq for Timer {}
-impl PartialOrd for Timer {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Timer {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.deadline, self.seq).cmp(&(other.deadline, other.seq))
-    }
-}
+/// A timer's key: deadline, then a sequence number for uniqueness. Timers live in a
+/// `BTreeMap` rather than a heap so that a dropped `Sleep` (a verb that completed before its
+/// bound) removes its entry: the map holds only live timers, however many verbs a node issues.
+type TimerKey = (Instant, u64);
 
 struct Shared {
     queue: Mutex<VecDeque<Arc<TaskCell>>>,
     wakeup: Condvar,
-    timers: Mutex<BinaryHeap<Reverse<Timer>>>,
+    timers: Mutex<BTreeMap<TimerKey, Waker>>,
     timer_seq: AtomicU64,
     pollers: RwLock<Vec<Arc<dyn Poller>>>,
     live_tasks: AtomicUsize,
+    /// Workers waiting on `wakeup`; a wake-up notifies (a futex syscall) only if one is.
+    parked: AtomicUsize,
     start: Instant,
+}
+
+impl Shared {
+    fn notify(&self) {
+        if self.parked.load(Ordering::Acquire) > 0 {
+            self.wakeup.notify_one();
+        }
+    }
 }
 
 /// A handle to the runtime: cheap to clone, usable from any thread and inside tasks.
@@ -113,10 +113,11 @@ impl Runtime {
             shared: Arc::new(Shared {
                 queue: Mutex::new(VecDeque::new()),
                 wakeup: Condvar::new(),
-                timers: Mutex::new(BinaryHeap::new()),
+                timers: Mutex::new(BTreeMap::new()),
                 timer_seq: AtomicU64::new(0),
                 pollers: RwLock::new(Vec::new()),
                 live_tasks: AtomicUsize::new(0),
+                parked: AtomicUsize::new(0),
                 start: Instant::now(),
             }),
         }
@@ -150,17 +151,36 @@ impl Runtime {
 
     /// A future that is ready once `duration` has passed.
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep { runtime: self.clone(), deadline: Instant::now() + duration, registered: None }
+        Sleep { runtime: self.clone(), deadline: Instant::now() + duration, registered: None, yielded: false }
     }
 
-    fn add_timer(&self, deadline: Instant, waker: Waker) {
-        let seq = self.shared.timer_seq.fetch_add(1, Ordering::Relaxed);
-        self.shared.timers.lock().unwrap_or_else(|e| e.into_inner()).push(Reverse(Timer {
-            deadline,
-            seq,
-            waker,
-        }));
-        self.shared.wakeup.notify_one();
+    fn set_timer(&self, key: Option<TimerKey>, deadline: Instant, waker: Waker) -> TimerKey {
+        let mut timers = self.shared.timers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(key) = key {
+            timers.remove(&key);
+        }
+        let key = (deadline, self.shared.timer_seq.fetch_add(1, Ordering::Relaxed));
+        timers.insert(key, waker);
+        drop(timers);
+        // A parked worker re-checks timers within PARK_SLICE anyway; wake it for accuracy.
+        self.shared.notify();
+        key
+    }
+
+    fn cancel_timer(&self, key: TimerKey) {
+        self.shared.timers.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+    }
+
+    /// Drops every queued task, timer and poller. Tasks hold NIC handles and the NIC holds the
+    /// runtime, so without this a finished cluster would keep its device resources alive.
+    pub fn clear(&self) {
+        let tasks: Vec<_> = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        for t in tasks {
+            t.future.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+        let timers = std::mem::take(&mut *self.shared.timers.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(timers);
+        self.shared.pollers.write().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// Runs `main` and every spawned task on `threads` worker threads (the caller's thread is
@@ -215,14 +235,22 @@ impl Runtime {
             }
             idle_rounds = idle_rounds.saturating_add(1);
             let busy = shared.pollers.read().unwrap_or_else(|e| e.into_inner()).iter().any(|p| p.busy());
-            if busy || idle_rounds < 64 {
-                std::thread::yield_now();
+            if busy || idle_rounds < SPIN_ROUNDS {
+                // Spin on the CQ; give the core away now and then (sched_yield is a syscall,
+                // and other processes may share the cores).
+                if idle_rounds.is_multiple_of(yield_every()) {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
                 continue;
             }
             let park = self.next_timer_in().map_or(PARK_SLICE, |d| d.min(PARK_SLICE));
             let queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
             if queue.is_empty() && !done.load(Ordering::Acquire) {
+                shared.parked.fetch_add(1, Ordering::AcqRel);
                 let _unused = shared.wakeup.wait_timeout(queue, park).unwrap_or_else(|e| e.into_inner());
+                shared.parked.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
@@ -250,10 +278,11 @@ impl Runtime {
         let mut fired = Vec::new();
         {
             let mut timers = self.shared.timers.lock().unwrap_or_else(|e| e.into_inner());
-            while timers.peek().is_some_and(|t| t.0.deadline <= now) {
-                if let Some(Reverse(t)) = timers.pop() {
-                    fired.push(t.waker);
+            while let Some(entry) = timers.first_entry() {
+                if entry.key().0 > now {
+                    break;
                 }
+                fired.push(entry.remove());
             }
         }
         let n = fired.len();
@@ -263,7 +292,7 @@ impl Runtime {
 
     fn next_timer_in(&self) -> Option<Duration> {
         let timers = self.shared.timers.lock().unwrap_or_else(|e| e.into_inner());
-        timers.peek().map(|t| t.0.deadline.saturating_duration_since(Instant::now()))
+        timers.keys().next().map(|k| k.0.saturating_duration_since(Instant::now()))
     }
 }
 
@@ -271,21 +300,65 @@ impl Runtime {
 pub struct Sleep {
     runtime: Runtime,
     deadline: Instant,
-    registered: Option<Waker>,
+    /// The registered timer and the waker it holds.
+    registered: Option<(TimerKey, Waker)>,
+    yielded: bool,
 }
 
 impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.yielded {
+            // Always yield once, even if the deadline has passed: protocols poll for a reply
+            // with `loop { check; sleep(100 ns) }`, and a sleep that never suspends would keep
+            // the worker from polling the CQs (and running the peer-serving handlers) forever.
+            self.yielded = true;
+            cx.waker().wake_by_ref();
+            if Instant::now() >= self.deadline {
+                return Poll::Pending;
+            }
+        }
         if Instant::now() >= self.deadline {
             return Poll::Ready(());
         }
-        // One timer per distinct waker: a task polled again early with the same waker keeps its
-        // timer; a new waker (the future moved to another task) gets its own.
-        if !self.registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            self.registered = Some(cx.waker().clone());
-            self.runtime.add_timer(self.deadline, cx.waker().clone());
+        // One timer per Sleep; polled again with another waker, the timer takes the new one.
+        let (key, stale) = match &self.registered {
+            Some((key, waker)) => (Some(*key), !waker.will_wake(cx.waker())),
+            None => (None, true),
+        };
+        if stale {
+            let key = self.runtime.set_timer(key, self.deadline, cx.waker().clone());
+            self.registered = Some((key, cx.waker().clone()));
         }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some((key, _)) = self.registered.take() {
+            self.runtime.cancel_timer(key);
+        }
+    }
+}
+
+/// A future that suspends once and is ready on its next poll (lets other tasks and the CQ
+/// pollers run).
+pub struct YieldNow(bool);
+
+/// [`YieldNow`].
+pub fn yield_now() -> YieldNow {
+    YieldNow(false)
+}
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
         Poll::Pending
     }
 }
@@ -394,6 +467,39 @@ mod tests {
         rt.add_poller(flag.clone());
         rt.block_on(1, WaitFlag(flag.clone()));
         assert!(flag.polls.load(Ordering::Acquire) > 100);
+    }
+
+    #[test]
+    fn a_task_polling_with_tiny_sleeps_does_not_starve_the_others() {
+        // Goal: `loop { if done { break } sleep(1 ns) }` (how protocols wait for a one-sided
+        // reply) must let the task that sets `done` run, on a single worker thread. Found on
+        // SELCC over rxe: two nodes each spun waiting for the other's handler.
+        let rt = Runtime::new();
+        let flag = Arc::new(AtomicBool::new(false));
+        let (rt2, f2) = (rt.clone(), flag.clone());
+        rt.block_on(1, async move {
+            let setter = f2.clone();
+            rt2.spawn(async move { setter.store(true, Ordering::Release) });
+            while !f2.load(Ordering::Acquire) {
+                rt2.sleep(Duration::from_nanos(1)).await;
+            }
+        });
+        assert!(flag.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn completed_bounds_leave_no_timers_behind() {
+        // Goal: a verb bound (a Deadline around a future that completes) must not leave an
+        // entry per verb behind, or a node issuing millions of verbs grows without limit.
+        let rt = Runtime::new();
+        let rt2 = rt.clone();
+        rt.block_on(1, async move {
+            for _ in 0..1000 {
+                let r = rt2.timeout(Duration::from_secs(60), rt2.sleep(Duration::from_micros(1))).await;
+                assert_eq!(r, Ok(()));
+            }
+        });
+        assert_eq!(rt.shared.timers.lock().unwrap().len(), 0);
     }
 
     #[test]

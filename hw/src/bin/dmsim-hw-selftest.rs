@@ -14,6 +14,13 @@
 //! The memory node checks that every counter equals the total number of critical sections:
 //! a lost update means mutual exclusion or per-QP ordering broke.
 //!
+//! `cluster --mode selcc`: the SELCC protocol (`dmsim_protocols::selcc`) runs its §7.1
+//! micro-benchmark over `HwNic`: rank 0 is the memory node, every other rank a compute node
+//! with `--threads` workers doing `--ops` lock/access/unlock operations each on shared GCLs
+//! (`--read-ratio`), invalidations travelling as SEND/RECV between compute nodes. At the end
+//! each compute node drains its cache; the memory node then checks that every latch word is
+//! free and each compute node that it completed all its operations.
+//!
 //! `cluster --mode peer-gone`: rank 1 leaves right after connecting; rank 0 then CASes on
 //! rank 1's region and must get `PeerGone` (not a hang) within the verb bound.
 //!
@@ -106,6 +113,15 @@ fn run_cluster(args: &Args) -> Result<(), (u8, String)> {
     kinds[0] = nic::NodeKind::Memory;
     let mut regions = vec![64 * 1024; n];
     regions[0] = 1 << 20;
+    let selcc_plan = if mode == "selcc" {
+        let threads: u32 = args.num(&["--threads"]).map_err(setup_err)?.unwrap_or(2);
+        let read_ratio: f64 = args.num(&["--read-ratio"]).map_err(setup_err)?.unwrap_or(0.5);
+        let plan = selcc_run::Plan::new(&kinds, threads, ops, read_ratio);
+        regions = plan.layout.region_sizes(&kinds);
+        Some(plan)
+    } else {
+        None
+    };
     let mut opts = BootstrapOptions::new(nic::Cluster { kinds, region_size_bytes: regions });
     opts.rank = rank;
     opts.size = size;
@@ -117,7 +133,7 @@ fn run_cluster(args: &Args) -> Result<(), (u8, String)> {
         opts.config.ack_timeout = 12;
         opts.config.retry_count = 3;
     }
-    let cluster = bootstrap(opts).map_err(setup_err)?;
+    let mut cluster = bootstrap(opts).map_err(setup_err)?;
     let me = cluster.rank();
     let nic = cluster.nic();
     eprintln!("rank {me}/{}: connected on {}", cluster.size(), nic.device());
@@ -128,6 +144,14 @@ fn run_cluster(args: &Args) -> Result<(), (u8, String)> {
             cluster.finish().map_err(setup_err)?;
             outcome.map_err(|e| (1, e))?;
             println!("rank {me}: counter test PASS");
+            Ok(())
+        }
+        "selcc" => {
+            let plan = selcc_plan.ok_or((2, "no plan".to_string()))?;
+            let outcome = selcc_run::run(&mut cluster, plan);
+            cluster.finish().map_err(setup_err)?;
+            outcome.map_err(|e| (1, e))?;
+            println!("rank {me}: selcc test PASS");
             Ok(())
         }
         "peer-gone" => {
@@ -253,7 +277,7 @@ async fn critical_sections<N: Nic>(q: &N, task: u16, ops: u64) -> Result<u64, St
                 break;
             }
             retries += 1;
-            if retries % 64 == 0 {
+            if retries.is_multiple_of(64) {
                 q.sleep(nic::Nanos::from_us(20)).await;
             }
         }
@@ -275,4 +299,133 @@ async fn critical_sections<N: Nic>(q: &N, task: u16, ops: u64) -> Result<u64, St
         }
     }
     Ok(ops)
+}
+
+/// SELCC over the hardware backend, one process per node.
+mod selcc_run {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use dmsim_hw::cluster::HwCluster;
+    use dmsim_protocols::nic::{Nic, NodeKind};
+    use dmsim_protocols::selcc::bench::{self, BenchOptions};
+    use dmsim_protocols::selcc::{setup_memory_node, Config, Layout};
+    use dmsim_protocols::sync::Channel;
+    use dmsim_protocols::workload::micro::MicroSpec;
+
+    pub struct Plan {
+        pub config: Config,
+        pub spec: MicroSpec,
+        pub layout: Layout,
+    }
+
+    impl Plan {
+        pub fn new(kinds: &[NodeKind], threads: u32, ops: u64, read_ratio: f64) -> Plan {
+            let config = Config {
+                gcl_size_bytes: 256,
+                cache_frames: 64,
+                threads_per_node: threads,
+                ..Config::selcc()
+            };
+            // Few GCLs, all shared: compute nodes contend, so invalidations, handovers and
+            // upgrades all happen over the real NIC.
+            let spec = MicroSpec {
+                gcl_count: 32,
+                gcl_size_bytes: config.gcl_size_bytes,
+                sharing_ratio: 1.0,
+                read_ratio,
+                zipf_theta: 0.0,
+                locality: 0.0,
+                threads_per_node: threads,
+                ops_per_thread: ops,
+                access_bytes: 8,
+            };
+            let shape = dmsim_protocols::nic::Cluster {
+                kinds: kinds.to_vec(),
+                region_size_bytes: vec![0; kinds.len()],
+            };
+            let layout = Layout::new(&shape, &config, spec.gcl_count, 0);
+            Plan { config, spec, layout }
+        }
+    }
+
+    pub fn run(cluster: &mut HwCluster, plan: Plan) -> Result<(), String> {
+        let nic = cluster.nic();
+        let me = nic.node();
+        let is_memory = nic.cluster().kinds[me.index()] == NodeKind::Memory;
+        let started = std::time::Instant::now();
+        if is_memory {
+            setup_memory_node(&plan.layout, me, nic.local());
+            // The memory node runs no protocol code (one-sided); it serves until all are done.
+            cluster
+                .block_on_until_all("selcc-done", Duration::from_secs(600), async {})
+                .map_err(|e| e.to_string())?;
+            let busy: Vec<u64> = (0..plan.spec.gcl_count)
+                .map(|i| plan.layout.gcl(i))
+                .filter(|g| g.node == me)
+                .map(|g| nic.local().load(Layout::latch(g).offset_bytes))
+                .filter(|&w| w != 0)
+                .collect();
+            println!(
+                "memory node: {} GCLs, {} latch words still held after every compute node drained {:x?}",
+                plan.spec.gcl_count,
+                busy.len(),
+                busy
+            );
+            return if busy.is_empty() { Ok(()) } else { Err(format!("latches left held: {busy:x?}")) };
+        }
+        let tasks = bench::node_tasks(
+            nic.clone(),
+            &plan.config,
+            &plan.layout,
+            &plan.spec,
+            42,
+            &BenchOptions { drain_at_end: true },
+            None,
+        );
+        let node = tasks.node.clone();
+        for d in tasks.daemons {
+            nic.spawn(d);
+        }
+        let done: Arc<Channel<()>> = Arc::new(Channel::new());
+        let mains = tasks.mains.len();
+        for m in tasks.mains {
+            let done = done.clone();
+            nic.spawn(async move {
+                m.await;
+                eprintln!("{me}: a worker finished");
+                done.push(());
+            });
+        }
+        let waiter = done.clone();
+        cluster
+            .block_on_until_all("selcc-done", Duration::from_secs(600), async move {
+                for _ in 0..mains {
+                    waiter.pop().await;
+                }
+                eprintln!("{me}: all workers finished; waiting for the other nodes");
+            })
+            .map_err(|e| e.to_string())?;
+        let stats = node.stats();
+        let expected = plan.spec.ops_per_thread * plan.spec.threads_per_node as u64;
+        println!(
+            "compute node {me}: {} ops ({} reads, {} writes, {} hits) in {:?}; {} invalidation ops, \
+             {} messages sent, {} received, {} handovers, {} upgrades, {} latch retries",
+            stats.ops,
+            stats.reads,
+            stats.writes,
+            stats.hits,
+            started.elapsed(),
+            stats.invalidation_ops,
+            stats.messages_sent,
+            stats.messages_received,
+            stats.handovers,
+            stats.upgrades,
+            stats.latch_retries
+        );
+        if stats.ops != expected {
+            return Err(format!("{me} completed {} of {expected} operations", stats.ops));
+        }
+        Ok(())
+    }
 }

@@ -255,6 +255,8 @@ pub(crate) struct NodeState {
     inbox: Mutex<Inbox>,
     poll_lock: Mutex<()>,
     in_flight: AtomicUsize,
+    /// `DMSIM_HW_TRACE=1`: one stderr line per verb batch, message and mark (debugging runs).
+    trace: bool,
     /// Loopback responder QPs: kept alive, never posted to.
     _resp: Vec<Arc<Qp>>,
 }
@@ -352,6 +354,14 @@ impl NodeState {
         let mut wait = std::pin::pin!(wait);
         let outcome = self.runtime.timeout(self.config.verb_timeout, wait.as_mut()).await;
         let names: Vec<&str> = verbs.iter().map(|v| v.name()).collect();
+        if self.trace {
+            let state = match &outcome {
+                Ok(Ok(())) => format!("ok {:?}", wait.results(self, verbs).as_slice()),
+                Ok(Err(c)) => c.status_str(),
+                Err(()) => "timeout".into(),
+            };
+            eprintln!("[{} {}] {} {:?} -> {state}", self.me, self.runtime.now(), names.join("+"), verbs);
+        }
         match outcome {
             Err(()) => {
                 Err(self.timeout_error(qs, &names.join("+"), encode(qs.index, slot, gen, verbs.len() - 1)))
@@ -422,6 +432,9 @@ impl NodeState {
             qs.cancel(slot);
             return Err(NicError::QpError { qp: qs.name.clone(), detail: e.to_string() });
         }
+        if self.trace {
+            eprintln!("[{} {}] SEND {to} port {port} {} bytes", self.me, self.runtime.now(), bytes.len());
+        }
         let wait = SlotWait { qs, slot, gen };
         match self.runtime.timeout(self.config.verb_timeout, wait).await {
             Err(()) => Err(self.timeout_error(qs, "SEND", wr_id)),
@@ -459,6 +472,9 @@ impl NodeState {
         region.read_words(offset + 8, &mut words);
         let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         bytes.truncate(len);
+        if self.trace {
+            eprintln!("[{} {}] RECV from {peer} port {port} {len} bytes", self.me, self.runtime.now());
+        }
         // Repost before delivering so the sender is not held up by RNR.
         self.post_recv_buffer(peer, k);
         self.deliver(Message { from: peer, port, bytes });
@@ -538,6 +554,17 @@ impl Poller for NodeState {
     }
 }
 
+struct WeakPoller(std::sync::Weak<NodeState>);
+
+impl Poller for WeakPoller {
+    fn poll(&self) -> usize {
+        self.0.upgrade().map_or(0, |n| n.poll())
+    }
+    fn busy(&self) -> bool {
+        self.0.upgrade().is_some_and(|n| n.busy())
+    }
+}
+
 /// The NIC of one node on real RDMA, bound to one channel.
 #[derive(Clone)]
 pub struct HwNic {
@@ -583,8 +610,9 @@ impl nic::Nic for HwNic {
         self.node.runtime.sleep(Duration::from_nanos(duration.0))
     }
     fn cpu(&self, _duration: Nanos) -> impl Future<Output = ()> + Send {
-        // The work was real: nothing to charge.
-        std::future::ready(())
+        // The work was real: nothing to charge. Yield once, so that a task charging CPU in a
+        // loop still lets the other tasks and the CQ pollers run.
+        crate::runtime::yield_now()
     }
     fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
         self.node.runtime.spawn(task)
@@ -598,16 +626,21 @@ impl nic::Nic for HwNic {
     fn recv(&self, port: u16) -> impl Future<Output = NicResult<Message>> + Send {
         let node = &self.node;
         async move {
-            match node.runtime.timeout(node.config.recv_timeout, node.recv(port)).await {
+            let Some(bound) = node.config.recv_timeout else { return Ok(node.recv(port).await) };
+            match node.runtime.timeout(bound, node.recv(port)).await {
                 Ok(m) => Ok(m),
                 Err(()) => Err(NicError::Timeout {
                     what: format!("recv on {} port {port}", node.me),
-                    after: Nanos(node.config.recv_timeout.as_nanos() as u64),
+                    after: Nanos(bound.as_nanos() as u64),
                 }),
             }
         }
     }
-    fn mark(&self, _label: &'static str, _value: u64) {}
+    fn mark(&self, label: &'static str, value: u64) {
+        if self.node.trace {
+            eprintln!("[{} {}] mark {label} {value}", self.node.me, self.node.runtime.now());
+        }
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -829,6 +862,7 @@ pub(crate) fn connect(
         inbox: Mutex::new(Inbox::default()),
         poll_lock: Mutex::new(()),
         in_flight: AtomicUsize::new(0),
+        trace: std::env::var("DMSIM_HW_TRACE").is_ok_and(|v| v != "0" && !v.is_empty()),
         _resp: setup.resp,
     });
     for j in 0..node.cluster.node_count() {
@@ -838,6 +872,7 @@ pub(crate) fn connect(
             }
         }
     }
-    runtime.add_poller(node.clone());
+    // Weak: the node owns the runtime handle, so a strong poller would be a reference cycle.
+    runtime.add_poller(Arc::new(WeakPoller(Arc::downgrade(&node))));
     Ok(HwNic { node, channel: 0 })
 }

@@ -49,7 +49,7 @@ pub fn wait_completion(
             });
         }
         spins += 1;
-        if spins % 64 == 0 {
+        if spins.is_multiple_of(64) {
             std::thread::yield_now();
         }
     }
