@@ -129,58 +129,60 @@ impl HwCluster {
     ) -> T {
         self.nic.runtime().block_on(self.nic.config().threads, main)
     }
-    /// Waits until every rank reaches the barrier `name` (bounded).
+    /// Waits until every rank reaches the barrier `name`, bounded by the bootstrap timeout.
+    /// While it waits, this node keeps serving: its spawned tasks (message handlers that peers
+    /// still depend on, e.g. SELCC's invalidation handlers) run and its CQs are polled.
     pub fn barrier(&mut self, name: &str) -> Result<(), HwError> {
-        self.rendezvous.barrier(name, self.timeout)
+        let timeout = self.timeout;
+        self.serving_barrier(name, timeout)
     }
-    /// Runs `main` like [`HwCluster::block_on`], then keeps this node serving (its other tasks,
-    /// e.g. message handlers, and CQ polling) until every rank has finished its own `main` and
-    /// reached the barrier `name`, waiting at most `timeout` for the slowest rank. This is how
-    /// a run ends when peers depend on each other's handlers (SELCC's invalidations).
+
+    /// Runs `main` like [`HwCluster::block_on`], then keeps this node serving until every rank
+    /// has reached the barrier `name`, waiting at most `timeout` for the slowest rank.
     pub fn block_on_until_all<T: Send + 'static>(
         &mut self,
         name: &str,
         timeout: Duration,
         main: impl std::future::Future<Output = T> + Send + 'static,
     ) -> Result<T, HwError> {
+        let value = self.block_on(main);
+        self.serving_barrier(name, timeout).map(|()| value)
+    }
+
+    /// The closing barrier (bounded by [`HwConfig::finish_timeout`], since ranks may finish
+    /// their work far apart): no rank tears down its memory or stops its handlers while another
+    /// may still use them.
+    pub fn finish(mut self) -> Result<(), HwError> {
+        let timeout = self.nic.config().finish_timeout;
+        self.serving_barrier("finish", timeout)
+    }
+
+    fn serving_barrier(&mut self, name: &str, timeout: Duration) -> Result<(), HwError> {
         use std::sync::atomic::{AtomicBool, Ordering};
         use std::sync::Arc;
-        let main_done = Arc::new(AtomicBool::new(false));
         let all_done = Arc::new(AtomicBool::new(false));
         let HwCluster { nic, rendezvous, .. } = self;
         let threads = nic.config().threads;
         let runtime = nic.runtime().clone();
         std::thread::scope(|scope| {
             let barrier = {
-                let (main_done, all_done) = (main_done.clone(), all_done.clone());
+                let all_done = all_done.clone();
                 scope.spawn(move || {
-                    while !main_done.load(Ordering::Acquire) {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
                     let result = rendezvous.barrier(name, timeout);
                     all_done.store(true, Ordering::Release);
                     result
                 })
             };
             let sleeper = runtime.clone();
-            let value = runtime.block_on(threads, async move {
-                let value = main.await;
-                main_done.store(true, Ordering::Release);
+            runtime.block_on(threads, async move {
                 while !all_done.load(Ordering::Acquire) {
                     sleeper.sleep(Duration::from_millis(1)).await;
                 }
-                value
             });
-            match barrier.join() {
-                Ok(result) => result.map(|()| value),
-                Err(_) => Err(HwError::Bootstrap(format!("barrier {name}: thread panicked"))),
-            }
+            barrier
+                .join()
+                .unwrap_or_else(|_| Err(HwError::Bootstrap(format!("barrier {name}: thread panicked"))))
         })
-    }
-
-    /// The closing barrier: no rank tears down its memory while another may still use it.
-    pub fn finish(mut self) -> Result<(), HwError> {
-        self.barrier("finish")
     }
 }
 

@@ -32,6 +32,9 @@ pub struct HwConfig {
     pub threads: usize,
     /// Bound on each bootstrap step (rendezvous, barriers).
     pub bootstrap_timeout: Duration,
+    /// Bound on the closing barrier: how long a finished rank waits (still serving) for the
+    /// slowest one.
+    pub finish_timeout: Duration,
 }
 
 impl Default for HwConfig {
@@ -47,6 +50,7 @@ impl Default for HwConfig {
             retry_count: 7,
             threads: 1,
             bootstrap_timeout: Duration::from_secs(60),
+            finish_timeout: Duration::from_secs(1800),
         }
     }
 }
