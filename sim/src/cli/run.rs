@@ -97,7 +97,7 @@ pub fn run(args: RunArgs) -> ExitCode {
                 } else {
                     TraceSink::Off
                 };
-                let r = runners::run(p, RunOptions { trace });
+                let r = run_point_guarded(p, RunOptions { trace });
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 eprintln!(
                     "[{n}/{total}] {}{}",
@@ -166,6 +166,26 @@ pub fn run(args: RunArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(exit::FAILURE)
+    }
+}
+
+/// Run one point; a panic inside it (a protocol or engine assertion) fails that point only, so
+/// the other points' results are still written.
+fn run_point_guarded(p: &Point, options: RunOptions) -> Result<PointResult, String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runners::run(p, options))) {
+        Ok(r) => r,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "non-string panic payload".into());
+            // If the panic came from inside a run, take its world off this thread.
+            if crate::engine::in_simulation() {
+                crate::engine::recover_after_panic(message.clone());
+            }
+            Err(format!("panicked: {message}"))
+        }
     }
 }
 
