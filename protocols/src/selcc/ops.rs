@@ -280,11 +280,16 @@ impl<N: Nic> Node<N> {
         }
         // A message memorised while we merely used the copy must not wait behind our global
         // acquire (its sender may hold what we need): serve it first.
-        let pending = f.meta().pending.take();
-        if let Some(msg) = pending {
+        // Mark the frame acquiring *before* serving (serving awaits): a message memorised during
+        // that await would otherwise sit unanswered behind our acquire, while its sender — maybe
+        // an upgrader holding the very bit we need released — waits for the reply (found by
+        // `stress_many_seeds`, seed 1008: a three-node livelock on one GCL).
+        f.meta().acquiring = true;
+        loop {
+            let pending = f.meta().pending.take();
+            let Some(msg) = pending else { break };
             self.serve(&w.nic, frame, msg).await;
         }
-        f.meta().acquiring = true;
         let memo = f.meta().memo;
         match (mode, memo) {
             (Mode::Shared, Memo::Shared | Memo::Modified) | (Mode::Exclusive, Memo::Modified) => {

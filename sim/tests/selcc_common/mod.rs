@@ -51,6 +51,8 @@ pub fn harness_with(
     let cluster = Cluster { region_size_bytes: layout.region_sizes(&kinds), kinds };
     let mut sim_config = SimConfig::new(cluster.clone(), profile, 1);
     sim_config.strategy = strategy;
+    // These runs take milliseconds of virtual time; a livelock shows up as TimeLimit quickly.
+    sim_config.time_ns_max = 500_000_000;
     let mut sim = Sim::new(sim_config);
     let memory_nodes = cluster.memory_nodes();
     let compute_nodes = cluster.compute_nodes();
