@@ -163,8 +163,9 @@ impl<N: Nic> Node<N> {
             let frame_offset = self.frame_offset(frame);
             let dirty = Dirty::from_header(self.nic.local().load(frame_offset));
             let verbs = self.release_verbs(g, meta.memo, dirty, frame_offset + WORD);
+            // Not charged to `w.op`: eviction is not part of acquiring this op's ownership, and
+            // the op may still turn out a hit (another thread loaded the GCL meanwhile).
             self.post_release(&w.nic, &verbs).await;
-            w.op.round_trips += 1;
             self.end_release(g);
         }
         self.recycle_victim(frame);
