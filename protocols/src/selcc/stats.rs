@@ -2,13 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::nic::Nanos;
 
 /// How an operation got its ownership, for the round-trips-per-case metric (§3.4/§3.5 claims:
 /// remote fetch 1, Case 1 with handover+forwarding 3, naive Case 1 and Case 3 4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum OpCase {
     /// Valid local copy: no RDMA.
     Hit,
@@ -27,7 +27,7 @@ pub enum OpCase {
 }
 
 /// Per-case totals.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaseStats {
     pub ops: u64,
     pub round_trips: u64,
@@ -74,7 +74,7 @@ impl OpTrace {
 }
 
 /// One compute node's counters.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub ops: u64,
     pub reads: u64,

@@ -20,6 +20,8 @@ use crate::scenario::{self, results};
 
 /// Port the reports travel on (above any protocol's ports).
 const REPORT_PORT: u16 = u16::MAX - 1;
+const DONE_PORT: u16 = u16::MAX - 2;
+const GO_PORT: u16 = u16::MAX - 3;
 
 #[derive(clap::Args)]
 pub struct HwRunArgs {
@@ -115,15 +117,26 @@ fn run_plan<P: Plan>(
         let start = worker.now();
         dmsim_protocols::sync::join_all(mains).await;
         let elapsed = worker.now().saturating_sub(start);
-        let mine = collect();
-        if worker.node() != NodeId(0) {
+        // Collect only once every node's clients are done (a memory node's end-of-run checks
+        // must see the compute nodes' final flushes): DONE to rank 0, then GO to everyone.
+        let zero = NodeId(0);
+        if worker.node() != zero {
+            worker.send(zero, DONE_PORT, Vec::new()).await.map_err(|e| e.to_string())?;
+            worker.recv(GO_PORT).await.map_err(|e| e.to_string())?;
+            let mine = collect();
             let bytes = serde_json::to_vec(&(elapsed.0, &mine)).expect("report serializes");
-            worker.send(NodeId(0), REPORT_PORT, bytes).await.map_err(|e| e.to_string())?;
+            worker.send(zero, REPORT_PORT, bytes).await.map_err(|e| e.to_string())?;
             return Ok((elapsed, Vec::new()));
+        }
+        for _ in 1..size {
+            worker.recv(DONE_PORT).await.map_err(|e| e.to_string())?;
+        }
+        for r in 1..size {
+            worker.send(NodeId(r as u16), GO_PORT, Vec::new()).await.map_err(|e| e.to_string())?;
         }
         let mut reports = vec![NodeReport::default(); size];
         let mut slowest = elapsed;
-        reports[0] = mine;
+        reports[0] = collect();
         for _ in 1..size {
             let m = worker.recv(REPORT_PORT).await.map_err(|e| e.to_string())?;
             let (ns, report): (u64, NodeReport) =

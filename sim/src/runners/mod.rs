@@ -8,7 +8,7 @@ pub mod common;
 mod gam;
 pub mod nic_micro;
 pub mod plan;
-mod selcc;
+pub mod selcc;
 
 use std::collections::BTreeMap;
 

@@ -165,8 +165,8 @@ impl Plan for MicroPlan {
             }));
         }
         run.collect = Box::new(move || NodeReport {
-            counters: Default::default(),
             samples: std::mem::take(&mut *latencies.lock().unwrap()),
+            ..NodeReport::default()
         });
         run
     }

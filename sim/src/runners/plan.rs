@@ -18,6 +18,9 @@ use crate::scenario::Point;
 pub struct NodeReport {
     pub counters: BTreeMap<String, f64>,
     pub samples: Vec<u64>,
+    /// Protocol-specific structured statistics (e.g. SELCC's `Stats`).
+    #[serde(default)]
+    pub extra: serde_json::Value,
 }
 
 /// One node's part of a run.

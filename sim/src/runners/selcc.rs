@@ -580,3 +580,115 @@ pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
         ops,
     })
 }
+
+/// SELCC's micro-benchmark as a backend-independent [`super::plan::Plan`], so `dmsim hw run`
+/// runs the same protocol code, one process per node. Each compute node drains its cache at the
+/// end (flushing dirty lines, releasing latches); the memory nodes then check that every latch
+/// word is free and report it, so leaked ownership on hardware is a failed run.
+pub struct SelccPlan {
+    plan: Plan,
+    layout: Layout,
+    cluster: Cluster,
+    seed: u64,
+}
+
+impl SelccPlan {
+    pub fn new(point: &Point) -> Result<SelccPlan, String> {
+        let plan = plan(&point.config).map_err(|ps| {
+            ps.iter().map(|p| format!("{}: {}", p.path, p.reason)).collect::<Vec<_>>().join("; ")
+        })?;
+        if !plan.workload.compare_with.is_empty() {
+            return Err("workload.compare_with: runs on hardware compare nothing; remove it".into());
+        }
+        let shape: Cluster = cluster(&point.config.cluster, 8, 8);
+        let layout = Layout::new(&shape, &plan.config, plan.spec.gcl_count, 0);
+        let cluster = Cluster { region_size_bytes: layout.region_sizes(&shape.kinds), kinds: shape.kinds };
+        Ok(SelccPlan { plan, layout, cluster, seed: point.seed })
+    }
+}
+
+impl super::plan::Plan for SelccPlan {
+    fn cluster(&self) -> Cluster {
+        self.cluster.clone()
+    }
+
+    fn setup<N: dmsim_protocols::nic::Nic>(&self, nic: &N) {
+        if self.cluster.kinds[nic.node().index()] == dmsim_protocols::nic::NodeKind::Memory {
+            setup_memory_node(&self.layout, nic.node(), nic.local());
+        }
+    }
+
+    fn node<N: dmsim_protocols::nic::Nic>(&self, nic: N) -> super::plan::NodeRun {
+        use super::plan::{NodeReport, NodeRun};
+        let node = nic.node();
+        if self.cluster.kinds[node.index()] == dmsim_protocols::nic::NodeKind::Memory {
+            // Memory nodes run no coherence logic; at the end they count latch words still held.
+            let layout = self.layout.clone();
+            let region_nic = nic.clone();
+            let count = self.plan.spec.gcl_count;
+            let mut run = NodeRun::empty();
+            run.collect = Box::new(move || {
+                let held = (0..count)
+                    .filter_map(|g| {
+                        let at = layout.gcl(g);
+                        (at.node == node).then(|| region_nic.local().load(at.offset_bytes))
+                    })
+                    .filter(|w| *w != 0)
+                    .count();
+                let mut report = NodeReport::default();
+                report.counters.insert("latches_held_at_end".into(), held as f64);
+                report
+            });
+            return run;
+        }
+        let index = self.cluster.compute_nodes().iter().position(|n| *n == node).expect("a compute node");
+        let mut spec = self.plan.spec.clone();
+        if index < self.plan.workload.write_only_nodes as usize {
+            spec.read_ratio = 0.0;
+        }
+        let options = BenchOptions { drain_at_end: true };
+        let tasks = bench::node_tasks(nic, &self.plan.config, &self.layout, &spec, self.seed, &options, None);
+        let handle = tasks.node.clone();
+        NodeRun {
+            mains: tasks.mains,
+            daemons: tasks.daemons,
+            collect: Box::new(move || NodeReport {
+                extra: serde_json::to_value(handle.stats()).expect("stats serialize"),
+                ..NodeReport::default()
+            }),
+        }
+    }
+
+    fn metrics(
+        &self,
+        reports: &[super::plan::NodeReport],
+        elapsed: dmsim_protocols::nic::Nanos,
+    ) -> BTreeMap<String, f64> {
+        let per_node: Vec<Stats> =
+            reports.iter().filter_map(|r| serde_json::from_value::<Stats>(r.extra.clone()).ok()).collect();
+        let mut total = Stats::default();
+        for s in &per_node {
+            total.merge(s);
+        }
+        let run = RunStats {
+            total,
+            per_node,
+            events: 0,
+            end_time_ns: elapsed.0,
+            trace_hash: 0,
+            stop: "Finished".into(),
+        };
+        let mut m = metrics(&run, &self.plan);
+        let held: f64 = reports.iter().filter_map(|r| r.counters.get("latches_held_at_end")).sum();
+        m.insert("latches_held_at_end".into(), held);
+        m
+    }
+
+    fn ops(&self, reports: &[super::plan::NodeReport]) -> u64 {
+        reports
+            .iter()
+            .filter_map(|r| serde_json::from_value::<Stats>(r.extra.clone()).ok())
+            .map(|s| s.ops)
+            .sum()
+    }
+}
