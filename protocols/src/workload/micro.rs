@@ -75,6 +75,10 @@ impl MicroSpec {
         if self.threads_per_node == 0 {
             problems.push("threads_per_node: must be at least 1".into());
         }
+        if !problems.is_empty() {
+            // `partition` assumes the ratios are in range.
+            return problems;
+        }
         let (shared, private) = self.partition(compute_count.max(1));
         if shared + private == 0 {
             problems.push(format!("gcl_count: {} leaves no GCL to access", self.gcl_count));

@@ -233,6 +233,9 @@ fn plan(config: &PointConfig) -> Result<Plan, Vec<Problem>> {
     if w.gcl_count == 0 {
         out.push(Problem::new("workload.gcl_count", "must be at least 1"));
     }
+    if !(0.0..=1.0).contains(&w.sharing_ratio) {
+        out.push(Problem::new("workload.sharing_ratio", format!("{} is outside [0, 1]", w.sharing_ratio)));
+    }
     let frames = match (w.cache_frames, w.cache_ratio) {
         (Some(f), None) => f,
         (None, Some(r)) => {
