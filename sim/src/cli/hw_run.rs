@@ -73,9 +73,16 @@ pub fn run(args: HwRunArgs) -> ExitCode {
                 ExitCode::from(exit::BAD_INPUT)
             }
         },
+        "selcc" | "sel" => match crate::runners::selcc::SelccPlan::new(&point) {
+            Ok(plan) => run_plan(&plan, &args, &scenario, &point),
+            Err(e) => {
+                eprintln!("error: {}: {e}", shown(&args.scenario));
+                ExitCode::from(exit::BAD_INPUT)
+            }
+        },
         other => {
             eprintln!(
-                "error: {}: protocol: {other:?} has no hardware plan yet (nic_micro has)",
+                "error: {}: protocol: {other:?} has no hardware plan yet (nic_micro, selcc and sel have)",
                 shown(&args.scenario)
             );
             ExitCode::from(exit::BAD_INPUT)
