@@ -156,7 +156,12 @@ pub fn run(args: RunArgs) -> ExitCode {
     );
     for c in &claims {
         let status = if c.within_tolerance() { "ok  " } else { "MISS" };
-        println!("  {status} {}: paper {} sim {:.4}", c.claim, c.paper, c.sim);
+        let trend = match c.trend_holds {
+            Some(true) => " [trend holds]",
+            Some(false) => " [trend FAILS]",
+            None => "",
+        };
+        println!("  {status} {}: paper {} sim {:.4}{trend}", c.claim, c.paper, c.sim);
     }
     for f in &failures {
         eprintln!("error: {f}");

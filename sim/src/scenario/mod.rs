@@ -167,7 +167,8 @@ pub struct PaperValue {
     #[serde(default)]
     pub tolerance: Option<f64>,
     /// `higher_than:<series>` / `lower_than:<series>` at the same panel and x, or
-    /// `increasing` / `decreasing` along x for this series.
+    /// `increasing` / `decreasing` along x for this series, or `above:X` / `below:X` (e.g. a
+    /// speedup claim's direction: `above:1`).
     #[serde(default)]
     pub trend: Option<String>,
     #[serde(default)]

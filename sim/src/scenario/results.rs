@@ -225,6 +225,10 @@ fn trend(
         let there = cells.get((cell.0, oi, cell.2), &pv.metric).ok_or("no value for the other series")?;
         return Ok(if t.starts_with("higher") { here > there } else { here < there });
     }
+    if let Some(bound) = t.strip_prefix("above:").or_else(|| t.strip_prefix("below:")) {
+        let bound: f64 = bound.parse().map_err(|_| format!("{bound:?} is not a number"))?;
+        return Ok(if t.starts_with("above") { here > bound } else { here < bound });
+    }
     let nx = s.x.as_ref().map_or(1, |a| a.values.len());
     let first = cells.get((cell.0, cell.1, 0), &pv.metric).ok_or("no first x value")?;
     let last = cells.get((cell.0, cell.1, nx - 1), &pv.metric).ok_or("no last x value")?;
