@@ -120,9 +120,22 @@ fn run_plan<P: Plan>(
     let mains = run.mains;
     let collect = run.collect;
     let worker = nic.clone();
+    // Each client is its own task (as each is its own thread on a real node); the main future
+    // only counts them out.
+    let done = std::sync::Arc::new(dmsim_protocols::sync::Channel::new());
+    let start = nic.now();
+    let clients = mains.len();
+    for m in mains {
+        let done = done.clone();
+        nic.spawn(async move {
+            m.await;
+            done.push(());
+        });
+    }
     let outcome: Result<(Nanos, Vec<NodeReport>), String> = cluster.block_on(async move {
-        let start = worker.now();
-        dmsim_protocols::sync::join_all(mains).await;
+        for _ in 0..clients {
+            done.pop().await;
+        }
         let elapsed = worker.now().saturating_sub(start);
         // Collect only once every node's clients are done (a memory node's end-of-run checks
         // must see the compute nodes' final flushes): DONE to rank 0, then GO to everyone.
