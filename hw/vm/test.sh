@@ -62,7 +62,7 @@ SELFTEST=$TARGET/debug/dmsim-hw-selftest
 [ -n "$VERBS" ] && [ -x "$WS/$VERBS" ] && VERBS=$WS/$VERBS
 [ -x "$VERBS" ] && [ -x "$SELFTEST" ] || { echo "FAIL: test binaries not found ($VERBS, $SELFTEST)"; exit 1; }
 ADDS=(-a "$VERBS:/opt/verbs" -a "$SELFTEST:/opt/selftest")
-SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json}
+SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/selcc-1client.json}
 if [ -n "$SCENARIOS" ]; then
   if (cd "$WS" && cargo build --profile test -p dmsim-sim --features rdma --bin dmsim) >>"$BUILD_LOG" 2>&1; then
     ADDS+=(-a "$TARGET/debug/dmsim:/opt/dmsim")
@@ -105,9 +105,26 @@ if [ -x /opt/dmsim ]; then
       echo "@@ SKIP $name: $(/opt/dmsim hw run $f --rank 0 --size 1 2>&1 | head -1)"
       continue
     fi
-    step $name ranks 3 $port /opt/dmsim hw run $f --out /tmp/out-$name
+    n=$(( $(sed -n 's/.*"memory_nodes": *\([0-9]*\).*/\1/p' $f) + $(sed -n 's/.*"compute_nodes": *\([0-9]*\).*/\1/p' $f) ))
+    step $name ranks $n $port /opt/dmsim hw run $f --out /tmp/out-$name
     cat /tmp/out-$name/*.md 2>/dev/null | head -12
   done
+fi
+# Sim vs hardware: one client, deterministic op sequence. The protocol-level counts (ops, share
+# of each access case, round trips per op by case) must be identical on both backends; the
+# latencies are printed side by side.
+if [ -x /opt/dmsim ] && [ -f /opt/scenarios/selcc-1client.json ]; then
+  counts() { grep -E '"(ops|share_[a-z_]+|rt_[a-z_]+)":' "$1" | grep -v '_max"' | tr -d ' ,' | sort; }
+  simhw() {
+    /opt/dmsim run /opt/scenarios/selcc-1client.json --out /tmp/sim-1client >/dev/null 2>&1 || return 1
+    [ -f /tmp/out-scenario-selcc-1client/summary.json ] || return 1
+    counts /tmp/sim-1client/summary.json > /tmp/sim.counts
+    counts /tmp/out-scenario-selcc-1client/summary.json > /tmp/hw.counts
+    echo "  sim vs hw protocol counts (must match):"; paste /tmp/sim.counts /tmp/hw.counts | sed "s/^/  sim|hw  /"
+    echo "  latency_us_avg sim / hw: $(grep -h '"latency_us_avg"' /tmp/sim-1client/summary.json /tmp/out-scenario-selcc-1client/summary.json | tr -d ' ,' | cut -d: -f2 | tr '\n' ' ')"
+    [ -s /tmp/sim.counts ] && cmp -s /tmp/sim.counts /tmp/hw.counts
+  }
+  step sim-vs-hw-counts simhw
 fi
 lat() { # lat NAME CMD...: perftest pair on rxe0, server in the background
   name=$1; shift
@@ -131,7 +148,7 @@ bash "$HERE/run-vm.sh" -o "$OUT" -t "${DMSIM_VM_TIMEOUT:-900}" "${ADDS[@]}" -- "
 VMRC=$?
 LOG=$OUT/console.log
 [ -f "$LOG" ] || LOG=$OUT/run.log
-grep -E '^(@@|  rank|test |running|thread|called|rank|memory node|compute node)' "$LOG" | grep -v '^@@ PERFTEST' || true
+grep -E '^(@@|  rank|  sim|    "|  latency|test |running|thread|called|rank|memory node|compute node)' "$LOG" | grep -v '^@@ PERFTEST' || true
 if [ $VMRC = 3 ]; then
   tail -5 "$OUT/run.log"; skip "the VM could not be set up on this host (run-vm.sh exit 3; see $OUT/run.log)"
 fi
