@@ -20,7 +20,6 @@ pub struct TaskSlot {
     /// A main task keeps the run alive; daemons (handlers, evictors) do not.
     pub main: bool,
     pub alive: bool,
-    pub waker: Waker,
 }
 
 /// Tasks that were woken and not yet polled, in wake order, without duplicates.

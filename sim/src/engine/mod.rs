@@ -189,9 +189,10 @@ impl Sim {
 
 /// The hot loop. See the module docs for its shape.
 fn run_loop(checker: &mut Option<Checker>) -> StopReason {
+    let mut wakers = Vec::new();
     loop {
         // 1. Ready tasks, in the order the choice source picks.
-        while world::poll_next_ready() {
+        while world::poll_next_ready(&mut wakers) {
             if let Some(reason) = run_checker(checker) {
                 return reason;
             }

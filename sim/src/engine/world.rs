@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::task::Context;
+use std::task::{Context, Waker};
 
 use dmsim_protocols::memory::Region;
 use dmsim_protocols::nic::{Cluster, Message, Nanos, NodeId};
@@ -68,18 +68,22 @@ pub fn uninstall_after_dropping_tasks() -> Box<World> {
 /// Pick the next ready task (through the choice source) and poll it, with no world borrow
 /// held during the poll. Returns false when no task is ready.
 #[inline]
-pub fn poll_next_ready() -> bool {
+/// `wakers` is the run loop's own cache, indexed by task: outside the world, so a poll needs no
+/// reference-count traffic.
+pub fn poll_next_ready(wakers: &mut Vec<Waker>) -> bool {
     let picked = with_world(|w| {
         let task = w.pick_ready()?;
-        let slot = &mut w.tasks[task as usize];
-        Some((task, slot.future.take().map(|f| (f, slot.waker.clone()))))
+        Some((task, w.tasks[task as usize].future.take()))
     });
     let Some((task, taken)) = picked else { return false };
-    let Some((mut future, waker)) = taken else {
+    let Some(mut future) = taken else {
         return true; // finished, or a stale wake
     };
+    while wakers.len() <= task as usize {
+        wakers.push(waker_for(wakers.len() as u32));
+    }
     CURRENT_TASK.with(|c| c.set(task));
-    let poll = future.as_mut().poll(&mut Context::from_waker(&waker));
+    let poll = future.as_mut().poll(&mut Context::from_waker(&wakers[task as usize]));
     CURRENT_TASK.with(|c| c.set(u32::MAX));
     with_world(|w| {
         if poll.is_ready() {
@@ -192,7 +196,7 @@ impl World {
 
     pub fn spawn(&mut self, node: NodeId, future: TaskFuture, main: bool) -> u32 {
         let id = self.tasks.len() as u32;
-        self.tasks.push(TaskSlot { future: Some(future), node, main, alive: true, waker: waker_for(id) });
+        self.tasks.push(TaskSlot { future: Some(future), node, main, alive: true });
         if main {
             self.main_alive += 1;
         }
