@@ -18,17 +18,24 @@ pub enum HwCommand {
     Run(super::hw_run::HwRunArgs),
 }
 
+/// Which device, port and GID: perftest's `-d`, `-i`, `-x`.
 #[derive(clap::Args)]
-pub struct CalibrateArgs {
+pub struct DeviceArgs {
     /// RDMA device (perftest -d); the first device if omitted.
     #[arg(short = 'd', long)]
     pub device: Option<String>,
     /// Port number (perftest -i).
     #[arg(short = 'i', long, default_value_t = 1)]
     pub port: u8,
-    /// GID index for RoCE (perftest -x).
+    /// GID index for RoCE (perftest -x); the first IPv4-mapped GID if omitted.
     #[arg(short = 'x', long)]
     pub gid_index: Option<u8>,
+}
+
+#[derive(clap::Args)]
+pub struct CalibrateArgs {
+    #[command(flatten)]
+    pub nic: DeviceArgs,
     /// Timed verbs per latency measurement (perftest -n).
     #[arg(short = 'n', long, default_value_t = 1000)]
     pub iterations: u32,
@@ -66,9 +73,9 @@ fn calibrate_command(args: CalibrateArgs) -> ExitCode {
         return ExitCode::from(exit::BAD_INPUT);
     };
     let options = CalibrateOptions {
-        device: args.device.clone(),
-        port: args.port,
-        gid_index: args.gid_index,
+        device: args.nic.device.clone(),
+        port: args.nic.port,
+        gid_index: args.nic.gid_index,
         iterations: args.iterations.max(1),
         ..CalibrateOptions::default()
     };

@@ -39,15 +39,8 @@ pub struct HwRunArgs {
     /// Rank 0's HOST:PORT for the TCP rendezvous (default: $DMSIM_RENDEZVOUS).
     #[arg(long)]
     pub rendezvous: Option<String>,
-    /// RDMA device (perftest -d).
-    #[arg(short = 'd', long)]
-    pub device: Option<String>,
-    /// Port number (perftest -i).
-    #[arg(short = 'i', long, default_value_t = 1)]
-    pub port: u8,
-    /// GID index for RoCE (perftest -x).
-    #[arg(short = 'x', long)]
-    pub gid_index: Option<u8>,
+    #[command(flatten)]
+    pub nic: super::hw::DeviceArgs,
     /// Output directory on rank 0 (default: results/<paper>/<name>-hw/).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -100,9 +93,9 @@ fn run_plan<P: Plan>(
     options.rank = args.rank;
     options.size = args.size;
     options.rendezvous = args.rendezvous.clone();
-    options.device = args.device.clone();
-    options.port = args.port;
-    options.gid_index = args.gid_index;
+    options.device = args.nic.device.clone();
+    options.port = args.nic.port;
+    options.gid_index = args.nic.gid_index;
     let mut cluster = match bootstrap(options) {
         Ok(c) => c,
         Err(e) => return hw_error(&e),
