@@ -59,8 +59,62 @@ struct Parsed {
     check: bool,
 }
 
+/// Accept the SELCC runner's run-shape fields too, so one scenario's `workload` drives both
+/// protocols (a GAM series in a SELCC figure): `threads_total` → `threads_per_node`,
+/// `ops_per_node` → `ops_per_thread`, `cache_ratio` → cache frames, `sharing_model`
+/// `fixed_total` (GAM's only model; the SELCC figures that carry GAM use 100 % sharing, where the
+/// models coincide). Returns the workload in `MicroSpec` form and the cache frames it implied.
+fn run_shape(point: &PointConfig) -> Result<(serde_json::Value, Option<u32>), Problem> {
+    let mut w = point.workload.clone();
+    let Some(map) = w.as_object_mut() else { return Ok((w, None)) };
+    map.retain(|_, v| !v.is_null());
+    if map.contains_key("compare_with") {
+        return Err(Problem::new("workload.compare_with", "the gam runner compares nothing"));
+    }
+    match map.remove("sharing_model").as_ref().and_then(|v| v.as_str()) {
+        None | Some("fixed_total") => {}
+        Some(_) if map.get("sharing_ratio").and_then(|v| v.as_f64()) == Some(1.0) => {}
+        Some(other) => {
+            return Err(Problem::new(
+                "workload.sharing_model",
+                format!("gam supports fixed_total only, not {other:?}"),
+            ))
+        }
+    }
+    // The SELCC runner's defaults, so a shared workload means the same thing to both.
+    map.entry("gcl_size_bytes").or_insert(2048.into());
+    map.entry("access_bytes").or_insert(8.into());
+    let nodes = point.cluster.compute_nodes.max(1) as u64;
+    if let Some(total) = map.remove("threads_total") {
+        let total =
+            total.as_u64().ok_or_else(|| Problem::new("workload.threads_total", "must be an integer"))?;
+        if total % nodes != 0 || total < nodes {
+            return Err(Problem::new(
+                "workload.threads_total",
+                format!("{total} threads do not split over {nodes} compute nodes"),
+            ));
+        }
+        map.insert("threads_per_node".into(), (total / nodes).into());
+    }
+    if let Some(ops) = map.remove("ops_per_node") {
+        let ops = ops.as_u64().ok_or_else(|| Problem::new("workload.ops_per_node", "must be an integer"))?;
+        let threads = map.get("threads_per_node").and_then(|v| v.as_u64()).unwrap_or(1).max(1);
+        map.insert("ops_per_thread".into(), (ops / threads).max(1).into());
+    }
+    let mut frames = None;
+    if let Some(ratio) = map.remove("cache_ratio") {
+        let ratio = ratio.as_f64().filter(|r| *r > 0.0 && r.is_finite());
+        let ratio =
+            ratio.ok_or_else(|| Problem::new("workload.cache_ratio", "must be a positive fraction"))?;
+        let gcls = map.get("gcl_count").and_then(|v| v.as_f64()).unwrap_or(0.0);
+        frames = Some((ratio * gcls).ceil().min(u32::MAX as f64) as u32);
+    }
+    Ok((w, frames))
+}
+
 fn parse(point: &PointConfig) -> Result<Parsed, Problem> {
-    let spec: MicroSpec = parse_typed(&point.workload, "workload")?;
+    let (workload, implied_frames) = run_shape(point)?;
+    let spec: MicroSpec = parse_typed(&workload, "workload")?;
     let options: Options = if point.protocol_options.is_null() {
         Options::default()
     } else {
@@ -71,7 +125,7 @@ fn parse(point: &PointConfig) -> Result<Parsed, Problem> {
     let config = Config {
         variant: options.variant.unwrap_or(Variant::Seq),
         gcl_size_bytes: spec.gcl_size_bytes,
-        cache_frames: options.cache_frames.unwrap_or(base.cache_frames),
+        cache_frames: options.cache_frames.or(implied_frames).unwrap_or(base.cache_frames),
         threads_per_node: spec.threads_per_node,
         handler_tasks: options.handler_tasks.unwrap_or(point.cluster.memory_node_cores.unwrap_or(1)),
         compute_workers: options.compute_workers.unwrap_or(base.compute_workers),

@@ -385,10 +385,10 @@ pub fn check(config: &PointConfig) -> Vec<Problem> {
         match reference(config, overrides) {
             Err(p) => out.push(Problem::new(join_path(&at, &p.path), p.reason)),
             Ok(r) => {
-                if !["selcc", "sel"].contains(&r.protocol.as_str()) {
+                if !["selcc", "sel", "gam"].contains(&r.protocol.as_str()) {
                     out.push(Problem::new(
                         format!("{at}.protocol"),
-                        format!("reference protocol {:?} is not selcc or sel", r.protocol),
+                        format!("reference protocol {:?} is not selcc, sel or gam", r.protocol),
                     ));
                     continue;
                 }
@@ -561,18 +561,27 @@ pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
     let mut events = main.events;
     for (name, overrides) in &plan.workload.compare_with {
         let config = reference(&point.config, overrides).map_err(|p| format!("{}: {}", p.path, p.reason))?;
-        let ref_plan = self::plan(&config).map_err(|ps| {
-            ps.iter().map(|p| format!("{}: {}", p.path, p.reason)).collect::<Vec<_>>().join("; ")
-        })?;
         let ref_point = Point { config, ..point.clone() };
-        let r = simulate(&ref_point, &ref_plan, TraceSink::Off)
-            .map_err(|e| format!("reference {name:?}: {e}"))?;
-        let ref_mops = r.total.throughput_ops_per_s() / 1e6;
+        let ref_mops = if ["selcc", "sel"].contains(&ref_point.config.protocol.as_str()) {
+            let ref_plan = self::plan(&ref_point.config).map_err(|ps| {
+                ps.iter().map(|p| format!("{}: {}", p.path, p.reason)).collect::<Vec<_>>().join("; ")
+            })?;
+            let r = simulate(&ref_point, &ref_plan, TraceSink::Off)
+                .map_err(|e| format!("reference {name:?}: {e}"))?;
+            ops += r.total.ops;
+            events += r.events;
+            r.total.throughput_ops_per_s() / 1e6
+        } else {
+            // Another protocol (GAM): its own runner, on the same workload and cluster.
+            let r = super::run(&ref_point, RunOptions { trace: TraceSink::Off })
+                .map_err(|e| format!("reference {name:?}: {e}"))?;
+            ops += r.ops;
+            events += r.events;
+            r.metrics.get("throughput_mops").copied().unwrap_or(0.0)
+        };
         let own = metrics["throughput_mops"];
         metrics.insert(format!("ref_{name}_mops"), ref_mops);
         metrics.insert(format!("speedup_{name}"), if ref_mops > 0.0 { own / ref_mops } else { 0.0 });
-        ops += r.total.ops;
-        events += r.events;
     }
     Ok(PointResult {
         metrics,
