@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::nic::{Nic, Task};
 use crate::workload::micro::{MicroSpec, MicroStream};
-use crate::workload::seeded_thread_rng;
+use crate::workload::rng_for_thread;
 
 use super::check::Oracle;
 use super::config::Config;
@@ -65,7 +65,7 @@ pub fn node_tasks<N: Nic>(
     let compute_count = layout.compute_count();
     let mains = (0..spec.threads_per_node)
         .map(|thread| {
-            let rng = seeded_thread_rng(seed, node.node.0, thread);
+            let rng = rng_for_thread(seed, node.node.0, thread);
             let stream = MicroStream::new(spec, compute_index, compute_count, rng);
             let task: Task = Box::pin(run_client(node.clone(), thread, stream));
             task

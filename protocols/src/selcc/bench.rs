@@ -27,7 +27,7 @@ use super::node::Node;
 use super::ops::daemons;
 use super::stats::Stats;
 use crate::workload::micro::{MicroSpec, MicroStream};
-use crate::workload::seeded_thread_rng;
+use crate::workload::rng_for_thread;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BenchOptions {
@@ -64,7 +64,7 @@ pub fn node_tasks<N: Nic>(
     let compute_count = layout.compute_count();
     let mains = (0..spec.threads_per_node)
         .map(|thread| {
-            let rng = seeded_thread_rng(seed, node.node.0, thread);
+            let rng = rng_for_thread(seed, node.node.0, thread);
             let stream = MicroStream::new(spec, compute_index, compute_count, rng);
             let task: Task = Box::pin(run_worker(node.clone(), thread, stream, options.drain_at_end));
             task

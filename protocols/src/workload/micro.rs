@@ -186,7 +186,7 @@ impl Iterator for MicroStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::seeded_thread_rng;
+    use crate::workload::rng_for_thread;
 
     fn spec() -> MicroSpec {
         MicroSpec { gcl_count: 1000, ops_per_thread: 20_000, ..MicroSpec::default() }
@@ -199,7 +199,7 @@ mod tests {
         let (shared, private) = s.partition(4);
         assert_eq!((shared, private), (300, 175));
         for node in 0..4 {
-            for op in MicroStream::new(&s, node, 4, seeded_thread_rng(1, node as u16, 0)) {
+            for op in MicroStream::new(&s, node, 4, rng_for_thread(1, node as u16, 0)) {
                 let i = op.gcl_index;
                 let own = 300 + node as u64 * 175..300 + (node as u64 + 1) * 175;
                 assert!(i < 300 || own.contains(&i), "node {node} touched {i}");
@@ -212,7 +212,7 @@ mod tests {
     fn read_ratio_and_locality_hold() {
         // 20k ops: frequencies within 0.02 (≈ 6 standard errors).
         let s = MicroSpec { read_ratio: 0.95, locality: 0.5, ..spec() };
-        let ops: Vec<_> = MicroStream::new(&s, 0, 1, seeded_thread_rng(9, 0, 0)).collect();
+        let ops: Vec<_> = MicroStream::new(&s, 0, 1, rng_for_thread(9, 0, 0)).collect();
         let reads = ops.iter().filter(|o| !o.write).count() as f64 / ops.len() as f64;
         assert!((reads - 0.95).abs() < 0.02, "{reads}");
         let repeats = ops.windows(2).filter(|w| w[0].gcl_index == w[1].gcl_index).count() as f64;
@@ -223,10 +223,10 @@ mod tests {
     #[test]
     fn zipf_concentrates_on_the_first_gcls() {
         let s = MicroSpec { zipf_theta: 0.99, ..spec() };
-        let ops: Vec<_> = MicroStream::new(&s, 0, 2, seeded_thread_rng(5, 0, 1)).collect();
+        let ops: Vec<_> = MicroStream::new(&s, 0, 2, rng_for_thread(5, 0, 1)).collect();
         let hot = ops.iter().filter(|o| o.gcl_index < 10).count() as f64 / ops.len() as f64;
         assert!(hot > 0.3, "θ=0.99 over 1000 items puts ~39% on the top 10, got {hot}");
-        let again: Vec<_> = MicroStream::new(&s, 0, 2, seeded_thread_rng(5, 0, 1)).collect();
+        let again: Vec<_> = MicroStream::new(&s, 0, 2, rng_for_thread(5, 0, 1)).collect();
         assert_eq!(ops, again, "seeded streams repeat exactly");
     }
 }

@@ -1,5 +1,5 @@
 //! Workload generators. Randomness always comes from a seeded generator the runner passes in
-//! (one `ChaCha8Rng` per thread, see [`seeded_thread_rng`]); nothing here reads a clock or global RNG.
+//! (one `ChaCha8Rng` per thread, see [`rng_for_thread`]); nothing here reads a clock or global RNG.
 //!
 //! * [`micro`] — the GAM-style micro-benchmark of SELCC §7.1 (sharing ratio, read ratio,
 //!   uniform/zipf skew, repeat-previous locality).
@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 
 /// The generator for thread `thread` of node `node` in a run seeded with `seed`: independent
 /// streams per thread, identical on every machine.
-pub fn seeded_thread_rng(seed: u64, node: u16, thread: u32) -> ChaCha8Rng {
+pub fn rng_for_thread(seed: u64, node: u16, thread: u32) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     // Stream ids keep the per-thread sequences disjoint without re-hashing the seed.
     rng.set_stream((node as u64) << 32 | thread as u64);

@@ -25,7 +25,7 @@ use dmsim_protocols::nic::{Cluster, Nic, NodeId, NodeKind};
 use dmsim_protocols::selcc::check::{check_coherence, check_quiescent, Oracle};
 use dmsim_protocols::selcc::{latch, ops, setup_memory_node, Config, Layout, Mutant, Node, NodeState};
 use dmsim_protocols::workload::micro::{MicroSpec, MicroStream};
-use dmsim_protocols::workload::seeded_thread_rng;
+use dmsim_protocols::workload::rng_for_thread;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
@@ -484,12 +484,8 @@ impl FuzzTarget for SelccTarget {
             }
             *node.workers_running.lock().unwrap() = config.threads_per_node;
             for thread in 0..config.threads_per_node {
-                let stream = MicroStream::new(
-                    &spec,
-                    index,
-                    compute.len(),
-                    seeded_thread_rng(request.seed, cn.0, thread),
-                );
+                let stream =
+                    MicroStream::new(&spec, index, compute.len(), rng_for_thread(request.seed, cn.0, thread));
                 let client = ClientId(index as u32 * config.threads_per_node + thread);
                 let words = config.gcl_size_bytes as u64 / 8;
                 sim.spawn_main(cn, worker(node.clone(), thread, stream, recorder.clone(), client, words));

@@ -114,7 +114,7 @@ impl Harness {
         for (i, node) in self.nodes.clone().into_iter().enumerate() {
             *node.workers_running.lock().unwrap() = spec.threads_per_node;
             for thread in 0..spec.threads_per_node {
-                let rng = dmsim_protocols::workload::seeded_thread_rng(seed, node.node.0, thread);
+                let rng = dmsim_protocols::workload::rng_for_thread(seed, node.node.0, thread);
                 let stream =
                     dmsim_protocols::workload::micro::MicroStream::new(spec, i, self.nodes.len(), rng);
                 self.sim.spawn_main(self.compute[i], bench::run_worker(node.clone(), thread, stream, true));
