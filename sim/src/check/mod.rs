@@ -51,6 +51,7 @@ use dmsim_protocols::nic::Nanos;
 pub mod history;
 pub mod invariant;
 pub mod linearizability;
+pub mod merge;
 mod order;
 pub mod sequential;
 #[cfg(test)]

@@ -4,7 +4,15 @@
 //! (memory nodes first). After a start barrier each rank runs its node's tasks; when its mains
 //! finish it sends its [`NodeReport`] to rank 0 over the NIC (a SEND on a reserved port), and
 //! rank 0 combines them with the same metrics code the simulator uses and writes the same
-//! results directory.
+//! results directory. Reports travel in chunks (a message holds a few KiB; a report with a
+//! history holds more).
+//!
+//! Histories: when the plan logs client operations (SELCC with `check: true`), rank 0 also
+//! estimates every rank's clock offset by ping-pong over the NIC once all clients are done
+//! (offset from the fastest of [`CLOCK_ROUNDS`] round trips, ± half that round trip), merges the
+//! logs onto its clock and runs the simulator's history checkers on them
+//! ([`crate::runners::plan::check_histories`]). A violation is printed, the results are still
+//! written, and the exit status is non-zero.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,14 +22,21 @@ use dmsim_protocols::nic::{Nanos, Nic, NodeId};
 
 use super::hw::hw_error;
 use super::{exit, shown};
+use crate::check::merge::Clock;
 use crate::report::{ResultsDir, RunReport, Table};
-use crate::runners::plan::{NodeReport, Plan};
+use crate::runners::plan::{check_histories, NodeReport, Plan};
 use crate::scenario::{self, results};
 
 /// Port the reports travel on (above any protocol's ports).
 const REPORT_PORT: u16 = u16::MAX - 1;
 const DONE_PORT: u16 = u16::MAX - 2;
 const GO_PORT: u16 = u16::MAX - 3;
+const CLOCK_PORT: u16 = u16::MAX - 4;
+const CLOCK_REPLY_PORT: u16 = u16::MAX - 5;
+/// Ping-pongs per rank for the clock offset; the fastest bounds the error best.
+const CLOCK_ROUNDS: usize = 16;
+/// Bytes per report message (under the hardware backend's default 4 KiB message maximum).
+const CHUNK_BYTES: usize = 3072;
 
 #[derive(clap::Args)]
 pub struct HwRunArgs {
@@ -125,45 +140,80 @@ fn run_plan<P: Plan>(
             done.push(());
         });
     }
-    let outcome: Result<(Nanos, Vec<NodeReport>), String> = cluster.block_on(async move {
+    let outcome: Result<(Nanos, Vec<NodeReport>, Vec<Clock>), String> = cluster.block_on(async move {
         for _ in 0..clients {
             done.pop().await;
         }
         let elapsed = worker.now().saturating_sub(start);
         // Collect only once every node's clients are done (a memory node's end-of-run checks
-        // must see the compute nodes' final flushes): DONE to rank 0, then GO to everyone.
+        // must see the compute nodes' final flushes): DONE to rank 0, clock pings from rank 0,
+        // then GO to everyone.
         let zero = NodeId(0);
+        let err = |e: dmsim_protocols::nic::NicError| e.to_string();
         if worker.node() != zero {
-            worker.send(zero, DONE_PORT, Vec::new()).await.map_err(|e| e.to_string())?;
-            worker.recv(GO_PORT).await.map_err(|e| e.to_string())?;
+            worker.send(zero, DONE_PORT, Vec::new()).await.map_err(err)?;
+            for _ in 0..CLOCK_ROUNDS {
+                worker.recv(CLOCK_PORT).await.map_err(err)?;
+                worker
+                    .send(zero, CLOCK_REPLY_PORT, worker.now().0.to_le_bytes().to_vec())
+                    .await
+                    .map_err(err)?;
+            }
+            worker.recv(GO_PORT).await.map_err(err)?;
             let mine = collect();
             let bytes = serde_json::to_vec(&(elapsed.0, &mine)).expect("report serializes");
-            worker.send(zero, REPORT_PORT, bytes).await.map_err(|e| e.to_string())?;
-            return Ok((elapsed, Vec::new()));
+            worker.send(zero, REPORT_PORT, (bytes.len() as u64).to_le_bytes().to_vec()).await.map_err(err)?;
+            for chunk in bytes.chunks(CHUNK_BYTES) {
+                worker.send(zero, REPORT_PORT, chunk.to_vec()).await.map_err(err)?;
+            }
+            return Ok((elapsed, Vec::new(), Vec::new()));
         }
         for _ in 1..size {
-            worker.recv(DONE_PORT).await.map_err(|e| e.to_string())?;
+            worker.recv(DONE_PORT).await.map_err(err)?;
+        }
+        let mut clocks = vec![Clock::default(); size];
+        for (r, clock) in clocks.iter_mut().enumerate().skip(1) {
+            *clock = measure_clock(&worker, NodeId(r as u16)).await?;
         }
         for r in 1..size {
-            worker.send(NodeId(r as u16), GO_PORT, Vec::new()).await.map_err(|e| e.to_string())?;
+            worker.send(NodeId(r as u16), GO_PORT, Vec::new()).await.map_err(err)?;
         }
         let mut reports = vec![NodeReport::default(); size];
         let mut slowest = elapsed;
         reports[0] = collect();
-        for _ in 1..size {
-            let m = worker.recv(REPORT_PORT).await.map_err(|e| e.to_string())?;
+        // Per sender: (announced length, bytes so far); one sender's messages arrive in order.
+        let mut incoming: Vec<(Option<usize>, Vec<u8>)> = vec![(None, Vec::new()); size];
+        let mut complete = 1;
+        while complete < size {
+            let m = worker.recv(REPORT_PORT).await.map_err(err)?;
+            let (len, buf) = &mut incoming[m.from.index()];
+            match len {
+                None => {
+                    let header: [u8; 8] = m
+                        .bytes
+                        .as_slice()
+                        .try_into()
+                        .map_err(|_| format!("report header from {}", m.from))?;
+                    *len = Some(u64::from_le_bytes(header) as usize);
+                }
+                Some(_) => buf.extend_from_slice(&m.bytes),
+            }
+            if *len != Some(buf.len()) {
+                continue;
+            }
+            complete += 1;
             let (ns, report): (u64, NodeReport) =
-                serde_json::from_slice(&m.bytes).map_err(|e| format!("report from {}: {e}", m.from))?;
+                serde_json::from_slice(buf).map_err(|e| format!("report from {}: {e}", m.from))?;
             slowest = slowest.max(Nanos(ns));
             reports[m.from.index()] = report;
         }
-        Ok((slowest, reports))
+        Ok((slowest, reports, clocks))
     });
     let rank = cluster.rank();
     if let Err(e) = cluster.finish() {
         return hw_error(&e);
     }
-    let (elapsed, reports) = match outcome {
+    let (elapsed, reports, clocks) = match outcome {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: rank {rank}: {e}");
@@ -173,7 +223,29 @@ fn run_plan<P: Plan>(
     if rank != 0 {
         return ExitCode::SUCCESS;
     }
-    write_results(plan, args, scenario, point, elapsed, &reports)
+    write_results(plan, args, scenario, point, elapsed, &reports, &clocks)
+}
+
+/// Rank `peer`'s clock relative to ours: `CLOCK_ROUNDS` ping-pongs; the fastest gives the
+/// offset (its reply was read somewhere inside that round trip) and ± half of it.
+async fn measure_clock<N: Nic>(nic: &N, peer: NodeId) -> Result<Clock, String> {
+    let mut best: Option<(u64, Clock)> = None;
+    for _ in 0..CLOCK_ROUNDS {
+        let t0 = nic.now().0;
+        nic.send(peer, CLOCK_PORT, Vec::new()).await.map_err(|e| e.to_string())?;
+        let reply = nic.recv(CLOCK_REPLY_PORT).await.map_err(|e| e.to_string())?;
+        let t1 = nic.now().0;
+        let theirs: [u8; 8] =
+            reply.bytes.as_slice().try_into().map_err(|_| format!("clock reply from {}", reply.from))?;
+        let theirs = u64::from_le_bytes(theirs);
+        let rtt = t1.saturating_sub(t0);
+        let mid = t0 as i128 + rtt as i128 / 2;
+        let clock = Clock { offset_ns: (theirs as i128 - mid) as i64, uncertainty_ns: rtt.div_ceil(2) + 1 };
+        if best.is_none_or(|(r, _)| rtt < r) {
+            best = Some((rtt, clock));
+        }
+    }
+    Ok(best.expect("CLOCK_ROUNDS > 0").1)
 }
 
 fn write_results<P: Plan>(
@@ -183,8 +255,20 @@ fn write_results<P: Plan>(
     point: &scenario::Point,
     elapsed: Nanos,
     reports: &[NodeReport],
+    clocks: &[Clock],
 ) -> ExitCode {
-    let metrics = plan.metrics(reports, elapsed);
+    let mut metrics = plan.metrics(reports, elapsed);
+    // The simulator's history checkers on the merged logs; a violation still writes the results.
+    let violation = match check_histories(reports, clocks) {
+        Ok(m) => {
+            metrics.extend(m);
+            None
+        }
+        Err(e) => {
+            metrics.insert("history_violations".into(), 1.0);
+            Some(e)
+        }
+    };
     let result = crate::runners::PointResult {
         metrics,
         events: 0,
@@ -232,5 +316,9 @@ fn write_results<P: Plan>(
         println!("{k}: {v:.4}");
     }
     println!("wrote {}", shown(dir.path()));
+    if let Some(v) = violation {
+        eprintln!("error: {v}");
+        return ExitCode::from(exit::FAILURE);
+    }
     ExitCode::SUCCESS
 }

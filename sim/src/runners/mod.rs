@@ -9,6 +9,7 @@ mod gam;
 pub mod nic_micro;
 pub mod plan;
 pub mod selcc;
+pub mod selcc_recorded;
 
 use std::collections::BTreeMap;
 

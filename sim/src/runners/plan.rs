@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{require_finished, sim_config};
 use super::{PointResult, RunOptions};
+use crate::check::merge::{merge, Clock, LoggedOp};
+use crate::check::{check_linearizability, check_sequential_consistency};
 use crate::engine::Sim;
 use crate::scenario::Point;
 
@@ -21,6 +23,13 @@ pub struct NodeReport {
     /// Protocol-specific structured statistics (e.g. SELCC's `Stats`).
     #[serde(default)]
     pub extra: serde_json::Value,
+    /// This node's clients' operations on its own clock, for the history checkers (empty when
+    /// the plan records none).
+    #[serde(default)]
+    pub history: Vec<LoggedOp>,
+    /// A memory node's non-zero data words after the run drained, by history key.
+    #[serde(default)]
+    pub final_values: Option<BTreeMap<u64, u64>>,
 }
 
 /// One node's part of a run.
@@ -77,12 +86,50 @@ pub fn run_in_sim<P: Plan>(plan: &P, point: &Point, options: RunOptions) -> Resu
     let outcome = sim.run();
     require_finished(&outcome)?;
     let reports: Vec<NodeReport> = collects.into_iter().map(|c| c()).collect();
+    let mut metrics = plan.metrics(&reports, outcome.end_time);
+    metrics.extend(check_histories(&reports, &vec![Clock::default(); reports.len()])?);
     Ok(PointResult {
-        metrics: plan.metrics(&reports, outcome.end_time),
+        metrics,
         events: outcome.events,
         end_time_ns: outcome.end_time.0,
         trace_hash: outcome.trace_hash,
         stop: format!("{:?}", outcome.stop),
         ops: plan.ops(&reports),
     })
+}
+
+/// Runs the history checkers (write chain, linearizability, sequential consistency) over the
+/// nodes' logs, each on its clock (`clocks[i]` for `reports[i]`). No logs: no metrics. A
+/// violation, or a key the checkers could not decide, is an error naming it.
+pub fn check_histories(reports: &[NodeReport], clocks: &[Clock]) -> Result<BTreeMap<String, f64>, String> {
+    let mut metrics = BTreeMap::new();
+    if reports.iter().all(|r| r.history.is_empty()) {
+        return Ok(metrics);
+    }
+    let logs: Vec<(Clock, &[LoggedOp])> =
+        reports.iter().zip(clocks).map(|(r, c)| (*c, r.history.as_slice())).collect();
+    let finals = reports.iter().filter_map(|r| r.final_values.as_ref()).fold(None, |acc, f| {
+        let mut all: BTreeMap<u64, u64> = acc.unwrap_or_default();
+        all.extend(f.iter().map(|(k, v)| (*k, *v)));
+        Some(all)
+    });
+    let history = merge(&logs, finals.as_ref()).map_err(|v| format!("history check: {v}"))?;
+    let lin = check_linearizability(&history).map_err(|v| format!("history check: {v}"))?;
+    let sc = check_sequential_consistency(&history).map_err(|v| format!("history check: {v}"))?;
+    for report in [&lin, &sc] {
+        if let Some(u) = report.unknown.first() {
+            return Err(format!(
+                "history check: {} of {} keys undecided, e.g. {}: {}",
+                report.unknown.len(),
+                report.keys_checked() + report.unknown.len(),
+                u.key,
+                u.reason
+            ));
+        }
+    }
+    metrics.insert("history_ops".into(), history.records().len() as f64);
+    metrics.insert("history_keys_checked".into(), lin.keys_checked() as f64);
+    let uncertainty = clocks.iter().map(|c| c.uncertainty_ns).max().unwrap_or(0);
+    metrics.insert("history_clock_uncertainty_us".into(), uncertainty as f64 / 1e3);
+    Ok(metrics)
 }

@@ -46,13 +46,18 @@ use dmsim_protocols::nic::{Cluster, NodeId};
 use dmsim_protocols::selcc::bench::{self, BenchOptions};
 use dmsim_protocols::selcc::check::{check_coherence, Oracle};
 use dmsim_protocols::selcc::stats::{OpCase, Stats};
-use dmsim_protocols::selcc::{setup_memory_node, Config, Layout, NodeState};
+use dmsim_protocols::selcc::{ops, setup_memory_node, Config, Gaddr, Layout, Node, NodeState};
 use dmsim_protocols::workload::micro::MicroSpec;
+use dmsim_protocols::workload::micro::MicroStream;
+use dmsim_protocols::workload::rng_for_thread;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::common::{cluster, require_finished, sim_config};
+use super::plan::{check_histories, NodeReport};
+use super::selcc_recorded::{recorded_worker, OpLog};
 use super::{PointResult, RunOptions};
+use crate::check::merge::Clock;
 use crate::engine::Sim;
 use crate::scenario::load::{join_path, parse_typed};
 use crate::scenario::{Point, PointConfig, Problem};
@@ -403,6 +408,8 @@ pub fn check(config: &PointConfig) -> Vec<Problem> {
 
 /// What one simulation produced.
 struct RunStats {
+    /// The history checkers' coverage (`check: true` only).
+    history_metrics: BTreeMap<String, f64>,
     total: Stats,
     per_node: Vec<Stats>,
     events: u64,
@@ -422,20 +429,25 @@ fn simulate(point: &Point, plan: &Plan, trace: TraceSink) -> Result<RunStats, St
     }
     let oracle = plan.workload.check.then(|| Arc::new(Oracle::new(plan.config.gcl_size_bytes)));
     let mut nodes = Vec::new();
+    let mut logs = Vec::new();
     for (i, cn) in cl.compute_nodes().into_iter().enumerate() {
         let mut node_spec = plan.spec.clone();
         if i < plan.workload.write_only_nodes as usize {
             node_spec.read_ratio = 0.0;
         }
-        let tasks = bench::node_tasks(
+        let log = plan.workload.check.then(OpLog::new);
+        let tasks = compute_tasks(
             sim.nic(cn),
-            &plan.config,
+            plan,
             &layout,
             &node_spec,
+            i,
             point.seed,
-            &BenchOptions::default(),
+            false,
+            log.clone(),
             oracle.clone(),
         );
+        logs.extend(log);
         for t in tasks.mains {
             sim.spawn_main(cn, t);
         }
@@ -461,8 +473,17 @@ fn simulate(point: &Point, plan: &Plan, trace: TraceSink) -> Result<RunStats, St
     }
     let outcome = sim.run();
     require_finished(&outcome)?;
+    let mut history_metrics = BTreeMap::new();
+    if !logs.is_empty() {
+        // The same history checkers as on hardware, on the simulator's single clock (the run
+        // ends without a drain, so memory is not final: no final-state reads).
+        let reports: Vec<NodeReport> =
+            logs.iter().map(|l| NodeReport { history: l.snapshot(), ..NodeReport::default() }).collect();
+        history_metrics = check_histories(&reports, &vec![Clock::default(); reports.len()])?;
+    }
     let per_node: Vec<Stats> = nodes.iter().map(|n| n.stats()).collect();
     Ok(RunStats {
+        history_metrics,
         total: bench::cluster_stats(&nodes),
         per_node,
         events: outcome.events,
@@ -470,6 +491,41 @@ fn simulate(point: &Point, plan: &Plan, trace: TraceSink) -> Result<RunStats, St
         trace_hash: outcome.trace_hash,
         stop: format!("{:?}", outcome.stop),
     })
+}
+
+/// A compute node's tasks: the plain benchmark workers, or with `log` the recorded ones (every
+/// operation logged for the history checkers; client ids are `index · threads + thread`).
+#[allow(clippy::too_many_arguments)]
+fn compute_tasks<N: dmsim_protocols::nic::Nic>(
+    nic: N,
+    plan: &Plan,
+    layout: &Layout,
+    spec: &MicroSpec,
+    index: usize,
+    seed: u64,
+    drain_at_end: bool,
+    log: Option<OpLog>,
+    oracle: Option<Arc<Oracle>>,
+) -> bench::NodeTasks<N> {
+    let Some(log) = log else {
+        let options = BenchOptions { drain_at_end };
+        return bench::node_tasks(nic, &plan.config, layout, spec, seed, &options, oracle);
+    };
+    let node = Node::new(nic, plan.config.clone(), layout.clone(), oracle);
+    let threads = spec.threads_per_node;
+    *node.workers_running.lock().unwrap_or_else(|e| e.into_inner()) = threads;
+    let compute_count = layout.compute_count();
+    let mains = (0..threads)
+        .map(|thread| {
+            let stream =
+                MicroStream::new(spec, index, compute_count, rng_for_thread(seed, node.node.0, thread));
+            let client = index as u32 * threads + thread;
+            let task: dmsim_protocols::nic::Task =
+                Box::pin(recorded_worker(node.clone(), thread, client, stream, log.clone(), drain_at_end));
+            task
+        })
+        .collect();
+    bench::NodeTasks { daemons: ops::daemons(&node), node, mains }
 }
 
 fn case_name(case: OpCase) -> &'static str {
@@ -492,7 +548,7 @@ fn node_mops(s: &Stats) -> f64 {
 fn metrics(run: &RunStats, plan: &Plan) -> BTreeMap<String, f64> {
     let t = &run.total;
     let ops = t.ops.max(1) as f64;
-    let mut m = BTreeMap::new();
+    let mut m = run.history_metrics.clone();
     m.insert("throughput_mops".into(), t.throughput_ops_per_s() / 1e6);
     m.insert("ops".into(), t.ops as f64);
     m.insert("cache_hit_ratio".into(), t.hit_ratio());
@@ -638,17 +694,32 @@ impl super::plan::Plan for SelccPlan {
             let layout = self.layout.clone();
             let region_nic = nic.clone();
             let count = self.plan.spec.gcl_count;
+            let check = self.plan.workload.check;
+            let words_per_gcl = self.plan.config.gcl_size_bytes as u64 / 8;
             let mut run = NodeRun::empty();
             run.collect = Box::new(move || {
-                let held = (0..count)
-                    .filter_map(|g| {
-                        let at = layout.gcl(g);
-                        (at.node == node).then(|| region_nic.local().load(at.offset_bytes))
-                    })
-                    .filter(|w| *w != 0)
-                    .count();
+                let region = region_nic.local();
+                let mine: Vec<(u64, Gaddr)> =
+                    (0..count).map(|g| (g, layout.gcl(g))).filter(|(_, at)| at.node == node).collect();
+                let held =
+                    mine.iter().filter(|(_, at)| region.load(Layout::latch(*at).offset_bytes) != 0).count();
                 let mut report = NodeReport::default();
                 report.counters.insert("latches_held_at_end".into(), held as f64);
+                if check {
+                    // Every data word that is not 0 (the initial value; writes never store 0),
+                    // for the history checkers' final-state reads.
+                    let mut finals = BTreeMap::new();
+                    for (g, at) in &mine {
+                        let data = Layout::data(*at).offset_bytes;
+                        for word in 0..words_per_gcl {
+                            let v = region.load(data + 8 * word);
+                            if v != 0 {
+                                finals.insert(g * words_per_gcl + word, v);
+                            }
+                        }
+                    }
+                    report.final_values = Some(finals);
+                }
                 report
             });
             return run;
@@ -658,14 +729,16 @@ impl super::plan::Plan for SelccPlan {
         if index < self.plan.workload.write_only_nodes as usize {
             spec.read_ratio = 0.0;
         }
-        let options = BenchOptions { drain_at_end: true };
-        let tasks = bench::node_tasks(nic, &self.plan.config, &self.layout, &spec, self.seed, &options, None);
+        let log = self.plan.workload.check.then(OpLog::new);
+        let tasks =
+            compute_tasks(nic, &self.plan, &self.layout, &spec, index, self.seed, true, log.clone(), None);
         let handle = tasks.node.clone();
         NodeRun {
             mains: tasks.mains,
             daemons: tasks.daemons,
             collect: Box::new(move || NodeReport {
                 extra: serde_json::to_value(handle.stats()).expect("stats serialize"),
+                history: log.map(|l| l.snapshot()).unwrap_or_default(),
                 ..NodeReport::default()
             }),
         }
@@ -683,6 +756,7 @@ impl super::plan::Plan for SelccPlan {
             total.merge(s);
         }
         let run = RunStats {
+            history_metrics: BTreeMap::new(),
             total,
             per_node,
             events: 0,
