@@ -57,6 +57,7 @@ pub fn check_coherence(
     let mut handovers: BTreeMap<Gaddr, Vec<(ComputeIndex, ComputeIndex)>> = BTreeMap::new();
     let mut releasing: BTreeMap<Gaddr, Vec<ComputeIndex>> = BTreeMap::new();
     for state in nodes {
+        check_memorised_messages(state)?;
         for frame in state.cache.frames.iter() {
             let meta = frame.meta();
             let Some(g) = meta.gcl else { continue };
@@ -154,6 +155,33 @@ pub fn check_coherence(
                     return fail("S3 reader bit owner knows", format!("bit {} set in {word:#x}", reader.0));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Liveness of deferral (§5.1.1, §5.3.1): a memorised message has someone to serve it — a
+/// holder of the frame's local latch (who passes it on when it leaves) or the retry server's
+/// queue. A message memorised in an idle frame that nobody will look at again is stranded: its
+/// sender polls for a reply until the line happens to be touched or evicted.
+pub fn check_memorised_messages(state: &NodeState) -> Result<(), Violation> {
+    let queued = state.retry_queued.lock().unwrap();
+    for frame in state.cache.frames.iter() {
+        let (pending, g) = {
+            let meta = frame.meta();
+            (meta.pending, meta.gcl)
+        };
+        let (Some(msg), Some(g)) = (pending, g) else { continue };
+        if frame.latch.snapshot() == (0, false, 0) && !queued.contains_key(&g) {
+            return Err(Violation {
+                invariant: "L2 memorised message has a server",
+                gcl: g,
+                detail: format!(
+                    "node {} keeps a {:?} message from node {} (seq {}) in an idle frame, not queued \
+                     for the retry server",
+                    state.me.0, msg.kind, msg.sender.0, msg.seq
+                ),
+            });
         }
     }
     Ok(())

@@ -104,9 +104,8 @@ impl<N: Nic> Node<N> {
                 self.reply(nic, &d, ReplyStatus::Dropped, 0).await;
             }
             // On threaded backends the holder may have left in between: let the retry server look.
-            if f.latch.snapshot() == (0, false, 0) && f.meta().pending.is_some() {
-                self.retry.push(msg.gcl);
-            }
+            // (A holder that leaves during the reply above passes the message on itself.)
+            self.retry_if_idle(frame);
             self.cache.unpin(frame);
             return;
         }
@@ -119,7 +118,8 @@ impl<N: Nic> Node<N> {
         }
         self.serve(nic, frame, serve.expect("a message to serve")).await;
         if latched {
-            f.latch.unlock(Mode::Exclusive);
+            // Another handler task may have memorised a message while we served.
+            self.unlock_frame(frame, Mode::Exclusive);
         }
         self.cache.unpin(frame);
     }
@@ -127,6 +127,7 @@ impl<N: Nic> Node<N> {
     /// Serves memorised messages whose frame went idle (γ = Inf path of §5.3.1).
     pub async fn run_retry_server(self: Arc<Self>, nic: N) {
         while let Some(g) = self.retry.pop().await {
+            self.retry_taken(g);
             let Some(frame) = self.cache.pin(g) else { continue };
             let f = self.cache.frame(frame);
             if f.meta().pending.is_some() && f.latch.try_lock(Mode::Exclusive) {
@@ -134,7 +135,10 @@ impl<N: Nic> Node<N> {
                 if let Some(msg) = pending {
                     self.serve(&nic, frame, msg).await;
                 }
-                f.latch.unlock(Mode::Exclusive);
+                // A handler may have memorised a new message for this line while we served it
+                // (e.g. the reader we just downgraded for, now upgrading): pass it on, or its
+                // sender waits until the line is touched or evicted again.
+                self.unlock_frame(frame, Mode::Exclusive);
             }
             self.cache.unpin(frame);
         }

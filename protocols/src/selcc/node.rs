@@ -51,6 +51,9 @@ pub struct NodeState {
     pub evict_wanted: Notify,
     /// GCLs whose memorised message should be re-tried by the retry server.
     pub retry: Channel<Gaddr>,
+    /// GCLs pushed on `retry` and not yet taken by the retry server, with counts (what the
+    /// "a memorised message has a server" check reads).
+    pub retry_queued: Mutex<BTreeMap<Gaddr, u32>>,
     pub oracle: Option<Arc<Oracle>>,
     /// Eviction credits (outstanding WRs) per memory node and free ring slots.
     pub(super) ring: Mutex<Ring>,
@@ -138,6 +141,7 @@ impl<N: Nic> Node<N> {
             frame_freed: Notify::new(),
             evict_wanted: Notify::new(),
             retry: Channel::new(),
+            retry_queued: Mutex::new(BTreeMap::new()),
             oracle,
             ring: Mutex::new(ring),
             ring_freed: Notify::new(),
@@ -195,6 +199,53 @@ impl<N: Nic> Node<N> {
                 return;
             }
             done.await;
+        }
+    }
+
+    // ---- the local latch and memorised messages ----
+
+    /// Ask the retry server to serve `g`'s memorised message.
+    pub(super) fn request_retry(&self, g: Gaddr) {
+        *self.retry_queued.lock().unwrap().entry(g).or_insert(0) += 1;
+        self.retry.push(g);
+    }
+
+    /// The retry server took `g` off its queue.
+    pub(super) fn retry_taken(&self, g: Gaddr) {
+        let mut queued = self.retry_queued.lock().unwrap();
+        let count = queued.get_mut(&g).expect("retry_taken without request_retry");
+        *count -= 1;
+        if *count == 0 {
+            queued.remove(&g);
+        }
+    }
+
+    /// Release `frame`'s local latch, and if that leaves the latch idle with a memorised
+    /// message in the frame, hand the message to the retry server. Every holder of a frame's
+    /// latch must release it this way: a handler memorises a message only when it finds the
+    /// latch busy, trusting the holder to pass the message on when it leaves (γ = Inf path of
+    /// §5.3.1). A holder that drops the latch without looking strands the message, and its
+    /// sender polls for a reply until something else touches or evicts the line — forever if
+    /// the sender holds what this node's threads wait for.
+    pub(super) fn unlock_frame(&self, frame: u32, mode: Mode) {
+        let f = self.cache.frame(frame);
+        f.latch.unlock(mode);
+        self.retry_if_idle(frame);
+    }
+
+    /// If `frame` holds a memorised message and its latch is idle, queue it for the retry
+    /// server. (Racing holders and handlers each look after their own write, so at least one
+    /// of them sees the other's: the unlocker the memo, the memoriser the idle latch.)
+    pub(super) fn retry_if_idle(&self, frame: u32) {
+        let f = self.cache.frame(frame);
+        let pending = {
+            let meta = f.meta();
+            meta.pending.and(meta.gcl)
+        };
+        if let Some(g) = pending {
+            if f.latch.snapshot() == (0, false, 0) {
+                self.request_retry(g);
+            }
         }
     }
 

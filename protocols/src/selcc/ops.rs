@@ -138,7 +138,7 @@ impl<N: Nic> Node<N> {
                     break Mode::Shared;
                 }
                 // Invalidated while we waited: go round again for the exclusive path.
-                f.latch.unlock(Mode::Shared);
+                self.unlock_frame(frame, Mode::Shared);
                 continue;
             }
             let lease_due = self.lease_due(&f.meta());
@@ -204,11 +204,8 @@ impl<N: Nic> Node<N> {
         } else if h.latch_mode == Mode::Exclusive && self.lease_due(&f.meta()) {
             self.lease_release(&w.nic, h.frame).await;
         }
-        f.latch.unlock(h.latch_mode);
         // A memorised message waits for an idle latch (γ = Inf) — hand it to the retry server.
-        if f.meta().pending.is_some() && f.latch.snapshot() == (0, false, 0) {
-            self.retry.push(h.gcl);
-        }
+        self.unlock_frame(h.frame, h.latch_mode);
         self.cache.unpin(h.frame);
         let now = w.nic.now();
         self.stats.lock().unwrap().record_op(&w.op, now, self.config.timeline_bucket_ns);
