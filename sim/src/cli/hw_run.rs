@@ -25,6 +25,7 @@ use super::{exit, shown};
 use crate::check::merge::Clock;
 use crate::report::{ResultsDir, RunReport, Table};
 use crate::runners::plan::{check_histories, NodeReport, Plan};
+use crate::runners::PointResult;
 use crate::scenario::{self, results};
 
 /// Port the reports travel on (above any protocol's ports).
@@ -42,9 +43,11 @@ const CHUNK_BYTES: usize = 3072;
 pub struct HwRunArgs {
     /// The scenario file; every rank must be given the same one.
     pub scenario: PathBuf,
-    /// Which point of the scenario's sweep to run (see `dmsim run --dry-run`).
-    #[arg(long, default_value_t = 0)]
-    pub point: usize,
+    /// Which point of the scenario's sweep to run (see `dmsim run --dry-run`); default: every
+    /// point, one after the other (each bootstraps the cluster afresh), into one results
+    /// directory.
+    #[arg(long)]
+    pub point: Option<usize>,
     /// This process's rank (default: from Slurm / Open MPI / PMI environment).
     #[arg(long)]
     pub rank: Option<u32>,
@@ -69,41 +72,109 @@ pub fn run(args: HwRunArgs) -> ExitCode {
             return ExitCode::from(exit::BAD_INPUT);
         }
     };
-    let Some(point) = scenario.points.get(args.point).cloned() else {
-        eprintln!("error: --point {}: the scenario has {} points", args.point, scenario.points.len());
-        return ExitCode::from(exit::BAD_INPUT);
+    let indices: Vec<usize> = match args.point {
+        Some(i) if i < scenario.points.len() => vec![i],
+        Some(i) => {
+            eprintln!("error: --point {i}: the scenario has {} points", scenario.points.len());
+            return ExitCode::from(exit::BAD_INPUT);
+        }
+        None => (0..scenario.points.len()).collect(),
     };
-    match point.config.protocol.as_str() {
-        "nic_micro" => match crate::runners::nic_micro::MicroPlan::new(&point) {
-            Ok(plan) => run_plan(&plan, &args, &scenario, &point),
+    // Every plan up front, so a bad point is reported before any hardware is touched.
+    let mut plans = Vec::with_capacity(indices.len());
+    for &i in &indices {
+        match HwPlan::new(&scenario.points[i]) {
+            Ok(plan) => plans.push(plan),
             Err(e) => {
-                eprintln!("error: {}: {e}", shown(&args.scenario));
-                ExitCode::from(exit::BAD_INPUT)
+                eprintln!("error: {}: point {i}: {e}", shown(&args.scenario));
+                return ExitCode::from(exit::BAD_INPUT);
             }
-        },
-        "selcc" | "sel" => match crate::runners::selcc::SelccPlan::new(&point) {
-            Ok(plan) => run_plan(&plan, &args, &scenario, &point),
-            Err(e) => {
-                eprintln!("error: {}: {e}", shown(&args.scenario));
-                ExitCode::from(exit::BAD_INPUT)
+        }
+    }
+    let nodes: Vec<usize> = plans.iter().map(|p| p.node_count()).collect();
+    if nodes.iter().any(|n| *n != nodes[0]) {
+        eprintln!(
+            "error: {}: the points need different numbers of nodes ({nodes:?}); one launch has one \
+             process per node, so run them separately with --point N",
+            shown(&args.scenario)
+        );
+        return ExitCode::from(exit::BAD_INPUT);
+    }
+    let mut points = Vec::new();
+    let mut results = Vec::new();
+    let mut failure = None;
+    for (&i, plan) in indices.iter().zip(&plans) {
+        let point = &scenario.points[i];
+        if indices.len() > 1 {
+            eprintln!("point {i} of {}: {}", scenario.points.len(), super::run::describe(point));
+        }
+        match plan.run(&args) {
+            Ok(Some(outcome)) => {
+                points.push(point.clone());
+                results.push(outcome.result);
+                if let Some(v) = outcome.violation {
+                    eprintln!("error: point {i}: {v}");
+                    failure = Some(ExitCode::from(exit::FAILURE));
+                }
             }
-        },
-        other => {
-            eprintln!(
-                "error: {}: protocol: {other:?} has no hardware plan yet (nic_micro, selcc and sel have)",
-                shown(&args.scenario)
-            );
-            ExitCode::from(exit::BAD_INPUT)
+            Ok(None) => {} // not rank 0: rank 0 writes the results
+            Err(code) => {
+                failure = Some(code);
+                break;
+            }
+        }
+    }
+    if !results.is_empty() {
+        if let Err(code) = write_results(&args, &scenario, &points, &results) {
+            return code;
+        }
+    }
+    failure.unwrap_or(ExitCode::SUCCESS)
+}
+
+/// The protocols with a hardware plan.
+enum HwPlan {
+    Micro(crate::runners::nic_micro::MicroPlan),
+    Selcc(Box<crate::runners::selcc::SelccPlan>),
+}
+
+impl HwPlan {
+    fn new(point: &scenario::Point) -> Result<HwPlan, String> {
+        match point.config.protocol.as_str() {
+            "nic_micro" => crate::runners::nic_micro::MicroPlan::new(point).map(HwPlan::Micro),
+            "selcc" | "sel" => {
+                crate::runners::selcc::SelccPlan::new(point).map(|p| HwPlan::Selcc(Box::new(p)))
+            }
+            other => {
+                Err(format!("protocol: {other:?} has no hardware plan yet (nic_micro, selcc and sel have)"))
+            }
+        }
+    }
+
+    fn node_count(&self) -> usize {
+        match self {
+            HwPlan::Micro(p) => p.cluster().node_count(),
+            HwPlan::Selcc(p) => p.cluster().node_count(),
+        }
+    }
+
+    fn run(&self, args: &HwRunArgs) -> Result<Option<PointOutcome>, ExitCode> {
+        match self {
+            HwPlan::Micro(p) => run_plan(p, args),
+            HwPlan::Selcc(p) => run_plan(p.as_ref(), args),
         }
     }
 }
 
-fn run_plan<P: Plan>(
-    plan: &P,
-    args: &HwRunArgs,
-    scenario: &scenario::Scenario,
-    point: &scenario::Point,
-) -> ExitCode {
+/// What rank 0 has after one point.
+struct PointOutcome {
+    result: PointResult,
+    /// The history checkers' verdict when they found a violation.
+    violation: Option<String>,
+}
+
+/// One point on this rank; rank 0 gets the combined outcome, the others `None`.
+fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>, ExitCode> {
     let mut options = BootstrapOptions::new(plan.cluster());
     options.rank = args.rank;
     options.size = args.size;
@@ -111,15 +182,10 @@ fn run_plan<P: Plan>(
     options.device = args.nic.device.clone();
     options.port = args.nic.port;
     options.gid_index = args.nic.gid_index;
-    let mut cluster = match bootstrap(options) {
-        Ok(c) => c,
-        Err(e) => return hw_error(&e),
-    };
+    let mut cluster = bootstrap(options).map_err(|e| hw_error(&e))?;
     let nic = cluster.nic();
     plan.setup(&nic);
-    if let Err(e) = cluster.barrier("setup") {
-        return hw_error(&e);
-    }
+    cluster.barrier("setup").map_err(|e| hw_error(&e))?;
     let run = plan.node(nic.clone());
     for daemon in run.daemons {
         nic.spawn(daemon);
@@ -210,20 +276,38 @@ fn run_plan<P: Plan>(
         Ok((slowest, reports, clocks))
     });
     let rank = cluster.rank();
-    if let Err(e) = cluster.finish() {
-        return hw_error(&e);
+    cluster.finish().map_err(|e| hw_error(&e))?;
+    let (elapsed, reports, clocks) = outcome.map_err(|e| {
+        eprintln!("error: rank {rank}: {e}");
+        ExitCode::from(exit::FAILURE)
+    })?;
+    if rank != 0 {
+        return Ok(None);
     }
-    let (elapsed, reports, clocks) = match outcome {
-        Ok(x) => x,
+    let mut metrics = plan.metrics(&reports, elapsed);
+    // The simulator's history checkers on the merged logs; a violation still keeps the results.
+    let violation = match check_histories(&reports, &clocks) {
+        Ok(m) => {
+            metrics.extend(m);
+            None
+        }
         Err(e) => {
-            eprintln!("error: rank {rank}: {e}");
-            return ExitCode::from(exit::FAILURE);
+            metrics.insert("history_violations".into(), 1.0);
+            Some(e)
         }
     };
-    if rank != 0 {
-        return ExitCode::SUCCESS;
+    for (k, v) in &metrics {
+        println!("{k}: {v:.4}");
     }
-    write_results(plan, args, scenario, point, elapsed, &reports, &clocks)
+    let result = PointResult {
+        metrics,
+        events: 0,
+        end_time_ns: elapsed.0,
+        trace_hash: 0,
+        stop: "Finished (hardware)".into(),
+        ops: plan.ops(&reports),
+    };
+    Ok(Some(PointOutcome { result, violation }))
 }
 
 /// Rank `peer`'s clock relative to ours: `CLOCK_ROUNDS` ping-pongs; the fastest gives the
@@ -248,43 +332,19 @@ async fn measure_clock<N: Nic>(nic: &N, peer: NodeId) -> Result<Clock, String> {
     Ok(best.expect("CLOCK_ROUNDS > 0").1)
 }
 
-fn write_results<P: Plan>(
-    plan: &P,
+fn write_results(
     args: &HwRunArgs,
     scenario: &scenario::Scenario,
-    point: &scenario::Point,
-    elapsed: Nanos,
-    reports: &[NodeReport],
-    clocks: &[Clock],
-) -> ExitCode {
-    let mut metrics = plan.metrics(reports, elapsed);
-    // The simulator's history checkers on the merged logs; a violation still writes the results.
-    let violation = match check_histories(reports, clocks) {
-        Ok(m) => {
-            metrics.extend(m);
-            None
-        }
-        Err(e) => {
-            metrics.insert("history_violations".into(), 1.0);
-            Some(e)
-        }
-    };
-    let result = crate::runners::PointResult {
-        metrics,
-        events: 0,
-        end_time_ns: elapsed.0,
-        trace_hash: 0,
-        stop: "Finished (hardware)".into(),
-        ops: plan.ops(reports),
-    };
-    let points = vec![point.clone()];
-    let ok = vec![result];
-    let view = scenario::Scenario { points: points.clone(), ..scenario.clone() };
-    let cells = results::Cells::new(&points, &ok);
+    points: &[scenario::Point],
+    results: &[PointResult],
+) -> Result<(), ExitCode> {
+    let elapsed: f64 = results.iter().map(|r| r.end_time_ns as f64 / 1e9).sum();
+    let view = scenario::Scenario { points: points.to_vec(), ..scenario.clone() };
+    let cells = results::Cells::new(points, results);
     let claims = results::claims(&view, &cells);
-    let mut summary = results::summary(&view, &ok, 0, elapsed.as_secs_f64());
+    let mut summary = results::summary(&view, results, 0, elapsed);
     summary["backend"] = serde_json::json!("hardware");
-    let data: Table = results::table(&points, &ok);
+    let data: Table = results::table(points, results);
     let figure = results::figure(&view, &cells);
     let dir = match &args.out {
         Some(out) => ResultsDir::at(out),
@@ -292,13 +352,11 @@ fn write_results<P: Plan>(
             ResultsDir::for_scenario("results", &scenario.file.paper, &format!("{}-hw", scenario.file.name))
         }
     };
-    let dir = match dir {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(exit::IO);
-        }
+    let io = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(exit::IO)
     };
+    let dir = dir.map_err(|e| io(e.to_string()))?;
     let title = format!("{} / {} on hardware", scenario.file.paper, scenario.file.name);
     let report = RunReport {
         data: &data,
@@ -308,17 +366,7 @@ fn write_results<P: Plan>(
         calibration_note: "",
         summary,
     };
-    if let Err(e) = dir.write_all(report) {
-        eprintln!("error: {e}");
-        return ExitCode::from(exit::IO);
-    }
-    for (k, v) in &ok[0].metrics {
-        println!("{k}: {v:.4}");
-    }
+    dir.write_all(report).map_err(|e| io(e.to_string()))?;
     println!("wrote {}", shown(dir.path()));
-    if let Some(v) = violation {
-        eprintln!("error: {v}");
-        return ExitCode::from(exit::FAILURE);
-    }
-    ExitCode::SUCCESS
+    Ok(())
 }

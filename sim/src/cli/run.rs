@@ -194,7 +194,7 @@ fn run_point_guarded(p: &Point, options: RunOptions) -> Result<PointResult, Stri
     }
 }
 
-fn describe(p: &Point) -> String {
+pub(super) fn describe(p: &Point) -> String {
     let mut parts = Vec::new();
     if let Some((_, n)) = &p.panel {
         parts.push(format!("panel={n}"));
