@@ -11,10 +11,11 @@
 #                     compute nodes as 3 processes, contended shared GCLs, invalidations by
 #                     SEND/RECV; every op completes and every latch is free after the drain
 #   3b. peer-gone   - a rank exits; verbs to it end in PeerGone, not a hang
-#   4. scenario     - the real CLI: `dmsim hw run` of scenario files, one process per node:
-#                     hw/vm/scenarios/nic-3node.json (NIC micro-benchmark, 1 memory + 2 compute)
-#                     and hw/vm/scenarios/selcc-3node.json (SELCC; reported as SKIP while the
-#                     CLI has no hardware plan for selcc)
+#   4. scenario     - the real CLI: `dmsim hw run` of scenario files, one process per node,
+#                     every point of each: nic-3node.json (NIC micro-benchmark, two points),
+#                     selcc-3node.json (SELCC with `check`: rank 0 runs the history checkers
+#                     on the merged per-node logs), gam-3node.json (GAM SEQ and TSO), and
+#                     selcc-1client.json (then compared with the simulator, step sim-vs-hw)
 #   5. latency      - this backend's READ/CAS latency (dmsim-hw-selftest calibrate) vs perftest
 #                     ib_read_lat / ib_atomic_lat on the same device, in the same VM run
 # Prints "N passed, N failed" and the latency ratios; exit 0 iff all passed.
@@ -62,7 +63,7 @@ SELFTEST=$TARGET/debug/dmsim-hw-selftest
 [ -n "$VERBS" ] && [ -x "$WS/$VERBS" ] && VERBS=$WS/$VERBS
 [ -x "$VERBS" ] && [ -x "$SELFTEST" ] || { echo "FAIL: test binaries not found ($VERBS, $SELFTEST)"; exit 1; }
 ADDS=(-a "$VERBS:/opt/verbs" -a "$SELFTEST:/opt/selftest")
-SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/selcc-1client.json}
+SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/gam-3node.json hw/vm/scenarios/selcc-1client.json}
 if [ -n "$SCENARIOS" ]; then
   if (cd "$WS" && cargo build --profile test -p dmsim-sim --features rdma --bin dmsim) >>"$BUILD_LOG" 2>&1; then
     ADDS+=(-a "$TARGET/debug/dmsim:/opt/dmsim")

@@ -69,3 +69,25 @@ fn selcc_plan_history_check_catches_a_lost_write_back() {
 fn options_tag(options: &serde_json::Value) -> String {
     options.to_string().chars().filter(|c| c.is_ascii_alphanumeric()).collect()
 }
+
+#[test]
+fn gam_plan_runs_the_baseline_with_its_homes_on_memory_nodes() {
+    // Goal: the GAM hardware plan (home directories as memory-node daemons, clients on compute
+    // nodes, counters gathered as reports) does the work and its metrics match the simulator
+    // runner's on the same point: same protocol code, same metrics code.
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hw/vm/scenarios/selcc-3node.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    json["protocol"] = serde_json::json!("gam");
+    json["workload"].as_object_mut().unwrap().remove("check");
+    let path = std::env::temp_dir().join(format!("dmsim-hw-plan-{}-gam.json", std::process::id()));
+    std::fs::write(&path, json.to_string()).unwrap();
+    let point = scenario::load(&path).expect("scenario loads").points[0].clone();
+    let plan = dmsim_sim::runners::gam::GamPlan::new(&point).expect("plan builds");
+    let result = run_in_sim(&plan, &point, RunOptions { trace: TraceSink::Off }).expect("run finishes");
+    let direct = dmsim_sim::runners::run(&point, RunOptions { trace: TraceSink::Off }).expect("runner");
+    assert_eq!(result.ops, 2 * 2 * 1000);
+    for metric in ["cache_hit_ratio", "invalidation_ratio", "rpcs_per_op", "messages_per_op"] {
+        assert!(result.metrics[metric] > 0.0, "{metric}: {:?}", result.metrics);
+        assert_eq!(result.metrics[metric], direct.metrics[metric], "{metric}");
+    }
+}

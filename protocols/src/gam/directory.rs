@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::memory::Region;
 use crate::nic::{Nanos, Nic, NodeId};
@@ -82,7 +82,7 @@ pub struct Effects {
     pub copied_words: u64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HomeStats {
     pub requests: u64,
     pub acks: u64,

@@ -1,6 +1,6 @@
 //! Metrics (SELCC spec §8.11): throughput, cache hit ratio, invalidation ratio, RPCs per op.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What one access did (a client read, a SEQ write, or a TSO write when it drained).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -16,7 +16,7 @@ pub struct AccessTrace {
 }
 
 /// One compute node's counters.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     /// Client operations completed (TSO writes count when buffered).
     pub ops: u64,

@@ -136,6 +136,7 @@ pub fn run(args: HwRunArgs) -> ExitCode {
 enum HwPlan {
     Micro(crate::runners::nic_micro::MicroPlan),
     Selcc(Box<crate::runners::selcc::SelccPlan>),
+    Gam(Box<crate::runners::gam::GamPlan>),
 }
 
 impl HwPlan {
@@ -145,9 +146,10 @@ impl HwPlan {
             "selcc" | "sel" => {
                 crate::runners::selcc::SelccPlan::new(point).map(|p| HwPlan::Selcc(Box::new(p)))
             }
-            other => {
-                Err(format!("protocol: {other:?} has no hardware plan yet (nic_micro, selcc and sel have)"))
-            }
+            "gam" => crate::runners::gam::GamPlan::new(point).map(|p| HwPlan::Gam(Box::new(p))),
+            other => Err(format!(
+                "protocol: {other:?} has no hardware plan yet (nic_micro, selcc, sel and gam have)"
+            )),
         }
     }
 
@@ -155,6 +157,7 @@ impl HwPlan {
         match self {
             HwPlan::Micro(p) => p.cluster().node_count(),
             HwPlan::Selcc(p) => p.cluster().node_count(),
+            HwPlan::Gam(p) => p.cluster().node_count(),
         }
     }
 
@@ -162,6 +165,7 @@ impl HwPlan {
         match self {
             HwPlan::Micro(p) => run_plan(p, args),
             HwPlan::Selcc(p) => run_plan(p.as_ref(), args),
+            HwPlan::Gam(p) => run_plan(p.as_ref(), args),
         }
     }
 }

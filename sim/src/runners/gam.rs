@@ -25,7 +25,9 @@ use std::sync::Arc;
 use dmsim_protocols::gam::bench::{cluster_stats, home_tasks, node_tasks};
 use dmsim_protocols::gam::check::{check_swmr, Oracle};
 use dmsim_protocols::gam::directory::HomeStats;
+use dmsim_protocols::gam::stats::Stats;
 use dmsim_protocols::gam::{Config, CpuCosts, Layout, NodeState, Variant};
+use dmsim_protocols::nic::{Cluster, Nanos, Nic, NodeKind};
 use dmsim_protocols::workload::micro::MicroSpec;
 use serde::Deserialize;
 
@@ -182,6 +184,34 @@ pub fn check(config: &PointConfig) -> Vec<Problem> {
     out
 }
 
+/// The runner's metrics from the compute nodes' and homes' counters over `span_s` seconds.
+fn metrics(
+    total: &Stats,
+    home: &HomeStats,
+    span_s: f64,
+    reads_checked: Option<u64>,
+) -> BTreeMap<String, f64> {
+    let ops = total.ops;
+    let per_op = |x: u64| x as f64 / ops.max(1) as f64;
+    let home_messages = home.replies + home.invalidations_sent + home.recalls_sent;
+    let mut metrics = BTreeMap::new();
+    metrics.insert("throughput_mops".into(), ops as f64 / span_s.max(1e-12) / 1e6);
+    metrics.insert("ops".into(), ops as f64);
+    metrics.insert("cache_hit_ratio".into(), total.hit_ratio());
+    metrics.insert("invalidation_ratio".into(), total.invalidation_ratio());
+    metrics.insert("rpcs_per_op".into(), total.rpcs_per_op());
+    metrics.insert("messages_per_op".into(), per_op(total.messages_sent + home_messages));
+    metrics.insert("latency_ns_avg".into(), per_op(total.latency_ns_total));
+    metrics.insert("fetch_retries_per_op".into(), per_op(total.fetch_retries));
+    metrics.insert("writebacks_per_op".into(), per_op(total.writebacks));
+    metrics.insert("home_queued_ratio".into(), home.queued as f64 / home.requests.max(1) as f64);
+    metrics.insert("buffer_forwards_per_op".into(), per_op(total.buffer_forwards));
+    if let Some(reads) = reads_checked {
+        metrics.insert("reads_checked".into(), reads as f64);
+    }
+    metrics
+}
+
 pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
     let Parsed { spec, config, check } =
         parse(&point.config).map_err(|p| format!("{}: {}", p.path, p.reason))?;
@@ -235,22 +265,7 @@ pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
     let span_s =
         outcome.end_time.saturating_sub(dmsim_protocols::nic::Nanos(start_ns)).as_secs_f64().max(1e-12);
     let ops = total.ops;
-    let per_op = |x: u64| x as f64 / ops.max(1) as f64;
-    let home_messages = home.replies + home.invalidations_sent + home.recalls_sent;
-    let mut metrics = BTreeMap::new();
-    metrics.insert("throughput_mops".into(), ops as f64 / span_s / 1e6);
-    metrics.insert("cache_hit_ratio".into(), total.hit_ratio());
-    metrics.insert("invalidation_ratio".into(), total.invalidation_ratio());
-    metrics.insert("rpcs_per_op".into(), total.rpcs_per_op());
-    metrics.insert("messages_per_op".into(), per_op(total.messages_sent + home_messages));
-    metrics.insert("latency_ns_avg".into(), per_op(total.latency_ns_total));
-    metrics.insert("fetch_retries_per_op".into(), per_op(total.fetch_retries));
-    metrics.insert("writebacks_per_op".into(), per_op(total.writebacks));
-    metrics.insert("home_queued_ratio".into(), home.queued as f64 / home.requests.max(1) as f64);
-    metrics.insert("buffer_forwards_per_op".into(), per_op(total.buffer_forwards));
-    if let Some(oracle) = &oracle {
-        metrics.insert("reads_checked".into(), oracle.reads_checked() as f64);
-    }
+    let metrics = metrics(&total, &home, span_s, oracle.as_ref().map(|o| o.reads_checked()));
     Ok(PointResult {
         metrics,
         events: outcome.events,
@@ -259,4 +274,98 @@ pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
         stop: format!("{:?}", outcome.stop),
         ops,
     })
+}
+
+/// GAM on the micro-benchmark as a backend-independent [`super::plan::Plan`], so `dmsim hw run`
+/// runs the baseline of SELCC's Fig. 13/14 on real nodes too: memory nodes run the home
+/// directory handlers, compute nodes the clients with their caches. Throughput is over the
+/// slowest node's elapsed time (per-node clocks are not comparable on hardware).
+pub struct GamPlan {
+    spec: MicroSpec,
+    config: Config,
+    layout: Layout,
+    cluster: Cluster,
+    seed: u64,
+}
+
+impl GamPlan {
+    pub fn new(point: &Point) -> Result<GamPlan, String> {
+        if let Some(p) = check(&point.config).first() {
+            return Err(format!("{}: {}", p.path, p.reason));
+        }
+        let Parsed { spec, config, check } =
+            parse(&point.config).map_err(|p| format!("{}: {}", p.path, p.reason))?;
+        if check {
+            return Err("protocol_options.check: the read-latest oracle needs one process; \
+                        remove it for hardware runs"
+                .into());
+        }
+        let shape = cluster(&point.config.cluster, 0, 0);
+        let layout = Layout::new(&shape, config.gcl_size_bytes, spec.gcl_count, config.cache_frames);
+        let cluster =
+            cluster(&point.config.cluster, layout.memory_region_bytes(), layout.compute_region_bytes());
+        Ok(GamPlan { spec, config, layout, cluster, seed: point.seed })
+    }
+}
+
+/// A GAM node's report: a home's counters or a compute node's.
+#[derive(serde::Serialize, Deserialize)]
+enum GamReport {
+    Home(HomeStats),
+    Compute(Stats),
+}
+
+impl super::plan::Plan for GamPlan {
+    fn cluster(&self) -> Cluster {
+        self.cluster.clone()
+    }
+
+    fn node<N: Nic>(&self, nic: N) -> super::plan::NodeRun {
+        use super::plan::{NodeReport, NodeRun};
+        let report = |r: GamReport| NodeReport {
+            extra: serde_json::to_value(r).expect("stats serialize"),
+            ..NodeReport::default()
+        };
+        if self.cluster.kinds[nic.node().index()] == NodeKind::Memory {
+            let home = home_tasks(nic, &self.config, &self.layout);
+            let directory = home.directory;
+            return NodeRun {
+                mains: Vec::new(),
+                daemons: home.daemons,
+                collect: Box::new(move || {
+                    report(GamReport::Home(directory.lock().unwrap_or_else(|e| e.into_inner()).stats.clone()))
+                }),
+            };
+        }
+        let tasks = node_tasks(nic, &self.config, &self.layout, &self.spec, self.seed, None);
+        let node = tasks.node;
+        NodeRun {
+            mains: tasks.mains,
+            daemons: tasks.daemons,
+            collect: Box::new(move || report(GamReport::Compute(node.stats()))),
+        }
+    }
+
+    fn metrics(&self, reports: &[super::plan::NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
+        let mut total = Stats::default();
+        let mut home = HomeStats::default();
+        for r in reports {
+            match serde_json::from_value::<GamReport>(r.extra.clone()) {
+                Ok(GamReport::Home(h)) => home.merge(&h),
+                Ok(GamReport::Compute(s)) => total.merge(&s),
+                Err(_) => {}
+            }
+        }
+        metrics(&total, &home, elapsed.as_secs_f64(), None)
+    }
+
+    fn ops(&self, reports: &[super::plan::NodeReport]) -> u64 {
+        reports
+            .iter()
+            .filter_map(|r| match serde_json::from_value::<GamReport>(r.extra.clone()) {
+                Ok(GamReport::Compute(s)) => Some(s.ops),
+                _ => None,
+            })
+            .sum()
+    }
 }

@@ -5,7 +5,7 @@
 //! Adding a protocol to `dmsim run` means adding one arm to each `match` below.
 
 pub mod common;
-mod gam;
+pub mod gam;
 pub mod nic_micro;
 pub mod plan;
 pub mod selcc;
