@@ -5,8 +5,32 @@
 //! Method: a one-node cluster on the device, so every verb goes through a loopback RC
 //! connection (the same path `ib_*_lat` takes when client and server share a device), issued by
 //! `HwNic` on the runtime — the numbers include this backend's own overhead, which is what a
-//! protocol run pays. Latency: one verb at a time, `iterations` times after a warm-up.
-//! Bandwidth and atomic rate: one task per channel, each with one verb in flight.
+//! protocol run pays. Bandwidth and atomic rate: one task per channel, each with one verb in
+//! flight.
+//!
+//! Latency, and how it corresponds to perftest (`ib_read_lat -s 8 -n N`, `ib_atomic_lat -A
+//! CMP_AND_SWAP -n N`, perftest 4.5 `print_report_lat`):
+//!
+//! * perftest's client posts one verb, busy-polls its CQ until the completion, and repeats,
+//!   reading the TSC just before each post; a sample is the time from one post to the next
+//!   (N posts, N−1 samples, loop overhead included), the two largest samples are dropped, and
+//!   `t_typical` is the median, `t_avg` the mean, of the rest. READ and atomics report the full
+//!   round trip (no halving). Message size: 8 bytes (atomics are always 8).
+//! * Here a task awaits `N` verbs of 8 bytes one after another (after 20 untimed warm-up verbs,
+//!   which perftest does not do; its slowest first samples fall under the dropped two), reading
+//!   the clock just before each; samples, dropping and statistics are the same, so `p50`
+//!   corresponds to `t_typical` and `mean` to `t_avg`. The sample includes everything a
+//!   protocol's verb pays here: building the work requests, the post, waiting (the future polls
+//!   the CQ inline while the worker has nothing else to run), and resuming the task.
+//! * Differences that remain: perftest's server is a second process with its own QP and CQ (the
+//!   target side of our loopback QP is in this process, on the same CQs, served by the kernel
+//!   either way on Soft-RoCE); both run on the same device and VM, one after the other.
+//!
+//! `DMSIM_HW_CALIBRATE_SPIN=1` also measures READ and CAS posted and polled from the calling
+//! thread with no runtime (`HwNic::spin_latency`, the loop perftest runs), on the same QP, and
+//! prints them to stderr with the time spent building the work requests, in `post_send`, and
+//! until the completion is seen: the floor of this process and QP, to tell this backend's
+//! overhead from the device's (on Soft-RoCE the kernel runs the whole verb inside `post_send`).
 
 use std::time::Instant;
 
@@ -57,6 +81,23 @@ pub struct LatencyNs {
 }
 
 impl LatencyNs {
+    /// perftest's statistic over post times: samples are the gaps between consecutive posts,
+    /// the two largest are dropped, the median of an even count is the mean of the middle two.
+    fn from_post_times(posts: &[Instant]) -> LatencyNs {
+        let mut samples: Vec<u64> =
+            posts.windows(2).map(|w| w[1].duration_since(w[0]).as_nanos() as u64).collect();
+        samples.sort_unstable();
+        if samples.len() > 2 {
+            samples.truncate(samples.len() - 2);
+        }
+        let mut l = LatencyNs::of(samples.clone());
+        if samples.len() >= 2 && samples.len().is_multiple_of(2) {
+            let n = samples.len();
+            l.p50 = (samples[n / 2 - 1] + samples[n / 2]) / 2;
+        }
+        l
+    }
+
     fn of(mut samples: Vec<u64>) -> LatencyNs {
         if samples.is_empty() {
             return LatencyNs::default();
@@ -139,10 +180,51 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, HwError> {
     let cluster = cluster::bootstrap(boot)?;
     let nic = cluster.nic();
     let device = nic.device().to_string();
+    let iterations = opts.iterations;
     let opts = opts.clone();
     let result = cluster.block_on(async move { measure(nic, &opts, message, streams, area).await });
+    if result.is_ok() && std::env::var("DMSIM_HW_CALIBRATE_SPIN").is_ok_and(|v| v == "1") {
+        spin_floor(&cluster.nic(), iterations)?;
+    }
     cluster.finish()?;
     result.map(|c| Calibration { device, ..c })
+}
+
+/// `DMSIM_HW_CALIBRATE_SPIN=1`: see the module docs.
+#[cfg(feature = "rdma")]
+fn spin_floor(nic: &crate::HwNic, iterations: u32) -> Result<(), HwError> {
+    let me = nic.node();
+    let verb_err = |e: nic::NicError| HwError::Config(format!("calibration verb failed: {e}"));
+    let read = [nic::Verb::Read { remote: RemoteAddr::new(me, 0), local_bytes: 64, len_bytes: 8 }];
+    let cas = [nic::Verb::Cas { remote: RemoteAddr::new(me, 16), expect: 0, swap: 0 }];
+    for (name, verbs) in [("READ 8B spin", &read), ("CAS spin", &cas)] {
+        nic.spin_latency(verbs, 20).map_err(verb_err)?;
+        let times = nic.spin_latency(verbs, iterations).map_err(verb_err)?;
+        let posts: Vec<Instant> = times.iter().map(|t| t[0]).collect();
+        let l = LatencyNs::from_post_times(&posts);
+        let phase = |a: usize, b: usize| {
+            LatencyNs::of(times.iter().map(|t| t[b].duration_since(t[a]).as_nanos() as u64).collect()).p50
+        };
+        eprintln!(
+            "{name:<16} {:>9} {:>9} {:>9} {:>9} {:>9}   (p50 of: building the work requests {} ns, \
+             post_send {} ns, completion seen after the post {} ns)",
+            l.min,
+            l.p50,
+            l.mean,
+            l.p99,
+            l.max,
+            phase(0, 1),
+            phase(1, 2),
+            phase(2, 3)
+        );
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "rdma"))]
+fn spin_floor(nic: &crate::HwNic, _iterations: u32) -> Result<(), HwError> {
+    let _ = nic.node();
+    Ok(())
 }
 
 async fn measure<N: Nic>(
@@ -162,17 +244,17 @@ async fn measure<N: Nic>(
         ..Calibration::default()
     };
 
+    // Post times of `iterations` verbs issued one after another (see the module docs).
     macro_rules! latency {
         ($verb:expr) => {{
-            let mut samples = Vec::with_capacity(opts.iterations as usize);
+            let mut posts = Vec::with_capacity(opts.iterations as usize);
             for i in 0..warmup + opts.iterations {
-                let start = Instant::now();
-                $verb.await.map_err(verb_err)?;
                 if i >= warmup {
-                    samples.push(start.elapsed().as_nanos() as u64);
+                    posts.push(Instant::now());
                 }
+                $verb.await.map_err(verb_err)?;
             }
-            LatencyNs::of(samples)
+            LatencyNs::from_post_times(&posts)
         }};
     }
     out.read_latency_ns = latency!(nic.read(at(0), 64, 8));

@@ -64,7 +64,10 @@ impl Wake for TaskCell {
             return;
         }
         if let Some(shared) = self.shared.upgrade() {
-            shared.queue.lock().unwrap_or_else(|e| e.into_inner()).push_back(self.clone());
+            let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+            queue.push_back(self.clone());
+            shared.queued.store(queue.len(), Ordering::Release);
+            drop(queue);
             shared.notify();
         }
     }
@@ -77,6 +80,8 @@ type TimerKey = (Instant, u64);
 
 struct Shared {
     queue: Mutex<VecDeque<Arc<TaskCell>>>,
+    /// Tasks in `queue`, readable without its lock (a verb spinning inline checks it).
+    queued: AtomicUsize,
     wakeup: Condvar,
     timers: Mutex<BTreeMap<TimerKey, Waker>>,
     timer_seq: AtomicU64,
@@ -112,6 +117,7 @@ impl Runtime {
         Runtime {
             shared: Arc::new(Shared {
                 queue: Mutex::new(VecDeque::new()),
+                queued: AtomicUsize::new(0),
                 wakeup: Condvar::new(),
                 timers: Mutex::new(BTreeMap::new()),
                 timer_seq: AtomicU64::new(0),
@@ -144,6 +150,12 @@ impl Runtime {
         cell.wake_by_ref();
     }
 
+    /// True if some task is ready to run (woken and not yet picked up by a worker). A future
+    /// that busy-waits inline checks this to give the worker back when there is other work.
+    pub fn has_ready_tasks(&self) -> bool {
+        self.shared.queued.load(Ordering::Acquire) > 0
+    }
+
     /// Tasks spawned and not yet finished.
     pub fn live_tasks(&self) -> usize {
         self.shared.live_tasks.load(Ordering::Acquire)
@@ -151,7 +163,14 @@ impl Runtime {
 
     /// A future that is ready once `duration` has passed.
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep { runtime: self.clone(), deadline: Instant::now() + duration, registered: None, yielded: false }
+        Sleep { timer: self.timer_at(Instant::now() + duration), yielded: false }
+    }
+
+    /// A future that is ready at `deadline`. Unlike [`Runtime::sleep`] it does not yield first:
+    /// its first poll only registers the timer (one map insert), or is ready if the deadline
+    /// has passed.
+    pub fn timer_at(&self, deadline: Instant) -> Timer {
+        Timer { runtime: self.clone(), deadline, registered: None }
     }
 
     fn set_timer(&self, key: Option<TimerKey>, deadline: Instant, waker: Waker) -> TimerKey {
@@ -174,7 +193,11 @@ impl Runtime {
     /// Drops every queued task, timer and poller. Tasks hold NIC handles and the NIC holds the
     /// runtime, so without this a finished cluster would keep its device resources alive.
     pub fn clear(&self) {
-        let tasks: Vec<_> = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        let tasks: Vec<_> = {
+            let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.queued.store(0, Ordering::Release);
+            queue.drain(..).collect()
+        };
         for t in tasks {
             t.future.lock().unwrap_or_else(|e| e.into_inner()).take();
         }
@@ -220,7 +243,12 @@ impl Runtime {
         let shared = &self.shared;
         let mut idle_rounds = 0u32;
         while !done.load(Ordering::Acquire) {
-            let next = shared.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let next = {
+                let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+                let next = queue.pop_front();
+                shared.queued.store(queue.len(), Ordering::Release);
+                next
+            };
             if let Some(task) = next {
                 self.run_task(task);
                 idle_rounds = 0;
@@ -269,7 +297,9 @@ impl Runtime {
     }
 
     fn poll_nic(&self) -> usize {
-        let pollers = self.shared.pollers.read().unwrap_or_else(|e| e.into_inner()).clone();
+        // Under the read lock rather than on a clone: this runs on every idle round, and a
+        // clone is an allocation. Pollers never add or clear pollers.
+        let pollers = self.shared.pollers.read().unwrap_or_else(|e| e.into_inner());
         pollers.iter().map(|p| p.poll()).sum()
     }
 
@@ -298,10 +328,7 @@ impl Runtime {
 
 /// [`Runtime::sleep`].
 pub struct Sleep {
-    runtime: Runtime,
-    deadline: Instant,
-    /// The registered timer and the waker it holds.
-    registered: Option<(TimerKey, Waker)>,
+    timer: Timer,
     yielded: bool,
 }
 
@@ -312,33 +339,12 @@ impl Future for Sleep {
             // Always yield once, even if the deadline has passed: protocols poll for a reply
             // with `loop { check; sleep(100 ns) }`, and a sleep that never suspends would keep
             // the worker from polling the CQs (and running the peer-serving handlers) forever.
+            // The timer is armed on the next poll, and only if the deadline is still ahead.
             self.yielded = true;
             cx.waker().wake_by_ref();
-            if Instant::now() >= self.deadline {
-                return Poll::Pending;
-            }
+            return Poll::Pending;
         }
-        if Instant::now() >= self.deadline {
-            return Poll::Ready(());
-        }
-        // One timer per Sleep; polled again with another waker, the timer takes the new one.
-        let (key, stale) = match &self.registered {
-            Some((key, waker)) => (Some(*key), !waker.will_wake(cx.waker())),
-            None => (None, true),
-        };
-        if stale {
-            let key = self.runtime.set_timer(key, self.deadline, cx.waker().clone());
-            self.registered = Some((key, cx.waker().clone()));
-        }
-        Poll::Pending
-    }
-}
-
-impl Drop for Sleep {
-    fn drop(&mut self) {
-        if let Some((key, _)) = self.registered.take() {
-            self.runtime.cancel_timer(key);
-        }
+        Pin::new(&mut self.timer).poll(cx)
     }
 }
 
@@ -363,16 +369,58 @@ impl Future for YieldNow {
     }
 }
 
-/// Races `future` against a deadline: `Err(())` once `deadline` passes first.
+/// [`Runtime::timer_at`].
+pub struct Timer {
+    runtime: Runtime,
+    deadline: Instant,
+    /// The registered timer and the waker it holds.
+    registered: Option<(TimerKey, Waker)>,
+}
+
+impl Future for Timer {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.deadline {
+            return Poll::Ready(());
+        }
+        let (key, stale) = match &self.registered {
+            Some((key, waker)) => (Some(*key), !waker.will_wake(cx.waker())),
+            None => (None, true),
+        };
+        if stale {
+            let key = self.runtime.set_timer(key, self.deadline, cx.waker().clone());
+            self.registered = Some((key, cx.waker().clone()));
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        if let Some((key, _)) = self.registered.take() {
+            self.runtime.cancel_timer(key);
+        }
+    }
+}
+
+/// Races `future` against a deadline: `Err(())` once `deadline` passes first. The timer is
+/// armed only if `future` is still pending after its first poll.
 pub struct Deadline<F> {
     future: Pin<Box<F>>,
-    sleep: Sleep,
+    deadline: Instant,
+    timer: Option<Timer>,
+    runtime: Runtime,
 }
 
 impl Runtime {
     /// `future`, bounded by `timeout`.
     pub fn timeout<F: Future>(&self, timeout: Duration, future: F) -> Deadline<F> {
-        Deadline { future: Box::pin(future), sleep: self.sleep(timeout) }
+        Deadline {
+            future: Box::pin(future),
+            deadline: Instant::now() + timeout,
+            timer: None,
+            runtime: self.clone(),
+        }
     }
 }
 
@@ -382,7 +430,9 @@ impl<F: Future> Future for Deadline<F> {
         if let Poll::Ready(v) = self.future.as_mut().poll(cx) {
             return Poll::Ready(Ok(v));
         }
-        match Pin::new(&mut self.sleep).poll(cx) {
+        let this = &mut *self;
+        let timer = this.timer.get_or_insert_with(|| this.runtime.timer_at(this.deadline));
+        match Pin::new(timer).poll(cx) {
             Poll::Ready(()) => Poll::Ready(Err(())),
             Poll::Pending => Poll::Pending,
         }
@@ -499,6 +549,52 @@ mod tests {
                 assert_eq!(r, Ok(()));
             }
         });
+        assert_eq!(rt.shared.timers.lock().unwrap().len(), 0);
+    }
+
+    #[test]
+    fn a_deadline_around_a_ready_future_arms_no_timer() {
+        // Goal: the bound of a verb that is already complete when first polled costs no timer
+        // (the map insert/remove and the notify a timer costs per verb); one that is still
+        // pending arms exactly one, removed when it completes.
+        let rt = Runtime::new();
+        let rt2 = rt.clone();
+        rt.block_on(1, async move {
+            let r = rt2.timeout(Duration::from_secs(60), std::future::ready(7)).await;
+            assert_eq!(r, Ok(7));
+            assert_eq!(rt2.shared.timers.lock().unwrap().len(), 0);
+            let mut pending = Box::pin(rt2.timeout(Duration::from_secs(60), yield_now()));
+            let first = std::future::poll_fn(|cx| Poll::Ready(pending.as_mut().poll(cx))).await;
+            assert!(first.is_pending());
+            assert_eq!(rt2.shared.timers.lock().unwrap().len(), 1);
+            assert_eq!(pending.as_mut().await, Ok(()));
+            drop(pending);
+            assert_eq!(rt2.shared.timers.lock().unwrap().len(), 0);
+        });
+    }
+
+    #[test]
+    fn ready_tasks_are_visible_to_a_spinning_future() {
+        // Goal: `has_ready_tasks` says when another task waits for the worker, so a verb that
+        // polls its CQ inline gives the worker back instead of delaying that task.
+        let rt = Runtime::new();
+        let rt2 = rt.clone();
+        rt.block_on(1, async move {
+            assert!(!rt2.has_ready_tasks());
+            rt2.spawn(async {});
+            assert!(rt2.has_ready_tasks());
+            yield_now().await;
+            assert!(!rt2.has_ready_tasks());
+        });
+    }
+
+    #[test]
+    fn a_timer_fires_at_its_deadline_without_yielding_first() {
+        let rt = Runtime::new();
+        let rt2 = rt.clone();
+        let start = Instant::now();
+        rt.block_on(1, async move { rt2.timer_at(Instant::now() + Duration::from_millis(2)).await });
+        assert!(start.elapsed() >= Duration::from_millis(2));
         assert_eq!(rt.shared.timers.lock().unwrap().len(), 0);
     }
 

@@ -15,7 +15,9 @@
 //! functions do.
 
 use std::ffi::CStr;
+use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dmsim_protocols::memory::Region;
@@ -361,31 +363,48 @@ impl Cq {
 
     /// Non-blocking: copies up to `out.len()` completions into `out`, returns how many.
     pub fn poll(&self, out: &mut [Completion]) -> Result<usize, HwError> {
+        let max = out.len();
+        let mut slots = out.iter_mut();
+        self.poll_each(max, |c| {
+            if let Some(o) = slots.next() {
+                *o = c;
+            }
+        })
+    }
+
+    /// Non-blocking: hands up to `max` (at most 16) completions to `each`, returns how many.
+    ///
+    /// The provider's work-completion array is left uninitialised: zeroing it on every call (a
+    /// CQ is polled in a tight loop) costs more than the poll itself under emulation.
+    pub fn poll_each(&self, max: usize, mut each: impl FnMut(Completion)) -> Result<usize, HwError> {
         const CHUNK: usize = 16;
-        let mut wcs = [sys::ibv_wc::default(); CHUNK];
-        let want = out.len().min(CHUNK) as i32;
+        let mut wcs = [const { MaybeUninit::<sys::ibv_wc>::uninit() }; CHUNK];
+        let want = max.min(CHUNK) as i32;
         // Safety: the ops table of an open context is filled by the provider; `wcs` has room
-        // for `want` entries; the CQ lives as long as `self`.
+        // for `want` entries (MaybeUninit<T> has T's layout), of which the provider writes the
+        // first `n`; the CQ lives as long as `self`.
         let n = unsafe {
             let ctx = self.ctx.ptr.as_ptr();
             match (*ctx).ops.poll_cq {
-                Some(poll_cq) => poll_cq(self.ptr.as_ptr(), want, wcs.as_mut_ptr()),
+                Some(poll_cq) => poll_cq(self.ptr.as_ptr(), want, wcs.as_mut_ptr().cast()),
                 None => return Err(self.ctx.err("provider has no poll_cq")),
             }
         };
         if n < 0 {
             return Err(self.ctx.err(format!("ibv_poll_cq failed ({n})")));
         }
-        let n = n as usize;
-        for (o, wc) in out.iter_mut().zip(&wcs[..n]) {
+        let n = (n as usize).min(CHUNK);
+        for wc in &wcs[..n] {
+            // Safety: the provider wrote the first `n` entries (ibv_poll_cq's contract).
+            let wc = unsafe { wc.assume_init_ref() };
             let (status, vendor_err) = wc.error().unwrap_or((sys::ibv_wc_status::IBV_WC_SUCCESS, 0));
-            *o = Completion {
+            each(Completion {
                 wr_id: wc.wr_id(),
                 status,
                 vendor_err,
                 byte_len: wc.len() as u32,
                 qp_num: wc.qp_num,
-            };
+            });
         }
         Ok(n)
     }
@@ -515,6 +534,10 @@ pub struct Qp {
     recv_cq: Arc<Cq>,
     /// Every MR a work request of this QP has referenced; see the module docs.
     pinned: Mutex<Vec<Arc<Mr>>>,
+    /// The first few entries of `pinned`, compared by address without the lock: a post only
+    /// checks that its regions are pinned, which almost always they already are. An address
+    /// here stays valid as an identity because `pinned` keeps its MR alive.
+    pinned_fast: [AtomicPtr<Mr>; PINNED_FAST],
 }
 
 // Safety: ibv_post_send/recv and ibv_modify_qp are thread-safe in libibverbs providers (the
@@ -522,6 +545,9 @@ pub struct Qp {
 unsafe impl Send for Qp {}
 // Safety: as above.
 unsafe impl Sync for Qp {}
+
+/// How many pinned regions a QP can check without taking its lock (HwNic posts from four).
+const PINNED_FAST: usize = 4;
 
 /// Most work requests in one chained post.
 pub const MAX_CHAIN: usize = 16;
@@ -564,6 +590,7 @@ impl Qp {
             send_cq: send_cq.clone(),
             recv_cq: recv_cq.clone(),
             pinned: Mutex::new(Vec::new()),
+            pinned_fast: [const { AtomicPtr::new(ptr::null_mut()) }; PINNED_FAST],
         }))
     }
 
@@ -672,9 +699,17 @@ impl Qp {
     }
 
     fn pin(&self, mr: &Arc<Mr>) {
+        let addr = Arc::as_ptr(mr).cast_mut();
+        if self.pinned_fast.iter().any(|p| p.load(Ordering::Acquire) == addr) {
+            return;
+        }
         let mut pinned = self.pinned.lock().unwrap_or_else(|e| e.into_inner());
         if !pinned.iter().any(|p| Arc::ptr_eq(p, mr)) {
             pinned.push(mr.clone());
+            // Publish only after the push (under the lock, so no two pins race for a slot).
+            if let Some(free) = self.pinned_fast.iter().find(|p| p.load(Ordering::Acquire).is_null()) {
+                free.store(addr, Ordering::Release);
+            }
         }
     }
 
@@ -698,8 +733,10 @@ impl Qp {
                 .err(format!("post_send of {} work requests (1..={MAX_CHAIN})", wrs.len())));
         }
         let mut sges = [sys::ibv_sge::default(); MAX_CHAIN];
-        // Safety: an all-zero ibv_send_wr is a valid value (null pointers, zero counts).
-        let mut raw: [sys::ibv_send_wr; MAX_CHAIN] = unsafe { std::mem::zeroed() };
+        // Only the first `n` entries are written (and read by the provider, which follows
+        // `next`): zeroing all MAX_CHAIN (2 KiB) per post is a `rep stosb` that costs tens of
+        // microseconds under emulation.
+        let mut raw = [const { MaybeUninit::<sys::ibv_send_wr>::uninit() }; MAX_CHAIN];
         for (i, wr) in wrs.iter().enumerate() {
             self.check_pd(&wr.local.mr)?;
             if matches!(wr.op, SendOp::Cas { .. } | SendOp::Faa { .. }) && wr.local.len_bytes != 8 {
@@ -707,7 +744,8 @@ impl Qp {
             }
             self.pin(&wr.local.mr);
             sges[i] = wr.local.sge();
-            let w = &mut raw[i];
+            // Safety: an all-zero ibv_send_wr is a valid value (null pointers, zero counts).
+            let mut w: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
             w.wr_id = wr.wr_id;
             w.num_sge = 1;
             w.send_flags = if wr.signaled { sys::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
@@ -741,12 +779,14 @@ impl Qp {
                 }
                 SendOp::Send => w.opcode = sys::ibv_wr_opcode::IBV_WR_SEND,
             }
+            raw[i].write(w);
         }
         // Link the chain only now that `raw` and `sges` no longer move.
         let n = wrs.len();
-        let base = raw.as_mut_ptr();
+        let base: *mut sys::ibv_send_wr = raw.as_mut_ptr().cast();
         for (i, sge) in sges.iter_mut().enumerate().take(n) {
-            // Safety: `i` and `i + 1` (when < n) are in bounds of `raw`; `base` points at it.
+            // Safety: `i` and `i + 1` (when < n) are in bounds of `raw` and entry `i` was
+            // initialised above; `base` points at `raw` (MaybeUninit<T> has T's layout).
             unsafe {
                 (*base.add(i)).sg_list = sge;
                 (*base.add(i)).next = if i + 1 < n { base.add(i + 1) } else { ptr::null_mut() };
