@@ -128,3 +128,59 @@ fn bench_engine_prints_events_per_second() {
     let rate: f64 = stdout.lines().last().unwrap().strip_prefix("events/s: ").unwrap().parse().unwrap();
     assert!(rate > 0.0);
 }
+
+#[test]
+fn compare_puts_two_runs_side_by_side_and_rejects_what_it_cannot_read() {
+    // Goal: `dmsim compare` joins two results directories of one scenario by point (the
+    // sim-vs-hardware report), with both values and their ratio; an unreadable side is exit 2.
+    let dir = scratch("compare");
+    let file = dir.join("scenario.json");
+    std::fs::write(&file, tiny()).unwrap();
+    for (seed, out) in [("1", "a"), ("2", "b")] {
+        let o =
+            dmsim(&["run", file.to_str().unwrap(), "--seed", seed, "--out", dir.join(out).to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let o = dmsim(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--names", "one,two"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("| point | metric | one | two | two/one |"), "{text}");
+    assert!(text.lines().filter(|l| l.starts_with("| 0")).count() > 1, "{text}");
+    let o = dmsim(&["compare", a.to_str().unwrap(), dir.join("missing").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).starts_with("error: "),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn a_scenario_can_name_a_profile_file_such_as_a_calibrated_one() {
+    // Goal: `nic_profile: "<file>.json"` (relative to the scenario) loads a profile file — what
+    // `dmsim hw calibrate --out` writes — and its values take effect; a broken file is exit 2
+    // naming the field and the file.
+    let dir = scratch("profile-file");
+    let out = dmsim(&["profiles", "cx3_fdr56"]);
+    let mut profile: serde_json::Value = serde_json::from_slice(&out.stdout).expect("profiles prints JSON");
+    let run = |name: &str, profile_text: &str| {
+        std::fs::write(dir.join("nic.json"), profile_text).unwrap();
+        let scenario = tiny().replace("\"cx3_fdr56\"", "\"nic.json\"");
+        let file = dir.join("scenario.json");
+        std::fs::write(&file, scenario).unwrap();
+        let o = dmsim(&["run", file.to_str().unwrap(), "--out", dir.join(name).to_str().unwrap()]);
+        let summary = std::fs::read_to_string(dir.join(name).join("summary.json")).unwrap_or_default();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned(), summary)
+    };
+    let (code, stderr, fast) = run("fast", &profile.to_string());
+    assert_eq!(code, Some(0), "{stderr}");
+    profile["latency_ns_atomic"] = serde_json::json!(profile["latency_ns_atomic"].as_u64().unwrap() * 10);
+    let (code, stderr, slow) = run("slow", &profile.to_string());
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_ne!(fast, slow, "a 10x atomic latency must change the results");
+    let (code, stderr, _) = run("broken", "{ \"name\": 3 }");
+    assert_eq!(code, Some(2), "{stderr}");
+    let line = stderr.lines().next().unwrap_or_default();
+    assert!(line.contains("cluster.nic_profile") && line.contains("nic.json"), "{line}");
+}

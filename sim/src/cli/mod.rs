@@ -2,6 +2,7 @@
 //! nowhere deeper; each outcome has its own exit status.
 
 mod bench;
+mod compare;
 mod fuzz;
 mod hw;
 mod hw_run;
@@ -51,6 +52,8 @@ enum Command {
     Fuzz(fuzz::FuzzArgs),
     /// Reproduce a failure from its replay file, bit for bit, and print its trace.
     Replay(fuzz::ReplayArgs),
+    /// Two results directories of one scenario side by side (e.g. `dmsim run` vs `dmsim hw run`).
+    Compare(compare::CompareArgs),
     /// Real RDMA: calibrate a device into a NIC profile, or run a scenario on a cluster.
     Hw {
         #[command(subcommand)]
@@ -74,6 +77,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Compare(args) => compare::run(args),
         Command::Bench { what } => bench::bench(what),
         Command::Hw { command } => hw::hw(command),
         Command::Profiles { name } => profiles(name),

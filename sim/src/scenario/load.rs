@@ -49,17 +49,28 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         file: file.clone(),
         problems: vec![Problem::new("", format!("cannot read: {e}"))],
     })?;
-    load_str(&file, &text)
+    load_in(&file, &text, path.parent())
 }
 
 pub fn load_str(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    load_in(file, text, None)
+}
+
+/// [`load_str`] for a file in directory `base`: a relative `cluster.nic_profile` path (a
+/// profile JSON, e.g. from `dmsim hw calibrate`) is taken relative to the scenario file.
+fn load_in(file: &str, text: &str, base: Option<&Path>) -> Result<Scenario, ScenarioError> {
     let fail = |problems: Vec<Problem>| ScenarioError { file: file.to_string(), problems };
-    let raw: Value = serde_json::from_str(text).map_err(|e| {
+    let mut raw: Value = serde_json::from_str(text).map_err(|e| {
         fail(vec![Problem::new(
             "",
             format!("malformed JSON at line {} column {}: {e}", e.line(), e.column()),
         )])
     })?;
+    if let (Some(base), Some(Value::String(name))) = (base, raw.pointer_mut("/cluster/nic_profile")) {
+        if is_profile_path(name) && Path::new(name.as_str()).is_relative() {
+            *name = base.join(name.as_str()).display().to_string();
+        }
+    }
     let parsed: ScenarioFile = parse_typed(&raw, "").map_err(|p| fail(vec![p]))?;
     let mut problems = check_file(&parsed);
     if !problems.is_empty() {
@@ -205,12 +216,35 @@ pub fn check_point(config: &PointConfig) -> Vec<Problem> {
 }
 
 /// The named profile with the scenario's overrides applied and validated.
+/// A `nic_profile` naming a JSON file rather than a compiled-in profile.
+fn is_profile_path(name: &str) -> bool {
+    name.ends_with(".json")
+}
+
+/// A profile JSON file (as `dmsim hw calibrate --out` writes).
+fn profile_file(path: &str) -> Result<Profile, Problem> {
+    let at = "cluster.nic_profile";
+    let text = std::fs::read_to_string(path).map_err(|e| Problem::new(at, format!("{path}: {e}")))?;
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| Problem::new(at, format!("{path}: malformed JSON: {e}")))?;
+    parse_typed(&value, "")
+        .map_err(|p| Problem::new(at, format!("{path}: not a NIC profile: {}: {}", p.path, p.reason)))
+}
+
 pub fn resolve_profile(c: &super::ClusterSpec) -> Result<Profile, Vec<Problem>> {
-    let Some(base) = Profile::named(&c.nic_profile) else {
-        return Err(vec![Problem::new(
-            "cluster.nic_profile",
-            format!("unknown profile {:?} (known: {})", c.nic_profile, Profile::names().join(", ")),
-        )]);
+    let base = if is_profile_path(&c.nic_profile) {
+        profile_file(&c.nic_profile).map_err(|p| vec![p])?
+    } else {
+        Profile::named(&c.nic_profile).ok_or_else(|| {
+            vec![Problem::new(
+                "cluster.nic_profile",
+                format!(
+                    "unknown profile {:?} (known: {}, or a path to a profile .json)",
+                    c.nic_profile,
+                    Profile::names().join(", ")
+                ),
+            )]
+        })?
     };
     let mut value = serde_json::to_value(&base).expect("profile serializes");
     for (k, v) in &c.nic_overrides {
