@@ -16,6 +16,8 @@
 #                     selcc-3node.json (SELCC with `check`: rank 0 runs the history checkers
 #                     on the merged per-node logs), gam-3node.json (GAM SEQ and TSO), and
 #                     selcc-1client.json (then compared with the simulator, step sim-vs-hw)
+#   4b. stuck-client - fault injection: a client that never returns must end every rank with
+#                     an error (watchdog + liveness probes), not a hang
 #   5. latency      - this backend's READ/CAS latency (dmsim-hw-selftest calibrate) vs perftest
 #                     ib_read_lat / ib_atomic_lat on the same device, alternating for a few
 #                     rounds in the same VM run (same size, iterations and statistic: see
@@ -72,6 +74,7 @@ if [ -n "$SCENARIOS" ]; then
   if (cd "$WS" && cargo build --profile test -p dmsim-sim --features rdma --bin dmsim) >>"$BUILD_LOG" 2>&1; then
     ADDS+=(-a "$TARGET/debug/dmsim:/opt/dmsim")
     for f in $SCENARIOS; do ADDS+=(-a "$REPO/$f:/opt/scenarios/$(basename "$f")"); done
+    ADDS+=(-a "$REPO/hw/vm/scenarios/faults/selcc-3node-stuck.json:/opt/faults/selcc-3node-stuck.json")
   else
     tail -20 "$BUILD_LOG"; echo "0 passed, 1 failed"; echo "FAIL: build of the dmsim CLI with --features rdma"; exit 1
   fi
@@ -131,6 +134,30 @@ if [ -x /opt/dmsim ] && [ -f /opt/scenarios/selcc-1client.json ]; then
     [ -s /tmp/sim.counts ] && cmp -s /tmp/sim.counts /tmp/hw.counts
   }
   step sim-vs-hw-counts simhw
+fi
+# The watchdog: a client that never returns (injected on rank 1) must end every rank with an
+# error within seconds: rank 1 by --stall-timeout, ranks 0 and 2 because their liveness probes
+# find rank 1 gone. A rank killed by the 60 s guard (exit 124) means something still hangs.
+if [ -x /opt/dmsim ] && [ -f /opt/faults/selcc-3node-stuck.json ]; then
+  stuck() {
+    pids=; r=0
+    while [ $r -lt 3 ]; do
+      timeout 60 /opt/dmsim hw run /opt/faults/selcc-3node-stuck.json --stall-timeout 5 \
+        --fault-stuck-client-on-rank 1 --rank $r --size 3 --rendezvous 127.0.0.1:7499 \
+        -d $RXE_DEV -x $RXE_GID --out /tmp/out-stuck > /tmp/stuck$r.log 2>&1 &
+      pids="$pids $!"; r=$((r+1))
+    done
+    ok=0; r=0
+    for p in $pids; do
+      wait $p; rc=$?
+      echo "  rank $r| exit $rc: $(grep -m1 '^error' /tmp/stuck$r.log)"
+      { [ $rc = 0 ] || [ $rc = 124 ] || [ $rc -gt 128 ]; } && ok=1
+      r=$((r+1))
+    done
+    grep -q 'stalled: no client operation completed' /tmp/stuck1.log || ok=1
+    return $ok
+  }
+  step stuck-client stuck
 fi
 lat() { # lat NAME CMD...: perftest pair on rxe0, server in the background
   name=$1; shift

@@ -34,6 +34,10 @@ const DONE_PORT: u16 = u16::MAX - 2;
 const GO_PORT: u16 = u16::MAX - 3;
 const CLOCK_PORT: u16 = u16::MAX - 4;
 const CLOCK_REPLY_PORT: u16 = u16::MAX - 5;
+/// Liveness probes (empty messages nobody reads: only their delivery matters).
+const PROBE_PORT: u16 = u16::MAX - 6;
+/// How long a gather step waits before probing the peers it waits for.
+const PROBE_EVERY: Nanos = Nanos(2_000_000_000);
 /// Ping-pongs per rank for the clock offset; the fastest bounds the error best.
 const CLOCK_ROUNDS: usize = 16;
 /// Bytes per report message (under the hardware backend's default 4 KiB message maximum).
@@ -59,6 +63,14 @@ pub struct HwRunArgs {
     pub rendezvous: Option<String>,
     #[command(flatten)]
     pub nic: super::hw::DeviceArgs,
+    /// Seconds without any completed client operation on this node before the run is declared
+    /// stalled (exit 1); 0 disables the watchdog.
+    #[arg(long, default_value_t = 120)]
+    pub stall_timeout: u64,
+    /// Fault injection for testing the watchdog: on this rank, wait for one client more than
+    /// there are (as if one never returned).
+    #[arg(long, hide = true)]
+    pub fault_stuck_client_on_rank: Option<u32>,
     /// Output directory on rank 0 (default: results/<paper>/<name>-hw/).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -202,7 +214,8 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
     // only counts them out.
     let done = std::sync::Arc::new(dmsim_protocols::sync::Channel::new());
     let start = nic.now();
-    let clients = mains.len();
+    let stuck = args.fault_stuck_client_on_rank == Some(cluster.rank()) && !mains.is_empty();
+    let clients = mains.len() + stuck as usize;
     for m in mains {
         let done = done.clone();
         nic.spawn(async move {
@@ -210,10 +223,15 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
             done.push(());
         });
     }
+    let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let (Some(progress), true) = (run.progress, clients > 0 && args.stall_timeout > 0) {
+        nic.spawn(watchdog(nic.clone(), progress, finished.clone(), args.stall_timeout));
+    }
     let outcome: Result<(Nanos, Vec<NodeReport>, Vec<Clock>), String> = cluster.block_on(async move {
         for _ in 0..clients {
             done.pop().await;
         }
+        finished.store(true, std::sync::atomic::Ordering::Release);
         let elapsed = worker.now().saturating_sub(start);
         // Collect only once every node's clients are done (a memory node's end-of-run checks
         // must see the compute nodes' final flushes): DONE to rank 0, clock pings from rank 0,
@@ -223,13 +241,13 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
         if worker.node() != zero {
             worker.send(zero, DONE_PORT, Vec::new()).await.map_err(err)?;
             for _ in 0..CLOCK_ROUNDS {
-                worker.recv(CLOCK_PORT).await.map_err(err)?;
+                recv_watching(&worker, CLOCK_PORT, &[zero]).await?;
                 worker
                     .send(zero, CLOCK_REPLY_PORT, worker.now().0.to_le_bytes().to_vec())
                     .await
                     .map_err(err)?;
             }
-            worker.recv(GO_PORT).await.map_err(err)?;
+            recv_watching(&worker, GO_PORT, &[zero]).await?;
             let mine = collect();
             let bytes = serde_json::to_vec(&(elapsed.0, &mine)).expect("report serializes");
             worker.send(zero, REPORT_PORT, (bytes.len() as u64).to_le_bytes().to_vec()).await.map_err(err)?;
@@ -238,8 +256,9 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
             }
             return Ok((elapsed, Vec::new(), Vec::new()));
         }
+        let peers: Vec<NodeId> = (1..size).map(|r| NodeId(r as u16)).collect();
         for _ in 1..size {
-            worker.recv(DONE_PORT).await.map_err(err)?;
+            recv_watching(&worker, DONE_PORT, &peers).await?;
         }
         let mut clocks = vec![Clock::default(); size];
         for (r, clock) in clocks.iter_mut().enumerate().skip(1) {
@@ -255,7 +274,7 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
         let mut incoming: Vec<(Option<usize>, Vec<u8>)> = vec![(None, Vec::new()); size];
         let mut complete = 1;
         while complete < size {
-            let m = worker.recv(REPORT_PORT).await.map_err(err)?;
+            let m = recv_watching(&worker, REPORT_PORT, &peers).await?;
             let (len, buf) = &mut incoming[m.from.index()];
             match len {
                 None => {
@@ -314,6 +333,66 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
     Ok(Some(PointOutcome { result, violation }))
 }
 
+/// `nic.recv(port)`, but every [`PROBE_EVERY`] without a message it sends a probe to each of
+/// `peers`: a peer that died (its process exited or was killed) makes the probe fail with
+/// `PeerGone` from the transport, and the wait ends with that error instead of lasting forever.
+async fn recv_watching<N: Nic>(
+    nic: &N,
+    port: u16,
+    peers: &[NodeId],
+) -> Result<dmsim_protocols::nic::Message, String> {
+    use std::future::Future;
+    use std::task::Poll;
+    loop {
+        let mut recv = std::pin::pin!(nic.recv(port));
+        let mut sleep = std::pin::pin!(nic.sleep(PROBE_EVERY));
+        let first = std::future::poll_fn(|cx| {
+            if let Poll::Ready(m) = recv.as_mut().poll(cx) {
+                return Poll::Ready(Some(m));
+            }
+            sleep.as_mut().poll(cx).map(|()| None)
+        })
+        .await;
+        match first {
+            Some(m) => return m.map_err(|e| e.to_string()),
+            None => {
+                for &peer in peers {
+                    nic.send(peer, PROBE_PORT, Vec::new())
+                        .await
+                        .map_err(|e| format!("waiting on port {port} for {peer}: {e}"))?;
+                }
+            }
+        }
+    }
+}
+
+/// Ends the process (exit 1, one line naming the rank and the count) if this node's clients
+/// completed no operation for `timeout_s` seconds: a protocol that stopped making progress
+/// (a lost message, a latch nobody releases) is an error, not a run that hangs until killed.
+async fn watchdog<N: Nic>(
+    nic: N,
+    progress: crate::runners::plan::Progress,
+    finished: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    timeout_s: u64,
+) {
+    let mut last = (progress(), nic.now());
+    while !finished.load(std::sync::atomic::Ordering::Acquire) {
+        nic.sleep(Nanos(200_000_000)).await;
+        let now = (progress(), nic.now());
+        if now.0 != last.0 {
+            last = now;
+        } else if now.1.saturating_sub(last.1) >= Nanos(timeout_s * 1_000_000_000) {
+            eprintln!(
+                "error: rank {}: stalled: no client operation completed in {timeout_s} s ({} done so \
+                 far); giving up (--stall-timeout)",
+                nic.node().index(),
+                now.0
+            );
+            std::process::exit(exit::FAILURE as i32);
+        }
+    }
+}
+
 /// Rank `peer`'s clock relative to ours: `CLOCK_ROUNDS` ping-pongs; the fastest gives the
 /// offset (its reply was read somewhere inside that round trip) and ± half of it.
 async fn measure_clock<N: Nic>(nic: &N, peer: NodeId) -> Result<Clock, String> {
@@ -321,7 +400,7 @@ async fn measure_clock<N: Nic>(nic: &N, peer: NodeId) -> Result<Clock, String> {
     for _ in 0..CLOCK_ROUNDS {
         let t0 = nic.now().0;
         nic.send(peer, CLOCK_PORT, Vec::new()).await.map_err(|e| e.to_string())?;
-        let reply = nic.recv(CLOCK_REPLY_PORT).await.map_err(|e| e.to_string())?;
+        let reply = recv_watching(nic, CLOCK_REPLY_PORT, &[peer]).await?;
         let t1 = nic.now().0;
         let theirs: [u8; 8] =
             reply.bytes.as_slice().try_into().map_err(|_| format!("clock reply from {}", reply.from))?;

@@ -330,6 +330,7 @@ impl super::plan::Plan for GamPlan {
             let home = home_tasks(nic, &self.config, &self.layout);
             let directory = home.directory;
             return NodeRun {
+                progress: None,
                 mains: Vec::new(),
                 daemons: home.daemons,
                 collect: Box::new(move || {
@@ -339,7 +340,9 @@ impl super::plan::Plan for GamPlan {
         }
         let tasks = node_tasks(nic, &self.config, &self.layout, &self.spec, self.seed, None);
         let node = tasks.node;
+        let watched = node.clone();
         NodeRun {
+            progress: Some(std::sync::Arc::new(move || watched.stats().ops)),
             mains: tasks.mains,
             daemons: tasks.daemons,
             collect: Box::new(move || report(GamReport::Compute(node.stats()))),

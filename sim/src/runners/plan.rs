@@ -40,11 +40,22 @@ pub struct NodeRun {
     pub daemons: Vec<Task>,
     /// Called after the mains finished: this node's report.
     pub collect: Box<dyn FnOnce() -> NodeReport + Send>,
+    /// Client operations completed so far, if the plan can tell: on hardware a watchdog calls
+    /// it to turn a protocol that stopped making progress into an error instead of a hang.
+    pub progress: Option<Progress>,
 }
+
+/// See [`NodeRun::progress`].
+pub type Progress = std::sync::Arc<dyn Fn() -> u64 + Send + Sync>;
 
 impl NodeRun {
     pub fn empty() -> NodeRun {
-        NodeRun { mains: Vec::new(), daemons: Vec::new(), collect: Box::new(NodeReport::default) }
+        NodeRun {
+            mains: Vec::new(),
+            daemons: Vec::new(),
+            collect: Box::new(NodeReport::default),
+            progress: None,
+        }
     }
 }
 

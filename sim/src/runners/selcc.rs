@@ -734,6 +734,10 @@ impl super::plan::Plan for SelccPlan {
             compute_tasks(nic, &self.plan, &self.layout, &spec, index, self.seed, true, log.clone(), None);
         let handle = tasks.node.clone();
         NodeRun {
+            progress: Some({
+                let node = tasks.node.clone();
+                std::sync::Arc::new(move || node.stats().ops)
+            }),
             mains: tasks.mains,
             daemons: tasks.daemons,
             collect: Box::new(move || NodeReport {
