@@ -159,12 +159,12 @@ if [ -x /opt/dmsim ] && [ -f /opt/faults/selcc-3node-stuck.json ]; then
   }
   step stuck-client stuck
 fi
-lat() { # lat NAME CMD...: perftest pair on rxe0, server in the background
-  name=$1; shift
+lat() { # lat LABEL CMD...: perftest pair on rxe0, server in the background
+  label=$1; shift
   timeout 120 "$@" > /tmp/srv.log 2>&1 & sp=$!; sleep 0.5
   timeout 120 "$@" $RXE_IP > /tmp/cli.log 2>&1; rc=$?
   wait $sp
-  echo "@@ PERFTEST $name"; cat /tmp/cli.log; echo "@@ END"
+  echo "@@ PERFTEST $label"; cat /tmp/cli.log; echo "@@ END"
   return $rc
 }
 # Latency: perftest and calibrate alternate for @LAT_ROUNDS@ rounds (the VM's timing drifts with

@@ -57,11 +57,13 @@ fn spin_budget() -> Duration {
 ///
 /// The fast path costs no timer and no trip through the run queue: on its first poll the future
 /// polls the CQs itself (`NodeState::spin`) for up to [`spin_budget`], as long as no other task
-/// is ready — the worker would otherwise spin on the same CQs in its idle loop, and a wake-up
-/// through the queue adds a waker clone, a queue round trip and a re-poll of the task. Only if
-/// the batch is still outstanding then does it leave its waker in the slot and arm the
+/// is ready — the worker would otherwise spin on the same CQs in its idle loop (and fire due
+/// timers, which the spin does too), and a wake-up through the queue adds a waker clone, a queue
+/// round trip and a re-poll of the task. As soon as another task is ready the future goes behind
+/// it, done or not, so the order in which tasks run is the one a suspending verb gives. Only if
+/// the batch is still outstanding does it leave its waker in the slot and arm the
 /// `verb_timeout` timer (measured from the start of the wait, give or take 16 CQ polls), so
-/// every wait stays bounded. Timers of other tasks due meanwhile fire up to the budget late.
+/// every wait stays bounded.
 struct VerbWait<'a, 'w> {
     node: &'a NodeState,
     wait: &'w SlotWait<'a>,
@@ -86,12 +88,17 @@ impl Future for VerbWait<'_, '_> {
             this.spun = true;
             let budget = spin_budget();
             if !budget.is_zero() {
-                if let Some(r) = this.node.spin(this.wait, budget, &mut this.started) {
+                if let Spin::Done(r) = this.node.spin(this.wait, budget, &mut this.started) {
                     return Poll::Ready(Ok(r));
                 }
             }
-        }
-        if let Some(r) = this.wait.check(Some(cx.waker())) {
+            // Other tasks are ready: go behind them even if the batch has finished, as a
+            // suspended verb would (and as the simulator orders a completion after them).
+            if this.wait.check(Some(cx.waker())).is_some() {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+        } else if let Some(r) = this.wait.check(Some(cx.waker())) {
             return Poll::Ready(Ok(r));
         }
         let deadline = *this.started.get_or_insert_with(Instant::now) + this.node.config.verb_timeout;
@@ -248,32 +255,40 @@ impl NodeState {
         }
     }
 
-    /// Polls the CQs from the calling task until `wait`'s batch finishes (its outcome), the
-    /// runtime has another task ready, or `budget` has passed since `started` (`None` for both;
-    /// `started` is set on the first clock read, after a few polls).
-    fn spin(
-        &self,
-        wait: &SlotWait<'_>,
-        budget: Duration,
-        started: &mut Option<Instant>,
-    ) -> Option<Result<(), Completion>> {
+    /// Polls the CQs from the calling task while the worker has nothing else to run: until
+    /// `wait`'s batch finishes, another task is ready (woken by a completion, a message or a
+    /// due timer — the idle loop's work, done here), or `budget` has passed since `started`
+    /// (set on the first clock read, after a few polls).
+    fn spin(&self, wait: &SlotWait<'_>, budget: Duration, started: &mut Option<Instant>) -> Spin {
         let mut rounds = 0u32;
         loop {
             self.poll();
-            if let Some(r) = wait.check(None) {
-                return Some(r);
-            }
             if self.runtime.has_ready_tasks() {
-                return None;
+                return Spin::Yield;
+            }
+            if let Some(r) = wait.check(None) {
+                return Spin::Done(r);
+            }
+            if self.runtime.fire_due_timers() > 0 {
+                return Spin::Yield;
             }
             rounds = rounds.wrapping_add(1);
             // Reading the clock costs as much as a CQ poll under emulation: every 16th round.
             if rounds.is_multiple_of(16) && started.get_or_insert_with(Instant::now).elapsed() >= budget {
-                return None;
+                return Spin::Yield;
             }
             std::hint::spin_loop();
         }
     }
+}
+
+/// How [`NodeState::spin`] ended.
+enum Spin {
+    /// The batch finished and no other task is ready: the caller continues at once.
+    Done(Result<(), Completion>),
+    /// Another task is ready (it runs first, as it would have if the verb had suspended right
+    /// away), or the budget is spent.
+    Yield,
 }
 
 struct InFlight<'a>(&'a AtomicUsize);
