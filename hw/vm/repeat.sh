@@ -4,11 +4,14 @@
 # in three runs before the memorised-message fix in protocols/src/selcc).
 #
 # usage: hw/vm/repeat.sh SCENARIO [RUNS] [PER_RUN_TIMEOUT_S]
-#   SCENARIO  a scenario file relative to the repo (3 nodes: ranks 0..2 on rxe0)
+#   SCENARIO  a scenario file, absolute or relative to the repo (3 nodes: ranks 0..2 on rxe0)
 #   RUNS      default 5; PER_RUN_TIMEOUT_S default 90 (a hung run is killed and reported HANG)
 # Prints one "@@ PASS run K (Ts)" / "@@ FAIL run K rc=R (Ts)" / "@@ HANG run K" line per run,
 # then "N passed, N failed"; on a failure or hang, the last lines of every rank's log.
-# Env: DMSIM_REPEAT_TRACE=1 runs the ranks with DMSIM_HW_TRACE=1 (one stderr line per verb
+# Env: DMSIM_REPEAT_POINTS=n makes run k use --point (k-1)%n (e.g. a scenario with
+# "run": {"seeds": n} gives each run its own workload seed), DMSIM_REPEAT_GREP=ERE prints, per run, how many lines of each rank's log match (and
+# the first few; for debug prints), DMSIM_REPEAT_BIN=path runs that dmsim binary (built with --features rdma) instead of
+# building one, DMSIM_REPEAT_TRACE=1 runs the ranks with DMSIM_HW_TRACE=1 (one stderr line per verb
 # batch and message; only the tail is printed), DMSIM_VM_TIMEOUT (whole VM, default
 # RUNS*(PER_RUN_TIMEOUT_S+10)+120), CARGO_TARGET_DIR as for cargo. Needs what hw/vm/test.sh
 # needs (run that once first: it installs the VM's dependencies). Wrap in
@@ -19,16 +22,21 @@ REPO=$(cd "$HERE/../.." && pwd)
 SCENARIO=${1:?usage: hw/vm/repeat.sh SCENARIO [RUNS] [PER_RUN_TIMEOUT_S]}
 RUNS=${2:-5}
 PER=${3:-90}
-[ -f "$REPO/$SCENARIO" ] || { echo "no scenario $REPO/$SCENARIO"; exit 2; }
+case $SCENARIO in /*) ;; *) SCENARIO=$REPO/$SCENARIO ;; esac
+[ -f "$SCENARIO" ] || { echo "no scenario $SCENARIO"; exit 2; }
 log() { printf '[hw/vm/repeat %(%T)T] %s\n' -1 "$*" >&2; }
 T0=$(date +%s)
-log "building dmsim with --features rdma"
-(cd "$REPO" && cargo build --profile test -p dmsim-sim --features rdma --bin dmsim) >&2 || { echo "build failed"; exit 1; }
-TARGET=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-TARGET=${TARGET:-$REPO/target}
+if [ -n "${DMSIM_REPEAT_BIN:-}" ]; then
+  BIN=$DMSIM_REPEAT_BIN
+else
+  log "building dmsim with --features rdma"
+  (cd "$REPO" && cargo build --profile test -p dmsim-sim --features rdma --bin dmsim) >&2 || { echo "build failed"; exit 1; }
+  TARGET=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+  BIN=${TARGET:-$REPO/target}/debug/dmsim
+fi
 GUEST=$(mktemp)
 cat > "$GUEST" <<EOF
-RUNS=$RUNS PER=$PER TRACE=${DMSIM_REPEAT_TRACE:-0}
+RUNS=$RUNS PER=$PER TRACE=${DMSIM_REPEAT_TRACE:-0} PATTERN='${DMSIM_REPEAT_GREP:-}' POINTS=${DMSIM_REPEAT_POINTS:-1}
 EOF
 cat >> "$GUEST" <<'EOF'
 f=/opt/scenario.json; pass=0; fail=0; k=1
@@ -36,19 +44,25 @@ f=/opt/scenario.json; pass=0; fail=0; k=1
 while [ $k -le $RUNS ]; do
   s=$(cut -d' ' -f1 /proc/uptime); pids=; r=0
   while [ $r -lt 3 ]; do
-    timeout -s KILL $PER /opt/dmsim hw run $f --rank $r --size 3 --rendezvous 127.0.0.1:$((7600 + k)) \
+    timeout -s KILL $PER /opt/dmsim hw run $f --point $(( (k - 1) % POINTS )) --rank $r --size 3 --rendezvous 127.0.0.1:$((7600 + k)) \
       -d $RXE_DEV -x $RXE_GID --out /tmp/out-$k > /tmp/rank$r.log 2>&1 &
     pids="$pids $!"; r=$((r+1))
   done
   rc=0; for p in $pids; do wait $p || rc=$?; done
   t=$(awk -v s=$s '{printf "%.1fs", $1-s}' /proc/uptime)
-  if [ $rc = 0 ]; then echo "@@ PASS run $k ($t)"; pass=$((pass+1))
+  if [ $rc = 0 ]; then echo "@@ PASS run $k point $(( (k - 1) % POINTS )) ($t)"; pass=$((pass+1))
   else
-    [ $rc = 137 ] && echo "@@ HANG run $k (killed after ${PER}s)" || echo "@@ FAIL run $k rc=$rc ($t)"
+    [ $rc = 137 ] && echo "@@ HANG run $k point $(( (k - 1) % POINTS )) (killed after ${PER}s)" || echo "@@ FAIL run $k point $(( (k - 1) % POINTS )) rc=$rc ($t)"
     fail=$((fail+1))
     for r in 0 1 2; do echo "  --- rank $r: $(wc -l < /tmp/rank$r.log) lines, last 40:"; tail -40 /tmp/rank$r.log | sed "s/^/  rank $r| /"; done
   fi
-  grep -h -E '^(ops|latches_held_at_end|throughput)' /tmp/rank0.log | sed 's/^/  /'
+  grep -h -E '^(ops|latches_held_at_end|throughput|latency_us_avg)' /tmp/rank0.log | sed 's/^/  /'
+  if [ -n "$PATTERN" ]; then
+    for r in 0 1 2; do
+      n=$(grep -c -E "$PATTERN" /tmp/rank$r.log); [ "$n" -gt 0 ] || continue
+      echo "  rank $r: $n lines match $PATTERN, first 5:"; grep -E "$PATTERN" /tmp/rank$r.log | head -5 | sed "s/^/  rank $r| /"
+    done
+  fi
   k=$((k+1))
 done
 echo "@@ $pass passed, $fail failed"
@@ -57,7 +71,7 @@ EOF
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/dmsim-repeat.XXXXXX")
 log "booting the VM ($RUNS runs of $SCENARIO, ${PER}s each; output in $OUT)"
 bash "$HERE/run-vm.sh" -o "$OUT" -t "${DMSIM_VM_TIMEOUT:-$((RUNS * (PER + 10) + 120))}" \
-  -a "$TARGET/debug/dmsim:/opt/dmsim" -a "$REPO/$SCENARIO:/opt/scenario.json" -- "$(cat "$GUEST")" > "$OUT/run.log" 2>&1
+  -a "$BIN:/opt/dmsim" -a "$SCENARIO:/opt/scenario.json" -- "$(cat "$GUEST")" > "$OUT/run.log" 2>&1
 VMRC=$?
 grep -E '^(@@|  )' "$OUT/console.log" 2>/dev/null || tail -20 "$OUT/run.log"
 echo "vm rc=$VMRC, wall time $(( $(date +%s) - T0 ))s"
