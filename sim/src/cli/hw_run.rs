@@ -299,11 +299,13 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
         Ok((slowest, reports, clocks))
     });
     let rank = cluster.rank();
-    cluster.finish().map_err(|e| hw_error(&e))?;
+    // A failed run says why before anything else; its closing barrier would only add "rank k
+    // closed the connection" (the peers are failing too) and hide the cause.
     let (elapsed, reports, clocks) = outcome.map_err(|e| {
         eprintln!("error: rank {rank}: {e}");
         ExitCode::from(exit::FAILURE)
     })?;
+    cluster.finish().map_err(|e| hw_error(&e))?;
     if rank != 0 {
         return Ok(None);
     }
