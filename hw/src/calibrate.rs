@@ -197,6 +197,13 @@ fn spin_floor(nic: &crate::HwNic, iterations: u32) -> Result<(), HwError> {
     let verb_err = |e: nic::NicError| HwError::Config(format!("calibration verb failed: {e}"));
     let read = [nic::Verb::Read { remote: RemoteAddr::new(me, 0), local_bytes: 64, len_bytes: 8 }];
     let cas = [nic::Verb::Cas { remote: RemoteAddr::new(me, 16), expect: 0, swap: 0 }];
+    // What one clock read costs here (the samples include one per verb, as perftest's a TSC read).
+    let start = Instant::now();
+    let mut last = start;
+    for _ in 0..1000 {
+        last = Instant::now();
+    }
+    eprintln!("clock read: {} ns", last.duration_since(start).as_nanos() / 1000);
     for (name, verbs) in [("READ 8B spin", &read), ("CAS spin", &cas)] {
         nic.spin_latency(verbs, 20).map_err(verb_err)?;
         let times = nic.spin_latency(verbs, iterations).map_err(verb_err)?;

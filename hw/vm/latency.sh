@@ -86,11 +86,21 @@ awk '
       v["cas_p50_ns"], v["cas_mean_ns"], typ["cas"], avg["cas"], \
       ratio(v["cas_p50_ns"], typ["cas"]), ratio(v["cas_mean_ns"], avg["cas"])
   }' "$LOG" | tee "$OUT/ratios.txt"
-# Median over rounds of each ratio, per variant.
+# Per variant: the median over rounds of each ratio; then the ratio of the medians over rounds,
+# and of the minimums (the host's load switches the VM between a fast and a slow regime every
+# few seconds, independently for perftest's run and ours, so per-round ratios scatter widely).
+col() { grep " $1 " "$OUT/ratios.txt" | awk -v f="$2" '{print $f}' | tr -d ','; }
+median() { sort -g | awk '{a[NR]=$1} END { if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR+1)/2]; else printf "%.2f", (a[NR/2]+a[NR/2+1])/2 }'; }
+minimum() { sort -g | head -1; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 for v in $VARIANTS; do
-  med() { grep " $v " "$OUT/ratios.txt" | awk -v f="$1" '{print $f}' | tr -d ',' | sort -g |
-    awk '{a[NR]=$1} END { if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR+1)/2]; else printf "%.2f", (a[NR/2]+a[NR/2+1])/2 }'; }
-  echo "median over rounds, variant $v: READ p50/typ $(med 9) mean/avg $(med 10)   CAS p50/typ $(med 16) mean/avg $(med 17)"
+  echo "variant $v, median of the per-round ratios: READ p50/typ $(col "$v" 9 | median) mean/avg $(col "$v" 10 | median)   CAS p50/typ $(col "$v" 16 | median) mean/avg $(col "$v" 17 | median)"
+  for stat in median minimum; do
+    ours() { col "$v" "$1" | cut -d/ -f"$2" | $stat; }
+    r50=$(div "$(ours 5 1)" "$(ours 7 1)"); rmean=$(div "$(ours 5 2)" "$(ours 7 2)")
+    c50=$(div "$(ours 12 1)" "$(ours 14 1)"); cmean=$(div "$(ours 12 2)" "$(ours 14 2)")
+    echo "variant $v, ratio of the ${stat}s over rounds: READ p50/typ $r50 mean/avg $rmean   CAS p50/typ $c50 mean/avg $cmean"
+  done
 done
 echo "vm rc=$VMRC, wall time $(( $(date +%s) - T0 ))s; log $LOG"
 [ $VMRC = 0 ]
