@@ -14,7 +14,8 @@
 #   4. scenario     - the real CLI: `dmsim hw run` of scenario files, one process per node,
 #                     every point of each: nic-3node.json (NIC micro-benchmark, two points),
 #                     selcc-3node.json (SELCC with `check`: rank 0 runs the history checkers
-#                     on the merged per-node logs), gam-3node.json (GAM SEQ and TSO), and
+#                     on the merged per-node logs), selcc-3node-evict.json (the same under
+#                     eviction pressure, checked), gam-3node.json (GAM SEQ and TSO), and
 #                     selcc-1client.json (then compared with the simulator, step sim-vs-hw)
 #   4b. stuck-client - fault injection: a client that never returns must end every rank with
 #                     an error (watchdog + liveness probes), not a hang
@@ -69,7 +70,7 @@ SELFTEST=$TARGET/debug/dmsim-hw-selftest
 [ -n "$VERBS" ] && [ -x "$WS/$VERBS" ] && VERBS=$WS/$VERBS
 [ -x "$VERBS" ] && [ -x "$SELFTEST" ] || { echo "FAIL: test binaries not found ($VERBS, $SELFTEST)"; exit 1; }
 ADDS=(-a "$VERBS:/opt/verbs" -a "$SELFTEST:/opt/selftest")
-SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/gam-3node.json hw/vm/scenarios/selcc-1client.json}
+SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/gam-3node.json hw/vm/scenarios/selcc-3node-evict.json hw/vm/scenarios/selcc-1client.json}
 if [ -n "$SCENARIOS" ]; then
   if (cd "$WS" && cargo build --profile test -p dmsim-sim --features rdma --bin dmsim) >>"$BUILD_LOG" 2>&1; then
     ADDS+=(-a "$TARGET/debug/dmsim:/opt/dmsim")
