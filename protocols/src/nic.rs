@@ -248,6 +248,11 @@ pub struct Message {
     pub bytes: Vec<u8>,
 }
 
+/// The largest message [`Nic::send`] carries on every backend (the hardware backend's default
+/// receive-buffer size). Longer data goes in chunks or by one-sided verbs; the simulator
+/// enforces the same limit, so a protocol that would fail on hardware fails in tests.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+
 /// Everything that can go wrong on a verb or message. Never a panic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NicError {
@@ -324,7 +329,8 @@ pub trait Nic: Clone + Send + Sync + 'static {
     /// Post up to [`MAX_BATCH`] verbs to one target as one doorbell batch on this handle's QP.
     fn batch(&self, verbs: &[Verb]) -> impl Future<Output = NicResult<BatchResult>> + Send;
 
-    /// Send `bytes` to `(to, port)`; completes when the message is on the wire.
+    /// Send `bytes` (at most [`MAX_MESSAGE_BYTES`]) to `(to, port)`; completes when the message
+    /// is on the wire. A longer message is an error on every backend.
     fn send(&self, to: NodeId, port: u16, bytes: Vec<u8>) -> impl Future<Output = NicResult<()>> + Send;
     /// Wait for the next message on this node's `port`.
     fn recv(&self, port: u16) -> impl Future<Output = NicResult<Message>> + Send;

@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use dmsim_protocols::memory::Region;
 use dmsim_protocols::nic::{
     BatchResult, Cluster, Message, Nanos, Nic, NicError, NicResult, NodeId, RemoteAddr, Verb, MAX_BATCH,
+    MAX_MESSAGE_BYTES,
 };
 
 use crate::engine::executor::{current_task, NOW_NS};
@@ -76,13 +77,22 @@ impl Nic for SimNic {
         OpFuture { node: self.node, channel: self.channel, work: Work::Batch { verbs: array, len }, op: None }
     }
     fn send(&self, to: NodeId, port: u16, bytes: Vec<u8>) -> impl Future<Output = NicResult<()>> + Send {
+        let too_long = (bytes.len() > MAX_MESSAGE_BYTES).then(|| NicError::QpError {
+            qp: format!("{}→{to} channel {}", self.node, self.channel),
+            detail: format!("message of {} bytes exceeds the {MAX_MESSAGE_BYTES}-byte maximum", bytes.len()),
+        });
         let op = OpFuture {
             node: self.node,
             channel: self.channel,
             work: Work::Send { to, port, bytes },
             op: None,
         };
-        async move { op.await.map(|_| ()) }
+        async move {
+            if let Some(e) = too_long {
+                return Err(e);
+            }
+            op.await.map(|_| ())
+        }
     }
     fn recv(&self, port: u16) -> impl Future<Output = NicResult<Message>> + Send {
         RecvFuture { node: self.node, port, task: None }

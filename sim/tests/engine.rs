@@ -114,7 +114,8 @@ fn batch_is_one_round_trip_and_in_order() {
 
 #[test]
 fn errors_are_values() {
-    // Goal: bad address, unaligned, bad batch and QP overflow come back as NicError.
+    // Goal: bad address, unaligned, bad batch, QP overflow and an oversized message come back
+    // as NicError.
     let mut profile = quiet_profile();
     profile.qp_outstanding_max = 2;
     let mut sim = Sim::new(config(1, profile));
@@ -130,6 +131,11 @@ fn errors_are_values() {
         let e = nic.batch(&three).await.unwrap_err();
         assert!(matches!(e, NicError::QpOverflow { cap: 2, .. }), "{e}");
         assert!(nic.batch(&three[..2]).await.is_ok(), "within the cap it works");
+        // The message size limit every backend shares.
+        let max = dmsim_protocols::nic::MAX_MESSAGE_BYTES;
+        let e = nic.send(MN, 1, vec![0; max + 1]).await.unwrap_err();
+        assert!(matches!(e, NicError::QpError { .. }) && e.to_string().contains("exceeds"), "{e}");
+        assert!(nic.send(MN, 1, vec![0; max]).await.is_ok(), "at the limit it works");
     });
     assert_eq!(sim.run().stop, StopReason::Finished);
 }

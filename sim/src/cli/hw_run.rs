@@ -18,30 +18,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use dmsim_hw::cluster::{bootstrap, BootstrapOptions};
-use dmsim_protocols::nic::{Nanos, Nic, NodeId};
+use dmsim_protocols::nic::{Nanos, Nic};
 
 use super::hw::hw_error;
 use super::{exit, shown};
-use crate::check::merge::Clock;
 use crate::report::{ResultsDir, RunReport, Table};
-use crate::runners::plan::{check_histories, NodeReport, Plan};
+use crate::runners::gather::{gather, Gathered};
+use crate::runners::plan::{check_histories, Plan};
 use crate::runners::PointResult;
 use crate::scenario::{self, results};
-
-/// Port the reports travel on (above any protocol's ports).
-const REPORT_PORT: u16 = u16::MAX - 1;
-const DONE_PORT: u16 = u16::MAX - 2;
-const GO_PORT: u16 = u16::MAX - 3;
-const CLOCK_PORT: u16 = u16::MAX - 4;
-const CLOCK_REPLY_PORT: u16 = u16::MAX - 5;
-/// Liveness probes (empty messages nobody reads: only their delivery matters).
-const PROBE_PORT: u16 = u16::MAX - 6;
-/// How long a gather step waits before probing the peers it waits for.
-const PROBE_EVERY: Nanos = Nanos(2_000_000_000);
-/// Ping-pongs per rank for the clock offset; the fastest bounds the error best.
-const CLOCK_ROUNDS: usize = 16;
-/// Bytes per report message (under the hardware backend's default 4 KiB message maximum).
-const CHUNK_BYTES: usize = 3072;
 
 #[derive(clap::Args)]
 pub struct HwRunArgs {
@@ -227,81 +212,18 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
     if let (Some(progress), true) = (run.progress, clients > 0 && args.stall_timeout > 0) {
         nic.spawn(watchdog(nic.clone(), progress, finished.clone(), args.stall_timeout));
     }
-    let outcome: Result<(Nanos, Vec<NodeReport>, Vec<Clock>), String> = cluster.block_on(async move {
+    let outcome: Result<Gathered, String> = cluster.block_on(async move {
         for _ in 0..clients {
             done.pop().await;
         }
         finished.store(true, std::sync::atomic::Ordering::Release);
         let elapsed = worker.now().saturating_sub(start);
-        // Collect only once every node's clients are done (a memory node's end-of-run checks
-        // must see the compute nodes' final flushes): DONE to rank 0, clock pings from rank 0,
-        // then GO to everyone.
-        let zero = NodeId(0);
-        let err = |e: dmsim_protocols::nic::NicError| e.to_string();
-        if worker.node() != zero {
-            worker.send(zero, DONE_PORT, Vec::new()).await.map_err(err)?;
-            for _ in 0..CLOCK_ROUNDS {
-                recv_watching(&worker, CLOCK_PORT, &[zero]).await?;
-                worker
-                    .send(zero, CLOCK_REPLY_PORT, worker.now().0.to_le_bytes().to_vec())
-                    .await
-                    .map_err(err)?;
-            }
-            recv_watching(&worker, GO_PORT, &[zero]).await?;
-            let mine = collect();
-            let bytes = serde_json::to_vec(&(elapsed.0, &mine)).expect("report serializes");
-            worker.send(zero, REPORT_PORT, (bytes.len() as u64).to_le_bytes().to_vec()).await.map_err(err)?;
-            for chunk in bytes.chunks(CHUNK_BYTES) {
-                worker.send(zero, REPORT_PORT, chunk.to_vec()).await.map_err(err)?;
-            }
-            return Ok((elapsed, Vec::new(), Vec::new()));
-        }
-        let peers: Vec<NodeId> = (1..size).map(|r| NodeId(r as u16)).collect();
-        for _ in 1..size {
-            recv_watching(&worker, DONE_PORT, &peers).await?;
-        }
-        let mut clocks = vec![Clock::default(); size];
-        for (r, clock) in clocks.iter_mut().enumerate().skip(1) {
-            *clock = measure_clock(&worker, NodeId(r as u16)).await?;
-        }
-        for r in 1..size {
-            worker.send(NodeId(r as u16), GO_PORT, Vec::new()).await.map_err(err)?;
-        }
-        let mut reports = vec![NodeReport::default(); size];
-        let mut slowest = elapsed;
-        reports[0] = collect();
-        // Per sender: (announced length, bytes so far); one sender's messages arrive in order.
-        let mut incoming: Vec<(Option<usize>, Vec<u8>)> = vec![(None, Vec::new()); size];
-        let mut complete = 1;
-        while complete < size {
-            let m = recv_watching(&worker, REPORT_PORT, &peers).await?;
-            let (len, buf) = &mut incoming[m.from.index()];
-            match len {
-                None => {
-                    let header: [u8; 8] = m
-                        .bytes
-                        .as_slice()
-                        .try_into()
-                        .map_err(|_| format!("report header from {}", m.from))?;
-                    *len = Some(u64::from_le_bytes(header) as usize);
-                }
-                Some(_) => buf.extend_from_slice(&m.bytes),
-            }
-            if *len != Some(buf.len()) {
-                continue;
-            }
-            complete += 1;
-            let (ns, report): (u64, NodeReport) =
-                serde_json::from_slice(buf).map_err(|e| format!("report from {}: {e}", m.from))?;
-            slowest = slowest.max(Nanos(ns));
-            reports[m.from.index()] = report;
-        }
-        Ok((slowest, reports, clocks))
+        gather(&worker, size, elapsed, collect).await
     });
     let rank = cluster.rank();
     // A failed run says why before anything else; its closing barrier would only add "rank k
     // closed the connection" (the peers are failing too) and hide the cause.
-    let (elapsed, reports, clocks) = outcome.map_err(|e| {
+    let Gathered { elapsed, reports, clocks } = outcome.map_err(|e| {
         eprintln!("error: rank {rank}: {e}");
         ExitCode::from(exit::FAILURE)
     })?;
@@ -335,39 +257,6 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
     Ok(Some(PointOutcome { result, violation }))
 }
 
-/// `nic.recv(port)`, but every [`PROBE_EVERY`] without a message it sends a probe to each of
-/// `peers`: a peer that died (its process exited or was killed) makes the probe fail with
-/// `PeerGone` from the transport, and the wait ends with that error instead of lasting forever.
-async fn recv_watching<N: Nic>(
-    nic: &N,
-    port: u16,
-    peers: &[NodeId],
-) -> Result<dmsim_protocols::nic::Message, String> {
-    use std::future::Future;
-    use std::task::Poll;
-    loop {
-        let mut recv = std::pin::pin!(nic.recv(port));
-        let mut sleep = std::pin::pin!(nic.sleep(PROBE_EVERY));
-        let first = std::future::poll_fn(|cx| {
-            if let Poll::Ready(m) = recv.as_mut().poll(cx) {
-                return Poll::Ready(Some(m));
-            }
-            sleep.as_mut().poll(cx).map(|()| None)
-        })
-        .await;
-        match first {
-            Some(m) => return m.map_err(|e| e.to_string()),
-            None => {
-                for &peer in peers {
-                    nic.send(peer, PROBE_PORT, Vec::new())
-                        .await
-                        .map_err(|e| format!("waiting on port {port} for {peer}: {e}"))?;
-                }
-            }
-        }
-    }
-}
-
 /// Ends the process (exit 1, one line naming the rank and the count) if this node's clients
 /// completed no operation for `timeout_s` seconds: a protocol that stopped making progress
 /// (a lost message, a latch nobody releases) is an error, not a run that hangs until killed.
@@ -393,28 +282,6 @@ async fn watchdog<N: Nic>(
             std::process::exit(exit::FAILURE as i32);
         }
     }
-}
-
-/// Rank `peer`'s clock relative to ours: `CLOCK_ROUNDS` ping-pongs; the fastest gives the
-/// offset (its reply was read somewhere inside that round trip) and ± half of it.
-async fn measure_clock<N: Nic>(nic: &N, peer: NodeId) -> Result<Clock, String> {
-    let mut best: Option<(u64, Clock)> = None;
-    for _ in 0..CLOCK_ROUNDS {
-        let t0 = nic.now().0;
-        nic.send(peer, CLOCK_PORT, Vec::new()).await.map_err(|e| e.to_string())?;
-        let reply = recv_watching(nic, CLOCK_REPLY_PORT, &[peer]).await?;
-        let t1 = nic.now().0;
-        let theirs: [u8; 8] =
-            reply.bytes.as_slice().try_into().map_err(|_| format!("clock reply from {}", reply.from))?;
-        let theirs = u64::from_le_bytes(theirs);
-        let rtt = t1.saturating_sub(t0);
-        let mid = t0 as i128 + rtt as i128 / 2;
-        let clock = Clock { offset_ns: (theirs as i128 - mid) as i64, uncertainty_ns: rtt.div_ceil(2) + 1 };
-        if best.is_none_or(|(r, _)| rtt < r) {
-            best = Some((rtt, clock));
-        }
-    }
-    Ok(best.expect("CLOCK_ROUNDS > 0").1)
 }
 
 fn write_results(

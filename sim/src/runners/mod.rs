@@ -6,6 +6,7 @@
 
 pub mod common;
 pub mod gam;
+pub mod gather;
 pub mod nic_micro;
 pub mod plan;
 pub mod selcc;

@@ -4,16 +4,19 @@
 //! reports at rank 0 over the NIC itself. Same protocol code, same metrics code, both backends.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use dmsim_protocols::nic::{Cluster, Nanos, Nic, NodeId, Task};
 use serde::{Deserialize, Serialize};
 
 use super::common::{require_finished, sim_config};
+use super::gather::{gather, Gathered};
 use super::{PointResult, RunOptions};
 use crate::check::merge::{merge, Clock, LoggedOp};
 use crate::check::{check_linearizability, check_sequential_consistency};
 use crate::engine::Sim;
 use crate::scenario::Point;
+use dmsim_protocols::sync::Channel;
 
 /// What one node measured: named counters and raw latency samples (ns).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -75,28 +78,52 @@ pub trait Plan {
     }
 }
 
-/// Run every node of `plan` in one simulation.
+/// Run every node of `plan` in one simulation. Each node runs as on hardware: its clients as
+/// tasks, then the report exchange over the NIC ([`super::gather`]), so that exchange is tested
+/// here too. Node 0's clock is every node's clock in the simulator, so the history checkers get
+/// exact clocks (the measured offsets are ignored).
 pub fn run_in_sim<P: Plan>(plan: &P, point: &Point, options: RunOptions) -> Result<PointResult, String> {
     let cluster = plan.cluster();
     let nodes = cluster.node_count();
     let mut sim = Sim::new(sim_config(point, cluster, options.trace));
-    let mut collects = Vec::with_capacity(nodes);
+    let outcome_slot: Arc<Mutex<Option<Result<Gathered, String>>>> = Arc::new(Mutex::new(None));
     for i in 0..nodes {
         let node = NodeId(i as u16);
         let nic = sim.nic(node);
         plan.setup(&nic);
-        let run = plan.node(nic);
-        for t in run.mains {
-            sim.spawn_main(node, t);
-        }
+        let run = plan.node(nic.clone());
         for t in run.daemons {
             sim.spawn_daemon(node, t);
         }
-        collects.push(run.collect);
+        let slot = outcome_slot.clone();
+        sim.spawn_main(node, async move {
+            let start = nic.now();
+            let done = Arc::new(Channel::new());
+            let clients = run.mains.len();
+            for m in run.mains {
+                let done = done.clone();
+                nic.spawn(async move {
+                    m.await;
+                    done.push(());
+                });
+            }
+            for _ in 0..clients {
+                done.pop().await;
+            }
+            let elapsed = nic.now().saturating_sub(start);
+            let gathered = gather(&nic, nodes, elapsed, run.collect).await;
+            if node.index() == 0 || gathered.is_err() {
+                let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+                if slot.as_ref().is_none_or(|o| o.is_ok()) {
+                    *slot = Some(gathered);
+                }
+            }
+        });
     }
     let outcome = sim.run();
     require_finished(&outcome)?;
-    let reports: Vec<NodeReport> = collects.into_iter().map(|c| c()).collect();
+    let gathered = outcome_slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Gathered { reports, .. } = gathered.ok_or("node 0 gathered no reports")??;
     let mut metrics = plan.metrics(&reports, outcome.end_time);
     metrics.extend(check_histories(&reports, &vec![Clock::default(); reports.len()])?);
     Ok(PointResult {
