@@ -1,16 +1,16 @@
-//! SELCC's micro-benchmark client with every operation logged for the history checkers, on
-//! any backend.
+//! SELCC's micro-benchmark clients with every operation logged for the history checkers, on
+//! any backend: an [`Observer`] of `dmsim_protocols::selcc::bench::run_observed_worker`.
 //!
-//! The same lock/access/unlock loop as `dmsim_protocols::selcc::bench::run_worker`, plus a
-//! [`LoggedOp`] per accessed word: a write also logs the value it replaced (read under the
+//! One [`LoggedOp`] per accessed word. A write also logs the value it replaced (read under the
 //! exclusive latch), which is how [`crate::check::merge`] rebuilds each key's write order where
 //! no simulator can watch the commits (on hardware). Keys are `gcl_index · words_per_gcl + word`.
 
 use std::sync::{Arc, Mutex};
 
-use dmsim_protocols::nic::Nic;
+use dmsim_protocols::nic::{Nanos, Nic};
+use dmsim_protocols::selcc::bench::{run_observed_worker, Observer};
 use dmsim_protocols::selcc::Node;
-use dmsim_protocols::workload::micro::MicroStream;
+use dmsim_protocols::workload::micro::{MicroOp, MicroStream};
 
 use crate::check::merge::LoggedOp;
 
@@ -23,30 +23,59 @@ impl OpLog {
         OpLog::default()
     }
 
-    /// Logs one entry per word of an access (contiguous: one lock); returns the first's index.
-    fn push(&self, ops: impl Iterator<Item = LoggedOp>) -> usize {
-        let mut log = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let first = log.len();
-        log.extend(ops);
-        first
-    }
-
-    /// Updates the `count` entries of one access, `f(word, entry)`.
-    fn update(&self, first: usize, count: usize, f: impl Fn(usize, &mut LoggedOp)) {
-        let mut log = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        for (i, op) in log[first..first + count].iter_mut().enumerate() {
-            f(i, op);
-        }
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<LoggedOp>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Everything logged so far (operations still in flight have no return time).
     pub fn snapshot(&self) -> Vec<LoggedOp> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.lock().clone()
     }
 }
 
-/// One front-end thread: the stream's operations, each logged; the last thread of the node
-/// drains its cache if `drain_at_end` (so memory can be checked afterwards).
+/// Logs one client's operations into its node's [`OpLog`].
+struct Recorder {
+    log: OpLog,
+    client: u32,
+    words_per_gcl: u64,
+    /// Index of the current operation's first entry (one entry per word, contiguous).
+    first: usize,
+}
+
+impl Observer for Recorder {
+    fn wants_replaced(&self) -> bool {
+        true
+    }
+
+    fn invoke(&mut self, op: &MicroOp, stamp: Option<u64>, now: Nanos) {
+        let key = op.gcl_index * self.words_per_gcl + op.offset_bytes as u64 / 8;
+        let mut log = self.log.lock();
+        self.first = log.len();
+        log.extend((0..op.len_bytes as u64 / 8).map(|i| LoggedOp {
+            client: self.client,
+            key: key + i,
+            write: stamp,
+            seen: None,
+            invoke_ns: now.0,
+            return_ns: None,
+        }));
+    }
+
+    fn accessed(&mut self, op: &MicroOp, words: &[u64]) {
+        let mut log = self.log.lock();
+        for (entry, word) in log[self.first..].iter_mut().zip(words).take(op.len_bytes as usize / 8) {
+            entry.seen = Some(*word);
+        }
+    }
+
+    fn complete(&mut self, op: &MicroOp, now: Nanos) {
+        let mut log = self.log.lock();
+        let n = op.len_bytes as usize / 8;
+        log[self.first..self.first + n].iter_mut().for_each(|e| e.return_ns = Some(now.0));
+    }
+}
+
+/// One front-end thread whose operations land in `log` as `client`.
 pub async fn recorded_worker<N: Nic>(
     node: Arc<Node<N>>,
     thread: u32,
@@ -56,65 +85,6 @@ pub async fn recorded_worker<N: Nic>(
     drain_at_end: bool,
 ) {
     let words_per_gcl = node.config.gcl_size_bytes as u64 / 8;
-    let mut w = node.worker(thread);
-    let mut sequence = 0u64;
-    let mut buffer = Vec::new();
-    for op in stream {
-        let g = node.layout.gcl(op.gcl_index);
-        let words = (op.len_bytes / 8) as usize;
-        let first_key = op.gcl_index * words_per_gcl + op.offset_bytes as u64 / 8;
-        let invoke_ns = w.nic.now().0;
-        if op.write {
-            sequence += 1;
-            // Unique per (node, thread, sequence) and never 0 (the initial value).
-            let stamp = (node.node.0 as u64 + 1) << 48 | (thread as u64) << 32 | sequence;
-            let first = log.push((0..words as u64).map(|i| LoggedOp {
-                client,
-                key: first_key + i,
-                write: Some(stamp),
-                seen: None,
-                invoke_ns,
-                return_ns: None,
-            }));
-            let mut h = node.xlock(&mut w, g).await;
-            buffer.clear();
-            buffer.resize(words, 0);
-            node.read(&h, op.offset_bytes, &mut buffer);
-            log.update(first, words, |i, logged| logged.seen = Some(buffer[i]));
-            buffer.iter_mut().for_each(|v| *v = stamp);
-            w.nic.mark("write", first_key);
-            node.write(&mut h, op.offset_bytes, &buffer);
-            node.xunlock(&mut w, h).await;
-            let at = w.nic.now().0;
-            log.update(first, words, |_, logged| logged.return_ns = Some(at));
-        } else {
-            let first = log.push((0..words as u64).map(|i| LoggedOp {
-                client,
-                key: first_key + i,
-                write: None,
-                seen: None,
-                invoke_ns,
-                return_ns: None,
-            }));
-            let h = node.slock(&mut w, g).await;
-            buffer.clear();
-            buffer.resize(words, 0);
-            node.read(&h, op.offset_bytes, &mut buffer);
-            w.nic.mark("read", first_key);
-            node.sunlock(&mut w, h).await;
-            let at = w.nic.now().0;
-            log.update(first, words, |i, logged| {
-                logged.seen = Some(buffer[i]);
-                logged.return_ns = Some(at);
-            });
-        }
-    }
-    let last = {
-        let mut running = node.workers_running.lock().unwrap_or_else(|e| e.into_inner());
-        *running -= 1;
-        *running == 0
-    };
-    if last && drain_at_end {
-        node.drain(&w.nic).await;
-    }
+    let recorder = Recorder { log, client, words_per_gcl, first: 0 };
+    run_observed_worker(node, thread, stream, drain_at_end, recorder).await
 }
