@@ -252,8 +252,10 @@ impl Runtime {
             if let Some(task) = next {
                 self.run_task(task);
                 idle_rounds = 0;
-                // Keep completions flowing even when tasks are always ready.
+                // Keep completions and due timers flowing even when tasks are always ready (a
+                // task polling for a reply with short sleeps is always back in the queue).
                 self.poll_nic();
+                self.fire_timers();
                 continue;
             }
             let delivered = self.poll_nic() + self.fire_timers();
@@ -541,6 +543,30 @@ mod tests {
             }
         });
         assert!(flag.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn timers_fire_while_other_tasks_are_always_ready() {
+        // Goal: a sleeper wakes on time although another task never leaves the run queue (it
+        // polls with zero-length sleeps, as protocols poll for replies). Found by a scratch test:
+        // a 1 ms sleep was still asleep after 5 s when timers fired only on an idle worker.
+        let rt = Runtime::new();
+        let rt2 = rt.clone();
+        let woke = Arc::new(AtomicBool::new(false));
+        let w2 = woke.clone();
+        let start = Instant::now();
+        rt.block_on(1, async move {
+            let (rt3, w3) = (rt2.clone(), w2.clone());
+            rt2.spawn(async move {
+                rt3.sleep(Duration::from_millis(1)).await;
+                w3.store(true, Ordering::Release);
+            });
+            while !w2.load(Ordering::Acquire) && start.elapsed() < Duration::from_secs(5) {
+                rt2.sleep(Duration::ZERO).await;
+            }
+        });
+        assert!(woke.load(Ordering::Acquire), "the sleeper never woke");
+        assert!(start.elapsed() < Duration::from_secs(1), "woke after {:?}", start.elapsed());
     }
 
     #[test]
