@@ -18,6 +18,7 @@
 //!   deterministic scenario produce byte-identical files.
 
 mod atomic;
+mod axis;
 mod claims;
 mod csv;
 mod error;

@@ -1,5 +1,6 @@
 //! Tests of `svg.rs`, kept apart so the module reads top-down.
 use super::*;
+use crate::report::axis::{linear_axis, linear_labeller, log_axis, log_tick_label};
 use crate::report::figure::Series;
 use crate::report::test_support::{leftover_temp_files, scratch_dir};
 
