@@ -17,7 +17,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use dmsim_hw::cluster::{bootstrap, BootstrapOptions};
+use dmsim_hw::cluster::{bootstrap, discover_rank_size, BootstrapOptions};
 use dmsim_protocols::nic::{Nanos, Nic};
 
 use super::hw::hw_error;
@@ -88,14 +88,42 @@ pub fn run(args: HwRunArgs) -> ExitCode {
             }
         }
     }
-    let nodes: Vec<usize> = plans.iter().map(|p| p.node_count()).collect();
-    if nodes.iter().any(|n| *n != nodes[0]) {
+    // One launch has one process per node: run the points whose cluster has that many nodes
+    // (a sweep over cluster size is launched once per size).
+    let needed: std::collections::BTreeSet<usize> = plans.iter().map(HwPlan::node_count).collect();
+    let size =
+        discover_rank_size(args.rank, args.size, |k| std::env::var(k).ok()).ok().map(|(_, s)| s as usize);
+    let size = match (size, needed.len()) {
+        (Some(size), _) => size,
+        (None, 1) => *needed.first().expect("one size"),
+        (None, _) => {
+            eprintln!(
+                "error: {}: the points need {} nodes; give --rank/--size (or launch with srun/mpirun) \
+                 so the points of that size run",
+                shown(&args.scenario),
+                list(&needed)
+            );
+            return ExitCode::from(exit::BAD_INPUT);
+        }
+    };
+    let (indices, plans): (Vec<usize>, Vec<HwPlan>) =
+        indices.into_iter().zip(plans).filter(|(_, p)| p.node_count() == size).unzip();
+    if indices.is_empty() {
         eprintln!(
-            "error: {}: the points need different numbers of nodes ({nodes:?}); one launch has one \
-             process per node, so run them separately with --point N",
-            shown(&args.scenario)
+            "error: {}: no point runs on {size} processes: the points need {} nodes (memory + compute)",
+            shown(&args.scenario),
+            list(&needed)
         );
         return ExitCode::from(exit::BAD_INPUT);
+    }
+    let partial = needed.len() > 1;
+    if partial {
+        eprintln!(
+            "note: running the {} of {} points that need {size} nodes (the others need {})",
+            indices.len(),
+            scenario.points.len(),
+            list(&needed.iter().copied().filter(|n| *n != size).collect())
+        );
     }
     let mut points = Vec::new();
     let mut results = Vec::new();
@@ -104,6 +132,9 @@ pub fn run(args: HwRunArgs) -> ExitCode {
         let point = &scenario.points[i];
         if indices.len() > 1 {
             eprintln!("point {i} of {}: {}", scenario.points.len(), super::run::describe(point));
+        }
+        if let HwPlan::Selcc(p) = plan {
+            p.notes().iter().for_each(|n| eprintln!("note: point {i}: {n}"));
         }
         match plan.run(&args) {
             Ok(Some(outcome)) => {
@@ -122,11 +153,21 @@ pub fn run(args: HwRunArgs) -> ExitCode {
         }
     }
     if !results.is_empty() {
-        if let Err(code) = write_results(&args, &scenario, &points, &results) {
+        let suffix = if partial { format!("-hw-n{size}") } else { "-hw".into() };
+        if let Err(code) = write_results(&args, &scenario, &points, &results, &suffix) {
             return code;
         }
     }
     failure.unwrap_or(ExitCode::SUCCESS)
+}
+
+/// "2, 4 or 8".
+fn list(sizes: &std::collections::BTreeSet<usize>) -> String {
+    let v: Vec<String> = sizes.iter().map(usize::to_string).collect();
+    match v.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => v.join(""),
+    }
 }
 
 /// The protocols with a hardware plan.
@@ -289,6 +330,7 @@ fn write_results(
     scenario: &scenario::Scenario,
     points: &[scenario::Point],
     results: &[PointResult],
+    suffix: &str,
 ) -> Result<(), ExitCode> {
     let elapsed: f64 = results.iter().map(|r| r.end_time_ns as f64 / 1e9).sum();
     let view = scenario::Scenario { points: points.to_vec(), ..scenario.clone() };
@@ -300,9 +342,11 @@ fn write_results(
     let figure = results::figure(&view, &cells);
     let dir = match &args.out {
         Some(out) => ResultsDir::at(out),
-        None => {
-            ResultsDir::for_scenario("results", &scenario.file.paper, &format!("{}-hw", scenario.file.name))
-        }
+        None => ResultsDir::for_scenario(
+            "results",
+            &scenario.file.paper,
+            &format!("{}{suffix}", scenario.file.name),
+        ),
     };
     let io = |e: String| {
         eprintln!("error: {e}");

@@ -658,6 +658,7 @@ pub struct SelccPlan {
     layout: Layout,
     cluster: Cluster,
     seed: u64,
+    notes: Vec<String>,
 }
 
 impl SelccPlan {
@@ -665,13 +666,26 @@ impl SelccPlan {
         let plan = plan(&point.config).map_err(|ps| {
             ps.iter().map(|p| format!("{}: {}", p.path, p.reason)).collect::<Vec<_>>().join("; ")
         })?;
+        // The reference runs of `compare_with` are simulations (a figure's "N× over X"); a
+        // hardware run measures this point only.
+        let mut notes = Vec::new();
         if !plan.workload.compare_with.is_empty() {
-            return Err("workload.compare_with: runs on hardware compare nothing; remove it".into());
+            let names: Vec<&str> = plan.workload.compare_with.keys().map(String::as_str).collect();
+            notes.push(format!(
+                "workload.compare_with ({}) ignored: a hardware run measures this point only; run the \
+                 reference configuration as its own scenario",
+                names.join(", ")
+            ));
         }
         let shape: Cluster = cluster(&point.config.cluster, 8, 8);
         let layout = Layout::new(&shape, &plan.config, plan.spec.gcl_count, 0);
         let cluster = Cluster { region_size_bytes: layout.region_sizes(&shape.kinds), kinds: shape.kinds };
-        Ok(SelccPlan { plan, layout, cluster, seed: point.seed })
+        Ok(SelccPlan { plan, layout, cluster, seed: point.seed, notes })
+    }
+
+    /// What this plan leaves out of the scenario on hardware, to tell the operator.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 }
 
