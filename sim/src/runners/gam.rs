@@ -266,14 +266,7 @@ pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
         outcome.end_time.saturating_sub(dmsim_protocols::nic::Nanos(start_ns)).as_secs_f64().max(1e-12);
     let ops = total.ops;
     let metrics = metrics(&total, &home, span_s, oracle.as_ref().map(|o| o.reads_checked()));
-    Ok(PointResult {
-        metrics,
-        events: outcome.events,
-        end_time_ns: outcome.end_time.0,
-        trace_hash: outcome.trace_hash,
-        stop: format!("{:?}", outcome.stop),
-        ops,
-    })
+    Ok(PointResult::simulated(&outcome, metrics, ops))
 }
 
 /// GAM on the micro-benchmark as a backend-independent [`super::plan::Plan`], so `dmsim hw run`

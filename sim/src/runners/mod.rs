@@ -34,6 +34,24 @@ pub struct PointResult {
     pub ops: u64,
 }
 
+impl PointResult {
+    /// A simulation's result: its `metrics` and `ops`, the rest from the engine's outcome.
+    pub fn simulated(
+        outcome: &crate::engine::Outcome,
+        metrics: BTreeMap<String, f64>,
+        ops: u64,
+    ) -> PointResult {
+        PointResult {
+            metrics,
+            events: outcome.events,
+            end_time_ns: outcome.end_time.0,
+            trace_hash: outcome.trace_hash,
+            stop: format!("{:?}", outcome.stop),
+            ops,
+        }
+    }
+}
+
 /// Options for one point's run that do not change its result.
 pub struct RunOptions {
     pub trace: TraceSink,

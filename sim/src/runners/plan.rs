@@ -126,14 +126,7 @@ pub fn run_in_sim<P: Plan>(plan: &P, point: &Point, options: RunOptions) -> Resu
     let Gathered { reports, .. } = gathered.ok_or("node 0 gathered no reports")??;
     let mut metrics = plan.metrics(&reports, outcome.end_time);
     metrics.extend(check_histories(&reports, &vec![Clock::default(); reports.len()])?);
-    Ok(PointResult {
-        metrics,
-        events: outcome.events,
-        end_time_ns: outcome.end_time.0,
-        trace_hash: outcome.trace_hash,
-        stop: format!("{:?}", outcome.stop),
-        ops: plan.ops(&reports),
-    })
+    Ok(PointResult::simulated(&outcome, metrics, plan.ops(&reports)))
 }
 
 /// Runs the history checkers (write chain, linearizability, sequential consistency) over the
