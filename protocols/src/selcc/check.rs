@@ -10,6 +10,7 @@
 //! * a Case-1 handover in a node's `handovers` map: the new owner may hold the forwarded copy as
 //!   Modified before the handover FAA lands (spec §4 S3 "careful").
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Mutex;
@@ -35,9 +36,12 @@ impl fmt::Display for Violation {
     }
 }
 
-/// One node's view of one GCL, gathered for the cross-node checks.
+/// One node's view of one GCL, gathered for the cross-node checks. `seq` is the gathering
+/// order, so sorting by `(gcl, seq)` groups the copies of a line in the order they were found.
 #[derive(Clone, Copy, Debug)]
 struct Copy {
+    gcl: Gaddr,
+    seq: u32,
     node: ComputeIndex,
     memo: Memo,
     transit: bool,
@@ -46,118 +50,214 @@ struct Copy {
     writers: u32,
 }
 
-/// Check S1, S2, S3 and directory soundness across all compute nodes. `latch_word(g)` reads the
-/// latch word of `g` from its memory node's region.
+/// Buffers reused across calls of [`check_coherence`] (it runs after every simulator event, so
+/// it must not allocate). Each list is sorted by `(gcl, seq)` before the per-line checks.
+#[derive(Default)]
+struct Scratch {
+    copies: Vec<Copy>,
+    /// `(gcl, seq, from, to)` for every Case-1 handover in flight.
+    handovers: Vec<(Gaddr, u32, ComputeIndex, ComputeIndex)>,
+    /// `(gcl, seq, node)` for every release in flight.
+    releasing: Vec<(Gaddr, u32, ComputeIndex)>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Check S1, S2, S3 and directory soundness across all compute nodes, and L2
+/// ([`check_memorised_messages`]) on every node first. `latch_word(g)` reads the latch word of
+/// `g` from its memory node's region.
 pub fn check_coherence(
     nodes: &[&NodeState],
     layout: &Layout,
     latch_word: &dyn Fn(Gaddr) -> u64,
 ) -> Result<(), Violation> {
-    let mut lines: BTreeMap<Gaddr, Vec<Copy>> = BTreeMap::new();
-    let mut handovers: BTreeMap<Gaddr, Vec<(ComputeIndex, ComputeIndex)>> = BTreeMap::new();
-    let mut releasing: BTreeMap<Gaddr, Vec<ComputeIndex>> = BTreeMap::new();
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => check_coherence_with(&mut scratch, nodes, layout, latch_word),
+        // Re-entered (from `latch_word`): fall back to fresh buffers.
+        Err(_) => check_coherence_with(&mut Scratch::default(), nodes, layout, latch_word),
+    })
+}
+
+fn check_coherence_with(
+    scratch: &mut Scratch,
+    nodes: &[&NodeState],
+    layout: &Layout,
+    latch_word: &dyn Fn(Gaddr) -> u64,
+) -> Result<(), Violation> {
+    let Scratch { copies, handovers, releasing } = scratch;
+    copies.clear();
+    handovers.clear();
+    releasing.clear();
+    let mut seq = 0u32;
+    let mut next = || {
+        seq += 1;
+        seq
+    };
     for state in nodes {
-        check_memorised_messages(state)?;
+        // One pass over the frames gathers the copies and checks L2 (`check_memorised_messages`,
+        // inlined so each frame's meta is locked once): L2 cannot fail after gathering has
+        // started on a later node, and gathering cannot fail, so the first violation is the
+        // same as checking L2 node by node before the line checks.
+        let queued = state.retry_queued.lock().unwrap();
         for frame in state.cache.frames.iter() {
-            let meta = frame.meta();
-            let Some(g) = meta.gcl else { continue };
-            lines.entry(g).or_default().push(Copy {
+            let (g, memo, transit, acquiring, readers, writers, pending) = {
+                let meta = frame.meta();
+                let Some(g) = meta.gcl else { continue };
+                (
+                    g,
+                    meta.memo,
+                    meta.transit,
+                    meta.acquiring,
+                    meta.section_readers,
+                    meta.section_writers,
+                    meta.pending,
+                )
+            };
+            if let Some(msg) = pending {
+                if frame.latch.snapshot() == (0, false, 0) && !queued.contains_key(&g) {
+                    return Err(stranded_message(state, g, &msg));
+                }
+            }
+            copies.push(Copy {
+                gcl: g,
+                seq: next(),
                 node: state.me,
-                memo: meta.memo,
-                transit: meta.transit,
-                acquiring: meta.acquiring,
-                readers: meta.section_readers,
-                writers: meta.section_writers,
+                memo,
+                transit,
+                acquiring,
+                readers,
+                writers,
             });
         }
+        drop(queued);
         for (g, to) in state.handovers.lock().unwrap().iter() {
-            handovers.entry(*g).or_default().push((state.me, *to));
-            lines.entry(*g).or_default();
+            handovers.push((*g, next(), state.me, *to));
         }
         for g in state.releasing.lock().unwrap().keys() {
-            releasing.entry(*g).or_default().push(state.me);
-            lines.entry(*g).or_default();
+            releasing.push((*g, next(), state.me));
         }
     }
+    copies.sort_unstable_by_key(|c| (c.gcl, c.seq));
+    handovers.sort_unstable_by_key(|h| (h.0, h.1));
+    releasing.sort_unstable_by_key(|r| (r.0, r.1));
     let n = layout.compute_count();
-    for (g, copies) in &lines {
-        let g = *g;
-        let fail = |invariant: &'static str, detail: String| Err(Violation { invariant, gcl: g, detail });
-        // S1: one writer in a critical section, and then no reader anywhere.
-        let writers: u32 = copies.iter().map(|c| c.writers).sum();
-        let readers: u32 = copies.iter().map(|c| c.readers).sum();
-        if writers > 1 || (writers == 1 && readers > 0) {
-            return fail("S1 single writer", format!("{writers} writers and {readers} readers in sections"));
-        }
-        // S2: at most one Modified copy, and no Shared copy beside it.
-        let modified: Vec<_> = copies.iter().filter(|c| c.memo == Memo::Modified).collect();
-        // A Shared memo mid-transition (`transit`: a Case-3 release FAA in flight; `acquiring`: an
-        // upgrade fallback's release FAA in flight) may outlive its latch bit by the completion's
-        // flight time, while its task holds the local latch exclusively so nobody reads the copy.
-        // Found by `dmsim fuzz scenarios/selcc/fuzz-small.json` (seeds 79, 164, 217 of 300).
-        let shared = copies.iter().filter(|c| c.memo == Memo::Shared && !c.transit && !c.acquiring).count();
-        if modified.len() > 1 || (modified.len() == 1 && shared > 0) {
-            return fail(
-                "S2 one Modified copy",
-                format!("{} Modified and {shared} Shared copies", modified.len()),
-            );
-        }
-        // S3: memo soundness with respect to the latch word.
-        let word = latch_word(g);
-        let holder = latch::exclusive_holder(word, n);
-        let handing = handovers.get(&g).map(Vec::as_slice).unwrap_or(&[]);
-        // A copy in transit or mid-acquire (its CAS/FAA may have landed, e.g. an upgrade) is
-        // exempt until its thread observes the completion.
-        for c in copies.iter().filter(|c| !c.transit && !c.acquiring) {
-            match c.memo {
-                Memo::Modified => {
-                    // A forwarded owner may see its copy before the handover FAA (possibly one of
-                    // a chain of handovers) lands.
-                    let handed_to_us = handing.iter().any(|(_, to)| *to == c.node);
-                    if holder != Some(c.node) && !handed_to_us {
-                        return fail(
-                            "S3 memo M matches latch",
-                            format!("node {} has M, latch {word:#x}", c.node.0),
-                        );
-                    }
-                }
-                Memo::Shared => {
-                    if word & latch::bit(c.node) == 0 || latch::ex_field(word) != 0 {
-                        return fail(
-                            "S3 memo S matches latch",
-                            format!("node {} has S, latch {word:#x}", c.node.0),
-                        );
-                    }
-                }
-                Memo::Invalid => {}
+    // Walk the GCLs named by any of the three lists in ascending order (as the per-line maps of
+    // the checks' definition would).
+    let (mut ci, mut hi, mut ri) = (0, 0, 0);
+    loop {
+        let g =
+            [copies.get(ci).map(|c| c.gcl), handovers.get(hi).map(|h| h.0), releasing.get(ri).map(|r| r.0)]
+                .into_iter()
+                .flatten()
+                .min();
+        let Some(g) = g else { break };
+        let run = |from: usize, len: usize, at: &dyn Fn(usize) -> Gaddr| {
+            let mut to = from;
+            while to < len && at(to) == g {
+                to += 1;
             }
-        }
-        // Directory soundness: whoever the latch names knows it (or is mid-transition), so no
-        // ownership leaks and no acquirer waits for a holder that will never answer.
-        let busy = |node: ComputeIndex| {
-            copies.iter().any(|c| c.node == node && (c.transit || c.acquiring))
-                || releasing.get(&g).is_some_and(|r| r.contains(&node))
-                || handing.iter().any(|(from, to)| *from == node || *to == node)
+            to
         };
-        if let Some(owner) = holder {
-            let knows = copies.iter().any(|c| c.node == owner && c.memo == Memo::Modified);
-            if !knows && !busy(owner) && handing.is_empty() {
-                return fail(
-                    "S3 latch owner knows",
-                    format!("latch {word:#x} names node {} without M", owner.0),
-                );
-            }
-        }
-        if latch::ex_field(word) == 0 {
-            for reader in latch::bits_iter(latch::readers(word)) {
-                let knows = copies.iter().any(|c| c.node == reader && c.memo == Memo::Shared);
-                if !knows && !busy(reader) {
-                    return fail("S3 reader bit owner knows", format!("bit {} set in {word:#x}", reader.0));
+        let ce = run(ci, copies.len(), &|i| copies[i].gcl);
+        let he = run(hi, handovers.len(), &|i| handovers[i].0);
+        let re = run(ri, releasing.len(), &|i| releasing[i].0);
+        check_line(g, &copies[ci..ce], &handovers[hi..he], &releasing[ri..re], n, latch_word)?;
+        (ci, hi, ri) = (ce, he, re);
+    }
+    Ok(())
+}
+
+/// The cross-node checks of one GCL: its cached copies, the handovers and releases in flight.
+fn check_line(
+    g: Gaddr,
+    copies: &[Copy],
+    handing: &[(Gaddr, u32, ComputeIndex, ComputeIndex)],
+    releasing: &[(Gaddr, u32, ComputeIndex)],
+    n: usize,
+    latch_word: &dyn Fn(Gaddr) -> u64,
+) -> Result<(), Violation> {
+    let fail = |invariant: &'static str, detail: String| Err(Violation { invariant, gcl: g, detail });
+    // S1: one writer in a critical section, and then no reader anywhere.
+    let writers: u32 = copies.iter().map(|c| c.writers).sum();
+    let readers: u32 = copies.iter().map(|c| c.readers).sum();
+    if writers > 1 || (writers == 1 && readers > 0) {
+        return fail("S1 single writer", format!("{writers} writers and {readers} readers in sections"));
+    }
+    // S2: at most one Modified copy, and no Shared copy beside it.
+    let modified = copies.iter().filter(|c| c.memo == Memo::Modified).count();
+    // A Shared memo mid-transition (`transit`: a Case-3 release FAA in flight; `acquiring`: an
+    // upgrade fallback's release FAA in flight) may outlive its latch bit by the completion's
+    // flight time, while its task holds the local latch exclusively so nobody reads the copy.
+    // Found by `dmsim fuzz scenarios/selcc/fuzz-small.json` (seeds 79, 164, 217 of 300).
+    let shared = copies.iter().filter(|c| c.memo == Memo::Shared && !c.transit && !c.acquiring).count();
+    if modified > 1 || (modified == 1 && shared > 0) {
+        return fail("S2 one Modified copy", format!("{modified} Modified and {shared} Shared copies"));
+    }
+    // S3: memo soundness with respect to the latch word.
+    let word = latch_word(g);
+    let holder = latch::exclusive_holder(word, n);
+    // A copy in transit or mid-acquire (its CAS/FAA may have landed, e.g. an upgrade) is
+    // exempt until its thread observes the completion.
+    for c in copies.iter().filter(|c| !c.transit && !c.acquiring) {
+        match c.memo {
+            Memo::Modified => {
+                // A forwarded owner may see its copy before the handover FAA (possibly one of
+                // a chain of handovers) lands.
+                let handed_to_us = handing.iter().any(|h| h.3 == c.node);
+                if holder != Some(c.node) && !handed_to_us {
+                    return fail(
+                        "S3 memo M matches latch",
+                        format!("node {} has M, latch {word:#x}", c.node.0),
+                    );
                 }
+            }
+            Memo::Shared => {
+                if word & latch::bit(c.node) == 0 || latch::ex_field(word) != 0 {
+                    return fail(
+                        "S3 memo S matches latch",
+                        format!("node {} has S, latch {word:#x}", c.node.0),
+                    );
+                }
+            }
+            Memo::Invalid => {}
+        }
+    }
+    // Directory soundness: whoever the latch names knows it (or is mid-transition), so no
+    // ownership leaks and no acquirer waits for a holder that will never answer.
+    let busy = |node: ComputeIndex| {
+        copies.iter().any(|c| c.node == node && (c.transit || c.acquiring))
+            || releasing.iter().any(|r| r.2 == node)
+            || handing.iter().any(|h| h.2 == node || h.3 == node)
+    };
+    if let Some(owner) = holder {
+        let knows = copies.iter().any(|c| c.node == owner && c.memo == Memo::Modified);
+        if !knows && !busy(owner) && handing.is_empty() {
+            return fail("S3 latch owner knows", format!("latch {word:#x} names node {} without M", owner.0));
+        }
+    }
+    if latch::ex_field(word) == 0 {
+        for reader in latch::bits_iter(latch::readers(word)) {
+            let knows = copies.iter().any(|c| c.node == reader && c.memo == Memo::Shared);
+            if !knows && !busy(reader) {
+                return fail("S3 reader bit owner knows", format!("bit {} set in {word:#x}", reader.0));
             }
         }
     }
     Ok(())
+}
+
+fn stranded_message(state: &NodeState, g: Gaddr, msg: &super::message::InvMsg) -> Violation {
+    Violation {
+        invariant: "L2 memorised message has a server",
+        gcl: g,
+        detail: format!(
+            "node {} keeps a {:?} message from node {} (seq {}) in an idle frame, not queued \
+             for the retry server",
+            state.me.0, msg.kind, msg.sender.0, msg.seq
+        ),
+    }
 }
 
 /// Liveness of deferral (§5.1.1, §5.3.1): a memorised message has someone to serve it — a
@@ -173,15 +273,7 @@ pub fn check_memorised_messages(state: &NodeState) -> Result<(), Violation> {
         };
         let (Some(msg), Some(g)) = (pending, g) else { continue };
         if frame.latch.snapshot() == (0, false, 0) && !queued.contains_key(&g) {
-            return Err(Violation {
-                invariant: "L2 memorised message has a server",
-                gcl: g,
-                detail: format!(
-                    "node {} keeps a {:?} message from node {} (seq {}) in an idle frame, not queued \
-                     for the retry server",
-                    state.me.0, msg.kind, msg.sender.0, msg.seq
-                ),
-            });
+            return Err(stranded_message(state, g, &msg));
         }
     }
     Ok(())
