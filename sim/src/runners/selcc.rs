@@ -61,6 +61,7 @@ use crate::check::merge::Clock;
 use crate::engine::Sim;
 use crate::scenario::load::{join_path, parse_typed};
 use crate::scenario::{Point, PointConfig, Problem};
+use crate::simnic::SimNic;
 use crate::trace::TraceSink;
 
 /// The most simulated memory (all regions) one point may allocate.
@@ -457,19 +458,7 @@ fn simulate(point: &Point, plan: &Plan, trace: TraceSink) -> Result<RunStats, St
         nodes.push(tasks.node);
     }
     if let Some(oracle) = &oracle {
-        let states: Vec<Arc<NodeState>> = nodes.iter().map(|n| n.state.clone()).collect();
-        let regions: Vec<_> = (0..cl.node_count()).map(|i| sim.region(NodeId(i as u16))).collect();
-        let layout = layout.clone();
-        let oracle = oracle.clone();
-        sim.set_checker(move |_now| {
-            let views: Vec<&NodeState> = states.iter().map(|s| s.as_ref()).collect();
-            let word = |g: dmsim_protocols::nic::RemoteAddr| regions[g.node.index()].load(g.offset_bytes);
-            check_coherence(&views, &layout, &word).map_err(|v| v.to_string())?;
-            match oracle.violations().first() {
-                Some(v) => Err(v.to_string()),
-                None => Ok(()),
-            }
-        });
+        install_checker(&mut sim, &layout, &nodes, oracle);
     }
     let outcome = sim.run();
     require_finished(&outcome)?;
@@ -526,6 +515,24 @@ fn compute_tasks<N: dmsim_protocols::nic::Nic>(
         })
         .collect();
     bench::NodeTasks { daemons: ops::daemons(&node), node, mains }
+}
+
+/// After every event: SELCC's coherence invariants over all nodes, then the oracle's
+/// read-latest checks (`check: true`; also what the SELCC tests install).
+pub fn install_checker(sim: &mut Sim, layout: &Layout, nodes: &[Arc<Node<SimNic>>], oracle: &Arc<Oracle>) {
+    let states: Vec<Arc<NodeState>> = nodes.iter().map(|n| n.state.clone()).collect();
+    let regions: Vec<_> = (0..sim.cluster().node_count()).map(|i| sim.region(NodeId(i as u16))).collect();
+    let layout = layout.clone();
+    let oracle = oracle.clone();
+    sim.set_checker(move |_now| {
+        let views: Vec<&NodeState> = states.iter().map(|s| s.as_ref()).collect();
+        let word = |g: dmsim_protocols::nic::RemoteAddr| regions[g.node.index()].load(g.offset_bytes);
+        check_coherence(&views, &layout, &word).map_err(|v| v.to_string())?;
+        match oracle.violations().first() {
+            Some(v) => Err(v.to_string()),
+            None => Ok(()),
+        }
+    });
 }
 
 fn case_name(case: OpCase) -> &'static str {

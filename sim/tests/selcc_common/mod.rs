@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use dmsim_protocols::nic::{Cluster, NodeId, NodeKind};
-use dmsim_protocols::selcc::check::{check_coherence, check_quiescent, Oracle};
-use dmsim_protocols::selcc::{bench, setup_memory_node, Config, Layout, Node, NodeState};
+use dmsim_protocols::selcc::check::{check_quiescent, Oracle};
+use dmsim_protocols::selcc::{bench, setup_memory_node, Config, Layout, Node};
 use dmsim_protocols::workload::micro::MicroSpec;
 use dmsim_sim::choice::Strategy;
 use dmsim_sim::fabric::Profile;
@@ -76,19 +76,7 @@ pub fn harness_with(
 
 /// After every event: the coherence invariants over all nodes and the oracle's read checks.
 pub fn install_checker(sim: &mut Sim, layout: &Layout, nodes: &[Arc<Node<SimNic>>], oracle: &Arc<Oracle>) {
-    let states: Vec<Arc<NodeState>> = nodes.iter().map(|n| n.state.clone()).collect();
-    let regions: Vec<_> = (0..sim.cluster().node_count()).map(|i| sim.region(NodeId(i as u16))).collect();
-    let layout = layout.clone();
-    let oracle = oracle.clone();
-    sim.set_checker(move |_now| {
-        let views: Vec<&NodeState> = states.iter().map(|s| s.as_ref()).collect();
-        let word = |g: dmsim_protocols::nic::RemoteAddr| regions[g.node.index()].load(g.offset_bytes);
-        check_coherence(&views, &layout, &word).map_err(|v| v.to_string())?;
-        if let Some(v) = oracle.violations().first() {
-            return Err(v.to_string());
-        }
-        Ok(())
-    });
+    dmsim_sim::runners::selcc::install_checker(sim, layout, nodes, oracle);
 }
 
 impl Harness {
