@@ -72,7 +72,7 @@ SELFTEST=$TARGET/debug/dmsim-hw-selftest
 ADDS=(-a "$VERBS:/opt/verbs" -a "$SELFTEST:/opt/selftest")
 SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/gam-3node.json hw/vm/scenarios/selcc-3node-evict.json hw/vm/scenarios/selcc-1client.json}
 if [ -n "$SCENARIOS" ]; then
-  if (cd "$WS" && cargo build --profile test -p dmsim-sim --features rdma --bin dmsim) >>"$BUILD_LOG" 2>&1; then
+  if (cd "$WS" && cargo build --profile test -p dmsim --features rdma --bin dmsim) >>"$BUILD_LOG" 2>&1; then
     ADDS+=(-a "$TARGET/debug/dmsim:/opt/dmsim")
     for f in $SCENARIOS; do ADDS+=(-a "$REPO/$f:/opt/scenarios/$(basename "$f")"); done
     ADDS+=(-a "$REPO/hw/vm/scenarios/faults/selcc-3node-stuck.json:/opt/faults/selcc-3node-stuck.json")

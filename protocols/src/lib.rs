@@ -6,13 +6,18 @@
 //! * [`nic`] — the trait, its types and the semantics both backends honour. Start here.
 //! * [`memory`] — a node's registered region (8-byte words).
 //! * [`sync`] — executor-agnostic async latches and channels for tasks on one node.
+//! * [`harness`] — the protocol definition every command consumes ([`harness::Protocol`],
+//!   [`harness::Plan`]); each protocol folder holds its own (`selcc/def.rs`, `gam/def.rs`, …).
 //!
 //! Architecture invariant: this crate depends on neither `sim` nor `hw`; it reaches the clock,
 //! randomness and the network only through `Nic`.
 
+pub mod common;
 pub mod gam;
+pub mod harness;
 pub mod memory;
 pub mod nic;
+pub mod nic_micro;
 pub mod selcc;
 pub mod sync;
 pub mod workload;

@@ -25,7 +25,6 @@
 
 pub mod check;
 pub mod choice;
-pub mod cli;
 pub mod engine;
 pub mod fabric;
 pub mod fuzz;

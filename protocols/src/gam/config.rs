@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::mutants::Mutant;
+
 /// The consistency variant (SELCC §6 "Micro-benchmark baselines" [P]: GAM (TSO) and GAM (SEQ);
 /// §8.4 [P]: "TSO vs SEQ differ by write buffering").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +70,9 @@ pub struct Config {
     /// TSO store-buffer entries per thread; a full buffer blocks the writer.
     pub write_buffer_entries: u32,
     pub cpu: CpuCosts,
+    /// A deliberately planted bug ([`super::mutants`]); `None` is the correct protocol.
+    #[serde(default)]
+    pub mutant: Mutant,
 }
 
 impl Default for Config {
@@ -88,6 +93,7 @@ impl Config {
             inv_handlers: 1,
             write_buffer_entries: 16,
             cpu: CpuCosts::default(),
+            mutant: Mutant::None,
         }
     }
 

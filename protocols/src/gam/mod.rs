@@ -30,12 +30,15 @@
 pub mod bench;
 pub mod check;
 pub mod config;
+pub mod def;
 pub mod directory;
 pub mod layout;
 pub mod message;
+pub mod mutants;
 pub mod node;
 pub mod stats;
 
 pub use config::{Config, CpuCosts, Variant};
+pub use def::{Gam, GamPlan};
 pub use layout::Layout;
 pub use node::{LineState, Node, NodeState, Worker};

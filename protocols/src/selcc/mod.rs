@@ -26,6 +26,7 @@ pub mod bench;
 pub mod cache;
 pub mod check;
 pub mod config;
+pub mod def;
 pub mod dirty;
 pub mod evict;
 pub mod fairness;
@@ -35,11 +36,14 @@ mod join;
 pub mod latch;
 pub mod layout;
 pub mod message;
+pub mod metrics;
 pub mod node;
 pub mod ops;
+pub mod recorded;
 pub mod stats;
 
 pub use config::{Config, Mode, Mutant};
+pub use def::{Selcc, SelccPlan};
 pub use layout::{setup_memory_node, Gaddr, Layout};
 pub use node::{Handle, Node, NodeState, Worker};
 

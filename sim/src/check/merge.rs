@@ -21,34 +21,11 @@
 use std::collections::BTreeMap;
 
 use dmsim_protocols::nic::Nanos;
-use serde::{Deserialize, Serialize};
 
 use super::history::{ClientId, History, Key, Op, Record};
 use super::Violation;
 
-/// One operation as a node logged it, on the node's clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LoggedOp {
-    /// Globally unique sequential client (e.g. node index × threads + thread).
-    pub client: u32,
-    pub key: u64,
-    /// `Some(value)` for a write of `value`; `None` for a read.
-    pub write: Option<u64>,
-    /// A write: the value it replaced, read under exclusive ownership (`None` if it never got
-    /// that far). A read: the value it returned (`None` while pending).
-    pub seen: Option<u64>,
-    pub invoke_ns: u64,
-    /// `None`: the operation never returned.
-    pub return_ns: Option<u64>,
-}
-
-/// How a node's clock maps onto the reference clock: `reference = local - offset_ns`, give or
-/// take `uncertainty_ns`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Clock {
-    pub offset_ns: i64,
-    pub uncertainty_ns: u64,
-}
+pub use dmsim_protocols::harness::{Clock, LoggedOp};
 
 /// The client id of the final-state reads.
 pub const FINAL_CLIENT: ClientId = ClientId(u32::MAX);

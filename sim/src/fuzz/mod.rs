@@ -14,7 +14,8 @@
 //! ```
 //!
 //! * [`target`] — the [`FuzzTarget`] seam, requests and verdicts, panics as verdicts;
-//! * [`selcc`] — the SELCC target and its mutant table;
+//! * [`protocol`] — the target of any registered protocol (its definition's invariants,
+//!   history logs and end-of-run checks); [`swarm`] — what each seed varies;
 //! * [`campaign`] — parallel seeds, shards, summaries and their merge, failure finishing;
 //! * [`shrink`] — delta debugging over choice logs;
 //! * [`replay`] — the replay file format.
@@ -23,12 +24,13 @@
 //! (`engine::FaultPlan`); a target only decides the rates per seed.
 
 pub mod campaign;
+pub mod protocol;
 pub mod replay;
-pub mod selcc;
 pub mod shrink;
+pub mod swarm;
 pub mod target;
 
 pub use campaign::{run_campaign, CampaignSpec, CampaignSummary, StrategyKind};
+pub use protocol::ProtocolTarget;
 pub use replay::ReplayFile;
-pub use selcc::SelccTarget;
 pub use target::{Failure, Faults, FuzzTarget, RunRequest, RunResult, Verdict};

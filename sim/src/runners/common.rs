@@ -1,52 +1,55 @@
-//! Helpers every runner uses: the cluster layout and the simulator configuration.
+//! Helpers every run uses: the simulator configuration of a point and the finished check.
 
-use dmsim_protocols::nic::{Cluster, NodeId, NodeKind};
+use dmsim_protocols::harness::{CheckLevel, PointSpec};
+use dmsim_protocols::nic::Cluster;
 
 use crate::choice::Strategy;
 use crate::engine::{Outcome, SimConfig, StopReason};
-use crate::scenario::{load::resolve_profile, ClusterSpec, Point};
+use crate::scenario::{load::resolve_profile, Point, PointConfig};
 use crate::trace::TraceSink;
-
-/// Memory nodes are `0..m`, compute nodes `m..m+c`.
-pub fn memory_node(spec: &ClusterSpec, i: u16) -> NodeId {
-    assert!(i < spec.memory_nodes);
-    NodeId(i)
-}
-
-pub fn compute_node(spec: &ClusterSpec, i: u16) -> NodeId {
-    assert!(i < spec.compute_nodes);
-    NodeId(spec.memory_nodes + i)
-}
-
-/// The cluster with the given region sizes per kind.
-pub fn cluster(spec: &ClusterSpec, memory_region_bytes: u64, compute_region_bytes: u64) -> Cluster {
-    let mut kinds = vec![NodeKind::Memory; spec.memory_nodes as usize];
-    kinds.extend(std::iter::repeat_n(NodeKind::Compute, spec.compute_nodes as usize));
-    let region_size_bytes = kinds
-        .iter()
-        .map(|k| match k {
-            NodeKind::Memory => memory_region_bytes.next_multiple_of(8),
-            NodeKind::Compute => compute_region_bytes.next_multiple_of(8),
-        })
-        .collect();
-    Cluster { kinds, region_size_bytes }
-}
 
 /// The simulator configuration for a point (profile resolved, cores and share per node).
 pub fn sim_config(point: &Point, cluster: Cluster, trace: TraceSink) -> SimConfig {
-    let spec = &point.config.cluster;
+    sim_config_for(&point.config, point.seed, cluster, trace)
+}
+
+/// [`sim_config`] from a point's resolved configuration and seed.
+pub fn sim_config_for(config: &PointConfig, seed: u64, cluster: Cluster, trace: TraceSink) -> SimConfig {
+    let spec = &config.cluster;
     let profile = resolve_profile(spec).expect("validated at load");
-    let mut config = SimConfig::new(cluster, profile, point.seed);
-    config.strategy = Strategy::Random { seed: point.seed };
-    config.trace = trace;
-    config.torn_large_verbs = spec.torn_large_verbs;
-    for i in 0..spec.memory_nodes as usize {
-        config.cores[i] = spec.memory_node_cores;
-        config.cpu_share[i] = spec.memory_node_cpu_share;
+    let mut sim = SimConfig::new(cluster, profile, seed);
+    sim.strategy = Strategy::Random { seed };
+    sim.trace = trace;
+    sim.torn_large_verbs = spec.torn_large_verbs;
+    for i in 0..(spec.memory_nodes as usize).min(sim.cores.len()) {
+        sim.cores[i] = spec.memory_node_cores;
+        sim.cpu_share[i] = spec.memory_node_cpu_share;
     }
-    config.time_ns_max = point.config.run.time_ns_max;
-    config.events_max = point.config.run.events_max;
-    config
+    sim.time_ns_max = config.run.time_ns_max;
+    sim.events_max = config.run.events_max;
+    sim
+}
+
+/// The point as its protocol sees it.
+pub fn point_spec(
+    config: &PointConfig,
+    seed: u64,
+    check: CheckLevel,
+    quiesce: bool,
+    mutant: &str,
+) -> PointSpec {
+    PointSpec {
+        protocol: config.protocol.clone(),
+        memory_nodes: config.cluster.memory_nodes,
+        compute_nodes: config.cluster.compute_nodes,
+        memory_node_cores: config.cluster.memory_node_cores,
+        protocol_options: config.protocol_options.clone(),
+        workload: config.workload.clone(),
+        seed,
+        check,
+        quiesce,
+        mutant: mutant.to_string(),
+    }
 }
 
 /// A run that did not finish is an error naming why.
@@ -62,14 +65,4 @@ pub fn require_finished(outcome: &Outcome) -> Result<(), String> {
             Err(format!("invariant violated at {}: {message}", outcome.end_time))
         }
     }
-}
-
-/// Percentile (0..=100) of an unsorted sample, nearest-rank; 0 for an empty sample.
-pub fn percentile(samples: &mut [u64], pct: f64) -> f64 {
-    if samples.is_empty() {
-        return 0.0;
-    }
-    samples.sort_unstable();
-    let rank = ((pct / 100.0) * samples.len() as f64).ceil().max(1.0) as usize;
-    samples[rank.min(samples.len()) - 1] as f64
 }

@@ -1,26 +1,29 @@
-//! Runners: turn one scenario point into a simulation, run it, and return its metrics.
+//! Running scenario points: any registered protocol, through its one definition.
 //!
-//! Each protocol (or microbenchmark) has one file here that parses its `workload` and
-//! `protocol_options` sections with field paths ([`check`]) and builds the run ([`run`]).
-//! Adding a protocol to `dmsim run` means adding one arm to each `match` below.
+//! A protocol registers a [`dmsim_protocols::harness::Protocol`]; the CLI puts it in a
+//! [`Registry`]. [`run`] turns a point into a [`PointSpec`](dmsim_protocols::harness::PointSpec),
+//! plans it, simulates it ([`simulate`]), computes the plan's metrics, runs the history checkers
+//! when the run logged operations, and adds the `compare_with` reference runs. The fuzzer and
+//! the hardware runner consume the same definition, so a scenario means the same everywhere.
 
 pub mod common;
-pub mod gam;
-pub mod gather;
-pub mod nic_micro;
-pub mod plan;
-pub mod selcc;
-pub mod selcc_recorded;
+pub mod compare;
+pub mod registry;
+pub mod simulate;
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
+use dmsim_protocols::harness::options::problems_line;
+use dmsim_protocols::harness::CheckLevel;
 use serde::Serialize;
 
-use crate::scenario::{Point, PointConfig, Problem};
-use crate::trace::TraceSink;
+pub use registry::{Driver, Judged, Registry, SimProtocol};
+pub use simulate::{check_histories, simulate, Exchange, SimulateOptions, Simulated};
 
-/// Protocol names `dmsim run` knows.
-pub const PROTOCOLS: &[&str] = &["nic_micro", "selcc", "sel", "gam"];
+use crate::scenario::Point;
+use crate::trace::TraceSink;
+use common::{point_spec, require_finished, sim_config};
 
 /// What one point produced.
 #[derive(Clone, Debug, Serialize)]
@@ -57,26 +60,77 @@ pub struct RunOptions {
     pub trace: TraceSink,
 }
 
-/// Runner-specific validation of a resolved point.
-pub fn check(config: &PointConfig) -> Vec<Problem> {
-    match config.protocol.as_str() {
-        "nic_micro" => nic_micro::check(config),
-        "gam" => gam::check(config),
-        "selcc" | "sel" => selcc::check(config),
-        other => vec![Problem::new(
-            "protocol",
-            format!("unknown protocol {other:?} (known: {})", PROTOCOLS.join(", ")),
-        )],
+/// Run one point and its `compare_with` references. Errors are run-time failures (a stalled or
+/// violated run), never bad input, which the scenario loader has already rejected.
+pub fn run(registry: &Registry, point: &Point, options: RunOptions) -> Result<PointResult, String> {
+    let mut result = measure(registry, point, options.trace)?;
+    for (name, overrides) in &point.config.compare_with {
+        let config = compare::reference(&point.config, overrides).map_err(|p| p.to_string())?;
+        let reference = Point { config, ..point.clone() };
+        let r =
+            measure(registry, &reference, TraceSink::Off).map_err(|e| format!("reference {name:?}: {e}"))?;
+        result.ops += r.ops;
+        result.events += r.events;
+        let ref_mops = r.metrics.get("throughput_mops").copied().unwrap_or(0.0);
+        let own = result.metrics.get("throughput_mops").copied().unwrap_or(0.0);
+        result.metrics.insert(format!("ref_{name}_mops"), ref_mops);
+        result.metrics.insert(format!("speedup_{name}"), if ref_mops > 0.0 { own / ref_mops } else { 0.0 });
     }
+    Ok(result)
 }
 
-/// Run one point. Errors are run-time failures (a stalled or violated run), never bad input,
-/// which [`check`] has already rejected.
-pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
-    match point.config.protocol.as_str() {
-        "nic_micro" => nic_micro::run(point, options),
-        "gam" => gam::run(point, options),
-        "selcc" | "sel" => selcc::run(point, options),
-        other => Err(format!("unknown protocol {other:?}")),
-    }
+/// One simulation of `point` (no references): metrics, plus the history checkers' coverage
+/// with `run.check`.
+pub fn measure(registry: &Registry, point: &Point, trace: TraceSink) -> Result<PointResult, String> {
+    let protocol = registry.lookup(&point.config.protocol).map_err(|p| p.to_string())?;
+    let level = if point.config.run.check { CheckLevel::Full } else { CheckLevel::Off };
+    let spec = point_spec(&point.config, point.seed, level, false, "none");
+    let trace = Cell::new(Some(trace));
+    let config = |cluster| sim_config(point, cluster, trace.take().unwrap_or(TraceSink::Off));
+    let judged =
+        protocol.simulate(&spec, &config, SimulateOptions::MEASURE).map_err(|p| problems_line(&p))?;
+    require_finished(&judged.run.outcome)?;
+    judged.run.verified.as_ref().map_err(|v| format!("end-of-run check: {v}"))?;
+    let history = judged.histories.map_err(|v| format!("history check: {v}"))?;
+    let mut metrics = judged.metrics.unwrap_or_default();
+    metrics.extend(history);
+    Ok(PointResult::simulated(&judged.run.outcome, metrics, judged.ops))
+}
+
+/// `point` as `dmsim hw run` runs it — every node quiesces at the end, `run.check` logs
+/// histories only (no in-process oracle), the reports travel over the NIC in the end-of-run
+/// exchange — but in the simulator, so the hardware path is tested without hardware.
+pub fn rehearse_hardware(registry: &Registry, point: &Point) -> Result<PointResult, String> {
+    let protocol = registry.lookup(&point.config.protocol).map_err(|p| p.to_string())?;
+    let level = if point.config.run.check { CheckLevel::Histories } else { CheckLevel::Off };
+    let spec = point_spec(&point.config, point.seed, level, true, "none");
+    rehearse_spec(protocol, point, &spec)
+}
+
+/// [`rehearse_hardware`] with a planted mutant (tests: the hardware checks catch it).
+pub fn rehearse_hardware_mutant(
+    registry: &Registry,
+    point: &Point,
+    mutant: &str,
+) -> Result<PointResult, String> {
+    let protocol = registry.lookup(&point.config.protocol).map_err(|p| p.to_string())?;
+    let level = if point.config.run.check { CheckLevel::Histories } else { CheckLevel::Off };
+    let spec = point_spec(&point.config, point.seed, level, true, mutant);
+    rehearse_spec(protocol, point, &spec)
+}
+
+fn rehearse_spec(
+    protocol: &dyn SimProtocol,
+    point: &Point,
+    spec: &dmsim_protocols::harness::PointSpec,
+) -> Result<PointResult, String> {
+    let config = |cluster| sim_config(point, cluster, TraceSink::Off);
+    let options = SimulateOptions { exchange: Exchange::OverNic, invariants: false, catch_panics: false };
+    let judged = protocol.simulate(spec, &config, options).map_err(|p| problems_line(&p))?;
+    require_finished(&judged.run.outcome)?;
+    judged.run.verified.as_ref().map_err(|v| format!("end-of-run check: {v}"))?;
+    let history = judged.histories.map_err(|v| format!("history check: {v}"))?;
+    let mut metrics = judged.metrics.unwrap_or_default();
+    metrics.extend(history);
+    Ok(PointResult::simulated(&judged.run.outcome, metrics, judged.ops))
 }

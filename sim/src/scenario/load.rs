@@ -5,21 +5,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{Axis, Point, PointConfig, Scenario, ScenarioFile};
+use super::{Axis, Point, PointConfig, Problem, Scenario, ScenarioFile};
 use crate::fabric::Profile;
-
-/// One thing wrong with a scenario, at a field path.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    pub path: String,
-    pub reason: String,
-}
-
-impl Problem {
-    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Problem {
-        Problem { path: path.into(), reason: reason.into() }
-    }
-}
+use crate::runners::Registry;
 
 /// Every problem found in one file. Displayed as one `error: <file>: <path>: <reason>` line each.
 #[derive(Clone, Debug)]
@@ -43,22 +31,27 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+pub fn load(path: &Path, registry: &Registry) -> Result<Scenario, ScenarioError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
         file: file.clone(),
         problems: vec![Problem::new("", format!("cannot read: {e}"))],
     })?;
-    load_in(&file, &text, path.parent())
+    load_in(&file, &text, path.parent(), registry)
 }
 
-pub fn load_str(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-    load_in(file, text, None)
+pub fn load_str(file: &str, text: &str, registry: &Registry) -> Result<Scenario, ScenarioError> {
+    load_in(file, text, None, registry)
 }
 
 /// [`load_str`] for a file in directory `base`: a relative `cluster.nic_profile` path (a
 /// profile JSON, e.g. from `dmsim hw calibrate`) is taken relative to the scenario file.
-fn load_in(file: &str, text: &str, base: Option<&Path>) -> Result<Scenario, ScenarioError> {
+fn load_in(
+    file: &str,
+    text: &str,
+    base: Option<&Path>,
+    registry: &Registry,
+) -> Result<Scenario, ScenarioError> {
     let fail = |problems: Vec<Problem>| ScenarioError { file: file.to_string(), problems };
     let mut raw: Value = serde_json::from_str(text).map_err(|e| {
         fail(vec![Problem::new(
@@ -78,7 +71,7 @@ fn load_in(file: &str, text: &str, base: Option<&Path>) -> Result<Scenario, Scen
     }
     let points = expand(&raw, &parsed).map_err(|p| fail(vec![p]))?;
     for point in &points {
-        for p in check_point(&point.config) {
+        for p in check_point(&point.config, registry) {
             let p = Problem::new(p.path, format!("{}{}", p.reason, point_context(point)));
             if !problems.contains(&p) {
                 problems.push(p);
@@ -91,22 +84,7 @@ fn load_in(file: &str, text: &str, base: Option<&Path>) -> Result<Scenario, Scen
     Ok(Scenario { file: parsed, source: text.to_string(), points })
 }
 
-/// Deserialize with the failing field's path (`prefix` is prepended).
-pub fn parse_typed<T: serde::de::DeserializeOwned>(value: &Value, prefix: &str) -> Result<T, Problem> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let inner = e.path().to_string();
-        let path = join_path(prefix, if inner == "." { "" } else { &inner });
-        Problem::new(path, e.into_inner().to_string())
-    })
-}
-
-pub fn join_path(prefix: &str, inner: &str) -> String {
-    match (prefix.is_empty(), inner.is_empty()) {
-        (true, _) => inner.to_string(),
-        (false, true) => prefix.to_string(),
-        (false, false) => format!("{prefix}.{inner}"),
-    }
-}
+pub use dmsim_protocols::harness::{join_path, parse_typed};
 
 fn point_context(point: &Point) -> String {
     let mut parts = Vec::new();
@@ -183,7 +161,7 @@ fn check_file(file: &ScenarioFile) -> Vec<Problem> {
 }
 
 /// Checks on one resolved point: cluster shape, profile, then the runner's own.
-pub fn check_point(config: &PointConfig) -> Vec<Problem> {
+pub fn check_point(config: &PointConfig, registry: &Registry) -> Vec<Problem> {
     let mut out = Vec::new();
     let c = &config.cluster;
     if c.memory_nodes == 0 {
@@ -211,7 +189,7 @@ pub fn check_point(config: &PointConfig) -> Vec<Problem> {
         Ok(_) => {}
         Err(mut p) => out.append(&mut p),
     }
-    out.extend(crate::runners::check(config));
+    out.extend(registry.check(config));
     out
 }
 
@@ -311,6 +289,24 @@ fn set_path(doc: &mut Value, path: &str, value: Value) -> Result<(), String> {
     Ok(())
 }
 
+/// The single point of scenario `raw` (its sweep ignored) with `overrides` written at their
+/// dotted paths: how the fuzzer turns a seed's swarm into an ordinary point.
+pub fn resolve_point(raw: &Value, overrides: &[(String, Value)]) -> Result<PointConfig, Problem> {
+    let mut doc = raw.clone();
+    for (path, value) in overrides {
+        set_path(&mut doc, path, value.clone()).map_err(|e| Problem::new(path.clone(), e))?;
+    }
+    let resolved: ScenarioFile = parse_typed(&doc, "")?;
+    Ok(PointConfig {
+        protocol: resolved.protocol,
+        cluster: resolved.cluster,
+        protocol_options: resolved.protocol_options,
+        workload: resolved.workload,
+        compare_with: resolved.compare_with,
+        run: resolved.run,
+    })
+}
+
 fn apply_axis(doc: &mut Value, axis: &Axis, i: usize, at: &str) -> Result<(), Problem> {
     let value = axis.values[i].clone();
     let result = match &axis.path {
@@ -327,7 +323,8 @@ fn apply_axis(doc: &mut Value, axis: &Axis, i: usize, at: &str) -> Result<(), Pr
         }
     };
     if let Some(path) = &axis.path {
-        if ["paper", "name", "sweep", "plot", "paper_values"].contains(&path.split('.').next().unwrap_or(""))
+        if ["paper", "name", "sweep", "plot", "paper_values", "fuzz"]
+            .contains(&path.split('.').next().unwrap_or(""))
         {
             return Err(Problem::new(format!("{at}.path"), "may not sweep the scenario's own metadata"));
         }
@@ -359,6 +356,7 @@ fn expand(raw: &Value, file: &ScenarioFile) -> Result<Vec<Point>, Problem> {
                         cluster: resolved.cluster.clone(),
                         protocol_options: resolved.protocol_options.clone(),
                         workload: resolved.workload.clone(),
+                        compare_with: resolved.compare_with.clone(),
                         run: resolved.run.clone(),
                     };
                     points.push(Point {

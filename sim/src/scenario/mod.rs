@@ -14,10 +14,13 @@
 pub mod load;
 pub mod results;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use load::{load, load_str, Problem, ScenarioError};
+pub use dmsim_protocols::harness::Problem;
+pub use load::{load, load_str, ScenarioError};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,13 +31,22 @@ pub struct ScenarioFile {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    /// Which runner: `nic_micro`, `selcc`, `sel`, `gam`, …
+    /// Which protocol definition (a name in the CLI's registry: `nic_micro`, `selcc`, `gam`, …).
     pub protocol: String,
     pub cluster: ClusterSpec,
     #[serde(default)]
     pub protocol_options: Value,
     #[serde(default)]
     pub workload: Value,
+    /// Also run each point with these overrides applied (`{ "<name>": { "<dotted.path>": value } }`,
+    /// paths into `protocol`, `cluster`, `workload`, `protocol_options`) and emit
+    /// `ref_<name>_mops` and `speedup_<name>` = throughput / the reference's throughput, so a
+    /// paper's "N× over X" claims are first-class metrics. Any protocol may be the reference.
+    #[serde(default)]
+    pub compare_with: BTreeMap<String, serde_json::Map<String, Value>>,
+    /// `dmsim fuzz`: what each seed's swarm draws and how faults are placed ([`crate::fuzz::swarm`]).
+    #[serde(default)]
+    pub fuzz: Value,
     #[serde(default)]
     pub sweep: Sweep,
     #[serde(default)]
@@ -107,6 +119,10 @@ pub struct RunSpec {
     pub time_ns_max: u64,
     #[serde(default = "events_max")]
     pub events_max: u64,
+    /// Check mode: log every client operation for the history checkers and, in the simulator,
+    /// run the protocol's invariants after every event (slow; for tests and small runs).
+    #[serde(default)]
+    pub check: bool,
 }
 
 fn one_u32() -> u32 {
@@ -124,7 +140,7 @@ fn events_max() -> u64 {
 
 impl Default for RunSpec {
     fn default() -> Self {
-        RunSpec { seeds: 1, seed: 1, time_ns_max: time_max(), events_max: events_max() }
+        RunSpec { seeds: 1, seed: 1, time_ns_max: time_max(), events_max: events_max(), check: false }
     }
 }
 
@@ -195,6 +211,8 @@ pub struct PointConfig {
     pub protocol_options: Value,
     #[serde(default)]
     pub workload: Value,
+    #[serde(default)]
+    pub compare_with: BTreeMap<String, serde_json::Map<String, Value>>,
     pub run: RunSpec,
 }
 

@@ -76,7 +76,14 @@ pub fn harness_with(
 
 /// After every event: the coherence invariants over all nodes and the oracle's read checks.
 pub fn install_checker(sim: &mut Sim, layout: &Layout, nodes: &[Arc<Node<SimNic>>], oracle: &Arc<Oracle>) {
-    dmsim_sim::runners::selcc::install_checker(sim, layout, nodes, oracle);
+    let states = nodes.iter().map(|n| n.state.clone()).collect();
+    let mut check =
+        dmsim_protocols::selcc::def::invariants(layout, states, oracle.clone(), layout.prealloc_gcl_count);
+    let regions: Vec<_> = (0..sim.cluster().node_count()).map(|i| sim.region(NodeId(i as u16))).collect();
+    sim.set_checker(move |_now| {
+        let word = |a: dmsim_protocols::nic::RemoteAddr| regions[a.node.index()].load(a.offset_bytes);
+        check(&word).map_err(|v| v.to_string())
+    });
 }
 
 impl Harness {

@@ -8,10 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rayon::prelude::*;
 
 use super::{exit, shown};
-use crate::report::{ResultsDir, RunReport};
-use crate::runners::{self, PointResult, RunOptions};
-use crate::scenario::{self, results, Point};
-use crate::trace::{mix, TraceSink};
+use dmsim_sim::report::{ResultsDir, RunReport};
+use dmsim_sim::runners::{self, PointResult, RunOptions};
+use dmsim_sim::scenario::{self, results, Point};
+use dmsim_sim::trace::{mix, TraceSink};
+
+use crate::registry;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -35,7 +37,8 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
-    let mut scenario = match scenario::load(&args.scenario) {
+    let registry = registry::sim();
+    let mut scenario = match scenario::load(&args.scenario, &registry) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");
@@ -97,7 +100,7 @@ pub fn run(args: RunArgs) -> ExitCode {
                 } else {
                     TraceSink::Off
                 };
-                let r = run_point_guarded(p, RunOptions { trace });
+                let r = run_point_guarded(&registry, p, RunOptions { trace });
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 eprintln!(
                     "[{n}/{total}] {}{}",
@@ -176,8 +179,12 @@ pub fn run(args: RunArgs) -> ExitCode {
 
 /// Run one point; a panic inside it (a protocol or engine assertion) fails that point only, so
 /// the other points' results are still written.
-fn run_point_guarded(p: &Point, options: RunOptions) -> Result<PointResult, String> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runners::run(p, options))) {
+fn run_point_guarded(
+    registry: &dmsim_sim::runners::Registry,
+    p: &Point,
+    options: RunOptions,
+) -> Result<PointResult, String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runners::run(registry, p, options))) {
         Ok(r) => r,
         Err(payload) => {
             let message = payload
@@ -186,8 +193,8 @@ fn run_point_guarded(p: &Point, options: RunOptions) -> Result<PointResult, Stri
                 .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "non-string panic payload".into());
             // If the panic came from inside a run, take its world off this thread.
-            if crate::engine::in_simulation() {
-                crate::engine::recover_after_panic(message.clone());
+            if dmsim_sim::engine::in_simulation() {
+                dmsim_sim::engine::recover_after_panic(message.clone());
             }
             Err(format!("panicked: {message}"))
         }

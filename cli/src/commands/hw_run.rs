@@ -1,6 +1,7 @@
 //! `dmsim hw run`: one scenario point on real RDMA, one process per node.
 //!
-//! Every rank loads the same scenario and builds the same [`Plan`]; rank `r` is node `r`
+//! Every rank loads the same scenario and builds the same [`Plan`] from the protocol's one
+//! definition (through the registry); rank `r` is node `r`
 //! (memory nodes first). After a start barrier each rank runs its node's tasks; when its mains
 //! finish it sends its [`NodeReport`] to rank 0 over the NIC (a SEND on a reserved port), and
 //! rank 0 combines them with the same metrics code the simulator uses and writes the same
@@ -11,7 +12,7 @@
 //! estimates every rank's clock offset by ping-pong over the NIC once all clients are done
 //! (offset from the fastest of [`CLOCK_ROUNDS`] round trips, ± half that round trip), merges the
 //! logs onto its clock and runs the simulator's history checkers on them
-//! ([`crate::runners::plan::check_histories`]). A violation is printed, the results are still
+//! ([`dmsim_sim::runners::check_histories`]) and the plan's end-of-run check ([`Plan::verify`]). A violation is printed, the results are still
 //! written, and the exit status is non-zero.
 
 use std::path::PathBuf;
@@ -22,11 +23,14 @@ use dmsim_protocols::nic::{Nanos, Nic};
 
 use super::hw::hw_error;
 use super::{exit, shown};
-use crate::report::{ResultsDir, RunReport, Table};
-use crate::runners::gather::{gather, Gathered};
-use crate::runners::plan::{check_histories, Plan};
-use crate::runners::PointResult;
-use crate::scenario::{self, results};
+use dmsim_protocols::harness::gather::{gather, Gathered};
+use dmsim_protocols::harness::{CheckLevel, Plan, PointSpec, Problem, Protocol};
+use dmsim_sim::report::{ResultsDir, RunReport, Table};
+use dmsim_sim::runners::common::point_spec;
+use dmsim_sim::runners::{check_histories, PointResult};
+
+use crate::registry;
+use dmsim_sim::scenario::{self, results};
 
 #[derive(clap::Args)]
 pub struct HwRunArgs {
@@ -62,7 +66,7 @@ pub struct HwRunArgs {
 }
 
 pub fn run(args: HwRunArgs) -> ExitCode {
-    let scenario = match scenario::load(&args.scenario) {
+    let scenario = match scenario::load(&args.scenario, &registry::sim()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");
@@ -78,19 +82,30 @@ pub fn run(args: HwRunArgs) -> ExitCode {
         None => (0..scenario.points.len()).collect(),
     };
     // Every plan up front, so a bad point is reported before any hardware is touched.
-    let mut plans = Vec::with_capacity(indices.len());
+    let mut plans: Vec<Box<dyn HwPlan>> = Vec::with_capacity(indices.len());
     for &i in &indices {
-        match HwPlan::new(&scenario.points[i]) {
+        let point = &scenario.points[i];
+        let Some(protocol) = registry::hw(&point.config.protocol) else {
+            eprintln!(
+                "error: {}: protocol: {:?} has no hardware driver",
+                shown(&args.scenario),
+                point.config.protocol
+            );
+            return ExitCode::from(exit::BAD_INPUT);
+        };
+        match protocol.prepare(&hw_spec(point)) {
             Ok(plan) => plans.push(plan),
-            Err(e) => {
-                eprintln!("error: {}: point {i}: {e}", shown(&args.scenario));
+            Err(problems) => {
+                for p in problems {
+                    eprintln!("error: {}: point {i}: {p}", shown(&args.scenario));
+                }
                 return ExitCode::from(exit::BAD_INPUT);
             }
         }
     }
     // One launch has one process per node: run the points whose cluster has that many nodes
     // (a sweep over cluster size is launched once per size).
-    let needed: std::collections::BTreeSet<usize> = plans.iter().map(HwPlan::node_count).collect();
+    let needed: std::collections::BTreeSet<usize> = plans.iter().map(|p| p.node_count()).collect();
     let size =
         discover_rank_size(args.rank, args.size, |k| std::env::var(k).ok()).ok().map(|(_, s)| s as usize);
     let size = match (size, needed.len()) {
@@ -106,7 +121,7 @@ pub fn run(args: HwRunArgs) -> ExitCode {
             return ExitCode::from(exit::BAD_INPUT);
         }
     };
-    let (indices, plans): (Vec<usize>, Vec<HwPlan>) =
+    let (indices, plans): (Vec<usize>, Vec<Box<dyn HwPlan>>) =
         indices.into_iter().zip(plans).filter(|(_, p)| p.node_count() == size).unzip();
     if indices.is_empty() {
         eprintln!(
@@ -133,8 +148,14 @@ pub fn run(args: HwRunArgs) -> ExitCode {
         if indices.len() > 1 {
             eprintln!("point {i} of {}: {}", scenario.points.len(), super::run::describe(point));
         }
-        if let HwPlan::Selcc(p) = plan {
-            p.notes().iter().for_each(|n| eprintln!("note: point {i}: {n}"));
+        plan.notes().iter().for_each(|n| eprintln!("note: point {i}: {n}"));
+        if !point.config.compare_with.is_empty() {
+            let names: Vec<&str> = point.config.compare_with.keys().map(String::as_str).collect();
+            eprintln!(
+                "note: point {i}: compare_with ({}) ignored: a hardware run measures this point only; run \
+                 the reference configuration as its own scenario",
+                names.join(", ")
+            );
         }
         match plan.run(&args) {
             Ok(Some(outcome)) => {
@@ -170,46 +191,55 @@ fn list(sizes: &std::collections::BTreeSet<usize>) -> String {
     }
 }
 
-/// The protocols with a hardware plan.
-enum HwPlan {
-    Micro(crate::runners::nic_micro::MicroPlan),
-    Selcc(Box<crate::runners::selcc::SelccPlan>),
-    Gam(Box<crate::runners::gam::GamPlan>),
+/// A protocol definition as `dmsim hw run` consumes it.
+pub trait HwProtocol: Send + Sync {
+    /// Plan `spec` for hardware (before any hardware is touched).
+    fn prepare(&self, spec: &PointSpec) -> Result<Box<dyn HwPlan>, Vec<Problem>>;
 }
 
-impl HwPlan {
-    fn new(point: &scenario::Point) -> Result<HwPlan, String> {
-        match point.config.protocol.as_str() {
-            "nic_micro" => crate::runners::nic_micro::MicroPlan::new(point).map(HwPlan::Micro),
-            "selcc" | "sel" => {
-                crate::runners::selcc::SelccPlan::new(point).map(|p| HwPlan::Selcc(Box::new(p)))
-            }
-            "gam" => crate::runners::gam::GamPlan::new(point).map(|p| HwPlan::Gam(Box::new(p))),
-            other => Err(format!(
-                "protocol: {other:?} has no hardware plan yet (nic_micro, selcc, sel and gam have)"
-            )),
-        }
+/// One planned point, ready to run on this rank.
+pub trait HwPlan {
+    fn node_count(&self) -> usize;
+    /// What the plan leaves out on hardware.
+    fn notes(&self) -> Vec<String>;
+    fn run(&self, args: &HwRunArgs) -> Result<Option<PointOutcome>, ExitCode>;
+}
+
+/// Any [`Protocol`] as an [`HwProtocol`].
+pub struct HwDriver<P: Protocol>(pub P);
+
+impl<P: Protocol> HwProtocol for HwDriver<P> {
+    fn prepare(&self, spec: &PointSpec) -> Result<Box<dyn HwPlan>, Vec<Problem>> {
+        Ok(Box::new(Planned(self.0.plan(spec)?)))
+    }
+}
+
+struct Planned<P: Plan>(P);
+
+impl<P: Plan> HwPlan for Planned<P> {
+    fn node_count(&self) -> usize {
+        self.0.cluster().node_count()
     }
 
-    fn node_count(&self) -> usize {
-        match self {
-            HwPlan::Micro(p) => p.cluster().node_count(),
-            HwPlan::Selcc(p) => p.cluster().node_count(),
-            HwPlan::Gam(p) => p.cluster().node_count(),
-        }
+    fn notes(&self) -> Vec<String> {
+        self.0.notes()
     }
 
     fn run(&self, args: &HwRunArgs) -> Result<Option<PointOutcome>, ExitCode> {
-        match self {
-            HwPlan::Micro(p) => run_plan(p, args),
-            HwPlan::Selcc(p) => run_plan(p.as_ref(), args),
-            HwPlan::Gam(p) => run_plan(p.as_ref(), args),
-        }
+        run_plan(&self.0, args)
     }
 }
 
+/// The point as its protocol sees it on hardware: every node quiesces at the end (so the
+/// end-of-run checks see final memory) and `run.check` logs histories (the in-process checks
+/// need one process).
+fn hw_spec(point: &scenario::Point) -> PointSpec {
+    let level = if point.config.run.check { CheckLevel::Histories } else { CheckLevel::Off };
+    point_spec(&point.config, point.seed, level, true, "none")
+}
+
 /// What rank 0 has after one point.
-struct PointOutcome {
+pub struct PointOutcome {
     result: PointResult,
     /// The history checkers' verdict when they found a violation.
     violation: Option<String>,
@@ -273,17 +303,22 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
         return Ok(None);
     }
     let mut metrics = plan.metrics(&reports, elapsed);
-    // The simulator's history checkers on the merged logs; a violation still keeps the results.
-    let violation = match check_histories(&reports, &clocks) {
+    // The simulator's history checkers on the merged logs, then the plan's end-of-run check; a
+    // violation still keeps the results.
+    let mut violation = match check_histories(&reports, &clocks) {
         Ok(m) => {
             metrics.extend(m);
             None
         }
         Err(e) => {
             metrics.insert("history_violations".into(), 1.0);
-            Some(e)
+            Some(format!("history check: {e}"))
         }
     };
+    if let Err(v) = plan.verify(&reports, None) {
+        metrics.insert("end_check_violations".into(), 1.0);
+        violation.get_or_insert(format!("end-of-run check: {v}"));
+    }
     for (k, v) in &metrics {
         println!("{k}: {v:.4}");
     }
@@ -303,7 +338,7 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
 /// (a lost message, a latch nobody releases) is an error, not a run that hangs until killed.
 async fn watchdog<N: Nic>(
     nic: N,
-    progress: crate::runners::plan::Progress,
+    progress: dmsim_protocols::harness::Progress,
     finished: std::sync::Arc<std::sync::atomic::AtomicBool>,
     timeout_s: u64,
 ) {

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use dmsim::registry;
 use dmsim_sim::runners::{self, RunOptions};
 use dmsim_sim::scenario::{self, Point, Scenario};
 use dmsim_sim::trace::TraceSink;
@@ -18,7 +19,7 @@ fn scenario_path(name: &str) -> PathBuf {
 }
 
 fn load(name: &str) -> Scenario {
-    scenario::load(&scenario_path(name)).unwrap_or_else(|e| panic!("{e}"))
+    scenario::load(&scenario_path(name), &registry::sim()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The point at (panel, series, x) display names (`None` = the axis is absent or take the first).
@@ -50,19 +51,14 @@ fn shrink(mut p: Point, key_div: u64, ops_per_node: u64) -> Point {
     w.insert("gcl_count".into(), json!(g / key_div));
     w.remove("ops_per_thread");
     w.insert("ops_per_node".into(), json!(ops_per_node));
-    if let Some(Value::Object(refs)) = w.get_mut("compare_with") {
-        refs.retain(|_, _| false);
-    }
-    assert!(
-        scenario::load::check_point(&p.config).is_empty(),
-        "{:?}",
-        scenario::load::check_point(&p.config)
-    );
+    p.config.compare_with.clear();
+    let problems = scenario::load::check_point(&p.config, &registry::sim());
+    assert!(problems.is_empty(), "{problems:?}");
     p
 }
 
 fn run(p: &Point) -> BTreeMap<String, f64> {
-    runners::run(p, RunOptions { trace: TraceSink::Off })
+    runners::run(&registry::sim(), p, RunOptions { trace: TraceSink::Off })
         .unwrap_or_else(|e| panic!("run failed: {e}"))
         .metrics
 }
@@ -167,12 +163,12 @@ fn runs_are_deterministic_and_pass_the_invariant_checker() {
     // Same point and seed → same trace hash; with `check`, invariants hold after every event.
     let s = load("fig13.json");
     let mut p = shrink(find(&s, Some("write-intensive"), Some("SELCC"), Some("16")), 20, 100);
-    let a = runners::run(&p, RunOptions { trace: TraceSink::Off }).unwrap();
-    let b = runners::run(&p, RunOptions { trace: TraceSink::Off }).unwrap();
+    let a = runners::run(&registry::sim(), &p, RunOptions { trace: TraceSink::Off }).unwrap();
+    let b = runners::run(&registry::sim(), &p, RunOptions { trace: TraceSink::Off }).unwrap();
     assert_eq!(a.trace_hash, b.trace_hash);
     assert_eq!(a.metrics, b.metrics);
-    p.config.workload["check"] = json!(true);
-    runners::run(&p, RunOptions { trace: TraceSink::Off }).unwrap();
+    p.config.run.check = true;
+    runners::run(&registry::sim(), &p, RunOptions { trace: TraceSink::Off }).unwrap();
 }
 
 #[test]
@@ -199,16 +195,12 @@ fn bad_selcc_options_name_their_field() {
             json!({"gcl_count": 100, "read_ratio": 0.5, "cache_frames": 4, "threads_per_node": 8, "ops_per_node": 10}),
             "workload.cache_frames",
         ),
-        (
-            "workload",
-            json!({"gcl_count": 100, "read_ratio": 0.5, "cache_ratio": 0.5, "threads_per_node": 2, "ops_per_node": 10, "compare_with": {"x": {"workload.read_ratio": 7}}}),
-            "workload.compare_with.x.workload.read_ratio",
-        ),
+        ("compare_with", json!({"x": {"workload.read_ratio": 7}}), "compare_with.x.workload.read_ratio"),
     ];
     for (section, value, path) in cases {
         let saved = doc[section].clone();
         doc[section] = value;
-        let err = scenario::load_str("t.json", &doc.to_string()).expect_err(path);
+        let err = scenario::load_str("t.json", &doc.to_string(), &registry::sim()).expect_err(path);
         assert!(err.problems.iter().any(|p| p.path == path), "{path}: got {err}");
         doc[section] = saved;
     }

@@ -4,24 +4,42 @@
 //! kind against memory node 0, keeping `window` in flight, and records each latency:
 //! * `read` / `write` of `payload_bytes`, `cas` / `faa` on its own word or, with
 //!   `same_address`, all on one word;
-//! * `send`: a one-way message to a port the memory node drains;
+//! * `send`: a one-way message to a port the memory node drains (a payload above
+//!   [`MAX_MESSAGE_BYTES`] goes as that many full messages, back to back: the NIC contract's
+//!   message limit, as an application would fragment it);
 //! * `rpc`: a request served by a memory-node handler that charges `rpc_service_ns` of CPU on
 //!   the node's modelled cores, then a reply — throughput follows the cores.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use dmsim_protocols::nic::{Nanos, Nic, NodeId, RemoteAddr, Verb};
 use serde::Deserialize;
 
-use std::collections::BTreeMap;
+use crate::common::metrics::percentile;
+use crate::harness::{
+    parse_typed, Memory, NodeReport, NodeRun, Plan, PointSpec, Problem, Protocol, Violation,
+};
+use crate::nic::{Cluster, Nanos, Nic, NicError, NodeId, RemoteAddr, Verb, MAX_MESSAGE_BYTES};
 
-use dmsim_protocols::nic::Cluster;
+/// The registration.
+#[derive(Clone, Copy)]
+pub struct NicMicro;
 
-use super::common::{cluster, memory_node, percentile};
-use super::plan::{run_in_sim, NodeReport, NodeRun, Plan};
-use super::{PointResult, RunOptions};
-use crate::scenario::load::parse_typed;
-use crate::scenario::{Point, PointConfig, Problem};
+impl Protocol for NicMicro {
+    type Plan = MicroPlan;
+
+    fn names(&self) -> &'static [&'static str] {
+        &["nic_micro"]
+    }
+
+    fn about(&self) -> &'static str {
+        "NIC microbenchmarks: one verb kind at a time against memory node 0"
+    }
+
+    fn plan(&self, point: &PointSpec) -> Result<MicroPlan, Vec<Problem>> {
+        MicroPlan::new(point)
+    }
+}
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -72,15 +90,7 @@ const RPC_PORT: u16 = 1;
 const SEND_PORT: u16 = 2;
 const REPLY_PORT_BASE: u16 = 1000;
 
-fn parse(config: &PointConfig) -> Result<Workload, Problem> {
-    parse_typed(&config.workload, "workload")
-}
-
-pub fn check(config: &PointConfig) -> Vec<Problem> {
-    let w = match parse(config) {
-        Ok(w) => w,
-        Err(p) => return vec![p],
-    };
+fn check(point: &PointSpec, w: &Workload) -> Vec<Problem> {
     let mut out = Vec::new();
     if w.payload_bytes == 0 || !w.payload_bytes.is_multiple_of(8) || w.payload_bytes > 1 << 20 {
         out.push(Problem::new("workload.payload_bytes", "must be a positive multiple of 8, at most 1 MiB"));
@@ -94,13 +104,22 @@ pub fn check(config: &PointConfig) -> Vec<Problem> {
     if w.ops_per_thread == 0 {
         out.push(Problem::new("workload.ops_per_thread", "must be at least 1"));
     }
-    if w.window == 0 || w.window > dmsim_protocols::nic::MAX_BATCH as u32 * 2 {
+    if w.window == 0 || w.window > crate::nic::MAX_BATCH as u32 * 2 {
         out.push(Problem::new("workload.window", "must be in 1..=16"));
+    }
+    if w.verb == MicroVerb::Rpc && w.payload_bytes as usize > MAX_MESSAGE_BYTES {
+        out.push(Problem::new(
+            "workload.payload_bytes",
+            format!("an rpc request is one message: at most {MAX_MESSAGE_BYTES} bytes"),
+        ));
     }
     if w.rpc_handlers == Some(0) {
         out.push(Problem::new("workload.rpc_handlers", "must be at least 1"));
     }
-    let threads = config.cluster.compute_nodes as u32 * w.threads_per_node;
+    if point.memory_nodes == 0 {
+        out.push(Problem::new("cluster.memory_nodes", "must be at least 1"));
+    }
+    let threads = point.compute_nodes as u32 * w.threads_per_node;
     if threads > (u16::MAX - REPLY_PORT_BASE) as u32 {
         out.push(Problem::new("workload.threads_per_node", "too many threads in total"));
     }
@@ -110,13 +129,17 @@ pub fn check(config: &PointConfig) -> Vec<Problem> {
 /// The microbenchmark as a backend-independent plan.
 pub struct MicroPlan {
     w: Workload,
-    spec: crate::scenario::ClusterSpec,
+    spec: PointSpec,
 }
 
 impl MicroPlan {
-    pub fn new(point: &Point) -> Result<MicroPlan, String> {
-        let w = parse(&point.config).map_err(|p| format!("{}: {}", p.path, p.reason))?;
-        Ok(MicroPlan { w, spec: point.config.cluster.clone() })
+    pub fn new(point: &PointSpec) -> Result<MicroPlan, Vec<Problem>> {
+        let w: Workload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
+        let problems = check(point, &w);
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(MicroPlan { w, spec: point.clone() })
     }
 
     fn slot_bytes(&self) -> u64 {
@@ -125,15 +148,17 @@ impl MicroPlan {
 }
 
 impl Plan for MicroPlan {
+    type State = ();
+
     fn cluster(&self) -> Cluster {
         let threads = self.spec.compute_nodes as u64 * self.w.threads_per_node as u64;
         let slot = self.slot_bytes();
-        cluster(&self.spec, (threads * slot).max(4096), (self.w.threads_per_node as u64 * slot).max(4096))
+        self.spec.cluster((threads * slot).max(4096), (self.w.threads_per_node as u64 * slot).max(4096))
     }
 
     fn node<N: Nic>(&self, nic: N) -> NodeRun {
         let (w, spec) = (&self.w, &self.spec);
-        let mn = memory_node(spec, 0);
+        let mn = NodeId(0);
         let mut run = NodeRun::empty();
         if nic.node() == mn {
             if w.verb == MicroVerb::Rpc {
@@ -153,22 +178,47 @@ impl Plan for MicroPlan {
         }
         let c = nic.node().0 - spec.memory_nodes;
         let latencies = Arc::new(Mutex::new(Vec::new()));
+        let errors: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
         for t in 0..w.threads_per_node {
             let global = c as u64 * w.threads_per_node as u64 + t as u64;
             let nic = nic.qp(t as u16);
             let latencies = latencies.clone();
+            let errors = errors.clone();
             let w = w.clone();
             let local = t as u64 * self.slot_bytes();
             run.mains.push(Box::pin(async move {
-                let mine = client(nic, mn, &w, global, local).await;
-                latencies.lock().unwrap().extend(mine);
+                let (mine, error) = client(nic.clone(), mn, &w, global, local).await;
+                latencies.lock().unwrap_or_else(|e| e.into_inner()).extend(mine);
+                if let Some(e) = error {
+                    let what = format!("{:?} by {} thread {t}: {e}", w.verb, nic.node());
+                    errors.lock().unwrap_or_else(|e| e.into_inner()).push(what);
+                }
             }));
         }
-        run.collect = Box::new(move || NodeReport {
-            samples: std::mem::take(&mut *latencies.lock().unwrap()),
-            ..NodeReport::default()
+        run.collect = Box::new(move || {
+            let errors = std::mem::take(&mut *errors.lock().unwrap_or_else(|e| e.into_inner()));
+            NodeReport {
+                samples: std::mem::take(&mut *latencies.lock().unwrap_or_else(|e| e.into_inner())),
+                extra: serde_json::json!({ "errors": errors }),
+                ..NodeReport::default()
+            }
         });
         run
+    }
+
+    fn verify(&self, reports: &[NodeReport], _memory: Option<Memory>) -> Result<(), Violation> {
+        let errors: Vec<&str> = reports
+            .iter()
+            .filter_map(|r| r.extra.get("errors").and_then(|e| e.as_array()))
+            .flatten()
+            .filter_map(|e| e.as_str())
+            .collect();
+        match errors.first() {
+            Some(first) => {
+                Err(Violation::new("verbs succeed", format!("{} failed, first: {first}", errors.len())))
+            }
+            None => Ok(()),
+        }
     }
 
     fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
@@ -186,10 +236,6 @@ impl Plan for MicroPlan {
     }
 }
 
-pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
-    run_in_sim(&MicroPlan::new(point)?, point, options)
-}
-
 /// A memory-node RPC server: receive, charge the service time on the node's cores, reply.
 async fn rpc_handler<N: Nic>(nic: N, service: Nanos) {
     while let Ok(request) = nic.recv(RPC_PORT).await {
@@ -203,7 +249,13 @@ async fn rpc_handler<N: Nic>(nic: N, service: Nanos) {
 
 /// One client thread: `window` operations in flight, one per sub-slot of its buffer, each
 /// re-issued when it completes. Returns the latencies.
-async fn client<N: Nic>(nic: N, mn: NodeId, w: &Workload, global: u64, local_base: u64) -> Vec<u64> {
+async fn client<N: Nic>(
+    nic: N,
+    mn: NodeId,
+    w: &Workload,
+    global: u64,
+    local_base: u64,
+) -> (Vec<u64>, Option<NicError>) {
     let mut latencies = Vec::with_capacity(w.ops_per_thread as usize);
     let per_lane = w.ops_per_thread.div_ceil(w.window);
     let lanes = (0..w.window).map(|lane| {
@@ -226,11 +278,13 @@ async fn client<N: Nic>(nic: N, mn: NodeId, w: &Workload, global: u64, local_bas
         )
     });
     // Lanes of one thread run interleaved on its QP; join them without an executor-specific API.
-    let results = dmsim_protocols::sync::join_all(lanes.collect()).await;
-    for r in results {
+    let results = crate::sync::join_all(lanes.collect()).await;
+    let mut error = None;
+    for (r, e) in results {
         latencies.extend(r);
+        error = error.or(e);
     }
-    latencies
+    (latencies, error)
 }
 
 async fn lane_loop<N: Nic>(
@@ -241,7 +295,7 @@ async fn lane_loop<N: Nic>(
     local: u64,
     remote: u64,
     reply_port: u16,
-) -> Vec<u64> {
+) -> (Vec<u64>, Option<NicError>) {
     let mut out = Vec::with_capacity(ops as usize);
     let addr = RemoteAddr::new(mn, remote);
     for i in 0..ops as u64 {
@@ -253,7 +307,16 @@ async fn lane_loop<N: Nic>(
                 nic.batch(&[Verb::Cas { remote: addr, expect: i, swap: i + 1 }]).await.map(|_| ())
             }
             MicroVerb::Faa => nic.faa(addr, 1).await.map(|_| ()),
-            MicroVerb::Send => nic.send(mn, SEND_PORT, vec![0; w.payload_bytes as usize]).await,
+            MicroVerb::Send => {
+                let mut sent = Ok(());
+                let mut left = w.payload_bytes as usize;
+                while left > 0 && sent.is_ok() {
+                    let len = left.min(MAX_MESSAGE_BYTES);
+                    sent = nic.send(mn, SEND_PORT, vec![0; len]).await;
+                    left -= len;
+                }
+                sent
+            }
             MicroVerb::Rpc => {
                 let mut request = vec![0; w.payload_bytes as usize];
                 request[..2].copy_from_slice(&reply_port.to_le_bytes());
@@ -263,10 +326,11 @@ async fn lane_loop<N: Nic>(
                 }
             }
         };
-        if result.is_err() {
-            break; // counted as missing ops; the throughput shows it
+        if let Err(e) = result {
+            // The run fails with it ([`Plan::verify`]); the samples so far are kept.
+            return (out, Some(e));
         }
         out.push(nic.now().0 - start.0);
     }
-    out
+    (out, None)
 }

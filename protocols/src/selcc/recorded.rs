@@ -1,37 +1,17 @@
 //! SELCC's micro-benchmark clients with every operation logged for the history checkers, on
-//! any backend: an [`Observer`] of `dmsim_protocols::selcc::bench::run_observed_worker`.
+//! any backend: an [`Observer`] of [`super::bench::run_observed_worker`].
 //!
 //! One [`LoggedOp`] per accessed word. A write also logs the value it replaced (read under the
-//! exclusive latch), which is how [`crate::check::merge`] rebuilds each key's write order where
+//! exclusive latch), which is how the checkers (`dmsim_sim::check::merge`) rebuild each key's write order where
 //! no simulator can watch the commits (on hardware). Keys are `gcl_index · words_per_gcl + word`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use dmsim_protocols::nic::{Nanos, Nic};
-use dmsim_protocols::selcc::bench::{run_observed_worker, Observer};
-use dmsim_protocols::selcc::Node;
-use dmsim_protocols::workload::micro::{MicroOp, MicroStream};
-
-use crate::check::merge::LoggedOp;
-
-/// A node's log of client operations, shared by its workers.
-#[derive(Clone, Default)]
-pub struct OpLog(Arc<Mutex<Vec<LoggedOp>>>);
-
-impl OpLog {
-    pub fn new() -> OpLog {
-        OpLog::default()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<LoggedOp>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Everything logged so far (operations still in flight have no return time).
-    pub fn snapshot(&self) -> Vec<LoggedOp> {
-        self.lock().clone()
-    }
-}
+use super::bench::{run_observed_worker, Observer};
+use super::Node;
+use crate::harness::{LoggedOp, OpLog};
+use crate::nic::{Nanos, Nic};
+use crate::workload::micro::{MicroOp, MicroStream};
 
 /// Logs one client's operations into its node's [`OpLog`].
 struct Recorder {

@@ -2,6 +2,7 @@
 //! on (every read sees the latest write, SWMR after every event), determinism, and the shape
 //! the SELCC paper reports for RPC designs — throughput follows memory-node CPU.
 
+use dmsim::registry;
 use dmsim_sim::runners::{self, PointResult, RunOptions};
 use dmsim_sim::scenario::load_str;
 use dmsim_sim::trace::TraceSink;
@@ -39,26 +40,27 @@ fn workload(overrides: Value) -> Value {
 }
 
 fn run(text: &str) -> PointResult {
-    let s = load_str("test.json", text).unwrap_or_else(|e| panic!("{e}"));
+    let s = load_str("test.json", text, &registry::sim()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(s.points.len(), 1);
-    runners::run(&s.points[0], RunOptions { trace: TraceSink::Off }).unwrap_or_else(|e| panic!("{e}"))
+    runners::run(&registry::sim(), &s.points[0], RunOptions { trace: TraceSink::Off })
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
 fn gam_random_workloads_read_latest_writes_under_both_variants() {
     // Goal: coherence under contention, evictions and both variants. Method: 3 compute nodes ×
     // 2 threads on 64 hot blocks (θ = 0.99) with a 16-frame cache (evictions and write-backs),
-    // half writes; `check` makes every read compare with the latest applied write and asserts
+    // half writes; `run.check` makes every read compare with the latest applied write and asserts
     // SWMR after every event; several seeds.
     for variant in ["seq", "tso"] {
         for seed in 1..=3 {
             let text = scenario(
                 json!({"memory_nodes": 2, "compute_nodes": 3, "nic_profile": "cx3_fdr56", "memory_node_cores": 1}),
                 workload(json!({})),
-                json!({"variant": variant, "cache_frames": 16, "check": true}),
+                json!({"variant": variant, "cache_frames": 16}),
             );
             let mut doc: Value = serde_json::from_str(&text).unwrap();
-            doc["run"] = json!({ "seed": seed });
+            doc["run"] = json!({ "seed": seed, "check": true });
             let text = doc.to_string();
             let r = run(&text);
             let m = &r.metrics;
@@ -127,21 +129,21 @@ fn gam_tso_beats_seq_on_writes_and_bad_options_name_their_field() {
         workload(json!({})),
         json!({"variant": "pso"}),
     );
-    let e = load_str("bad.json", &bad).unwrap_err().to_string();
+    let e = load_str("bad.json", &bad, &registry::sim()).unwrap_err().to_string();
     assert!(e.contains("protocol_options.variant"), "{e}");
     let small = scenario(
         json!({"memory_nodes": 1, "compute_nodes": 1, "nic_profile": "cx3_fdr56"}),
         workload(json!({"sharing_ratio": 2.0})),
         json!({"cache_frames": 2, "extra": 1}),
     );
-    let e = load_str("bad.json", &small).unwrap_err().to_string();
+    let e = load_str("bad.json", &small, &registry::sim()).unwrap_err().to_string();
     assert!(e.contains("protocol_options") && e.contains("extra"), "{e}");
     let small = scenario(
         json!({"memory_nodes": 1, "compute_nodes": 1, "nic_profile": "cx3_fdr56"}),
         workload(json!({"sharing_ratio": 2.0})),
         json!({"cache_frames": 2}),
     );
-    let e = load_str("bad.json", &small).unwrap_err().to_string();
+    let e = load_str("bad.json", &small, &registry::sim()).unwrap_err().to_string();
     assert!(e.contains("workload.sharing_ratio") && e.contains("protocol_options.cache_frames"), "{e}");
 }
 

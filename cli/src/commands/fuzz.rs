@@ -8,17 +8,20 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{exit, shown};
-use crate::choice::Strategy;
-use crate::fuzz::campaign::{finish_failure, CampaignSpec, CampaignSummary, FailureContext, StrategyKind};
-use crate::fuzz::selcc::mutant_named;
-use crate::fuzz::shrink::ShrinkBudget;
-use crate::fuzz::{run_campaign, Faults, FuzzTarget, ReplayFile, RunRequest, SelccTarget, Verdict};
+use dmsim_sim::choice::Strategy;
+use dmsim_sim::fuzz::campaign::{
+    finish_failure, CampaignSpec, CampaignSummary, FailureContext, StrategyKind,
+};
+use dmsim_sim::fuzz::shrink::ShrinkBudget;
+use dmsim_sim::fuzz::{run_campaign, Faults, FuzzTarget, ProtocolTarget, ReplayFile, RunRequest, Verdict};
+
+use crate::registry;
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  dmsim fuzz scenarios/selcc/fuzz-small.json --seeds 2000\n  \
 dmsim fuzz scenarios/selcc/fuzz-small.json --seeds 500 --mutant release-without-flush\n  \
 dmsim fuzz scenarios/selcc/fuzz-small.json --seeds 100000 --shard 3/8 --pct 3 --faults delay,drop\n  \
-dmsim fuzz --merge results/fuzz/fuzz-small/none/shard-*.json\n  dmsim fuzz --list-mutants")]
+dmsim fuzz --merge results/fuzz/selcc/fuzz-small/none/shard-*.json\n  dmsim fuzz scenarios/gam/fuzz-small.json --list-mutants")]
 pub struct FuzzArgs {
     /// The scenario file (JSON), e.g. scenarios/selcc/fuzz-small.json.
     #[arg(required_unless_present_any = ["list_mutants", "merge"])]
@@ -38,7 +41,8 @@ pub struct FuzzArgs {
     /// Plant a bug: a mutant name from --list-mutants (default: the correct protocol).
     #[arg(long, default_value = "none")]
     pub mutant: String,
-    /// List the mutants with one-line descriptions and exit.
+    /// List the mutants of the scenario's protocol (of every protocol without a scenario), with
+    /// one-line descriptions, and exit.
     #[arg(long)]
     pub list_mutants: bool,
     /// Fault families: none, all, or a comma list of delay,drop,pause,crash.
@@ -56,7 +60,7 @@ pub struct FuzzArgs {
     /// Runs in parallel (default: one per core). Each run is single-threaded.
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
-    /// Output directory (default: results/fuzz/<scenario name>/<mutant>/).
+    /// Output directory (default: results/fuzz/<paper>/<scenario name>/<mutant>/).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Print the swarm configuration of every seed before running it.
@@ -98,10 +102,39 @@ pub fn parse_shard(text: &str) -> Result<(u64, u64), String> {
     Ok((i, n))
 }
 
-fn load_target(path: &Path) -> Result<(SelccTarget, String), ExitCode> {
+/// The mutants of `scenario`'s protocol, or of every registered protocol.
+fn list_mutants(scenario: Option<&Path>) -> ExitCode {
+    let registry = registry::sim();
+    let protocols: Vec<_> = match scenario {
+        Some(path) => match load_target(path) {
+            Ok((target, _)) => {
+                vec![registry.get_arc(&target.file.protocol).expect("loaded through the registry")]
+            }
+            Err(code) => return code,
+        },
+        None => registry.names().iter().filter_map(|n| registry.get_arc(n)).collect(),
+    };
+    let mut seen = Vec::new();
+    for p in protocols {
+        if seen.contains(&p.names()) {
+            continue;
+        }
+        seen.push(p.names());
+        if scenario.is_none() {
+            println!("# {}", p.names().join(", "));
+        }
+        println!("{:<30} the correct protocol", "none");
+        for m in p.mutants() {
+            println!("{:<30} {}", m.name, m.breaks);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn load_target(path: &Path) -> Result<(ProtocolTarget, String), ExitCode> {
     let text =
         std::fs::read_to_string(path).map_err(|e| bad(format!("{}: cannot read: {e}", shown(path))))?;
-    match SelccTarget::from_json(&text) {
+    match ProtocolTarget::from_json(&text, &registry::sim()) {
         Ok(t) => Ok((t, text)),
         Err(problems) => {
             for p in problems {
@@ -115,11 +148,7 @@ fn load_target(path: &Path) -> Result<(SelccTarget, String), ExitCode> {
 
 pub fn fuzz(args: FuzzArgs) -> ExitCode {
     if args.list_mutants {
-        println!("{:<30} the correct protocol", "none");
-        for (name, mutant) in crate::fuzz::selcc::MUTANTS {
-            println!("{name:<30} {}", crate::fuzz::selcc::describe(*mutant));
-        }
-        return ExitCode::SUCCESS;
+        return list_mutants(args.scenario.as_deref());
     }
     if let Some(files) = &args.merge {
         return merge(files);
@@ -129,9 +158,6 @@ pub fn fuzz(args: FuzzArgs) -> ExitCode {
         Ok(f) => f,
         Err(e) => return bad(format!("--faults: {e}")),
     };
-    if mutant_named(&args.mutant).is_none() {
-        return bad(format!("--mutant: unknown mutant {:?} (see dmsim fuzz --list-mutants)", args.mutant));
-    }
     let (shard_i, shard_n) = match args.shard.as_deref().map(parse_shard).transpose() {
         Ok(s) => s.unwrap_or((0, 1)),
         Err(e) => return bad(e),
@@ -143,6 +169,14 @@ pub fn fuzz(args: FuzzArgs) -> ExitCode {
         Ok(t) => t,
         Err(code) => return code,
     };
+    if !target.knows_mutant(&args.mutant) {
+        return bad(format!(
+            "--mutant: {} has no mutant {:?} (see dmsim fuzz {} --list-mutants)",
+            target.file.protocol,
+            args.mutant,
+            shown(&path)
+        ));
+    }
     let base = args.seed_base.unwrap_or(target.file.run.seed);
     let seeds: Vec<u64> =
         (0..args.seeds).map(|k| base.wrapping_add(k)).filter(|s| s % shard_n == shard_i).collect();
@@ -170,12 +204,15 @@ pub fn fuzz(args: FuzzArgs) -> ExitCode {
     let run = pool.install(|| run_campaign(&target, &spec));
     let mut summary = run.summary;
     summary.scenario = shown(&path);
-    summary.scenario_hash = crate::fuzz::replay::content_hash(&text);
+    summary.scenario_hash = dmsim_sim::fuzz::replay::content_hash(&text);
     summary.shard = format!("{shard_i}/{shard_n}");
-    let dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results").join("fuzz").join(&target.file.name).join(&args.mutant));
+    let dir = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results")
+            .join("fuzz")
+            .join(&target.file.paper)
+            .join(&target.file.name)
+            .join(&args.mutant)
+    });
     // Failures: report, shrink the first few into replay files.
     let context = FailureContext {
         scenario_path: &shown(&path),
@@ -293,7 +330,7 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
         Err(e) => return bad(e),
     };
     let text = file.scenario_text();
-    let target = match SelccTarget::from_json(&text) {
+    let target = match ProtocolTarget::from_json(&text, &registry::sim()) {
         Ok(t) => t,
         Err(problems) => {
             for p in problems {
@@ -303,8 +340,8 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
         }
     };
     let mutant = args.mutant.clone().unwrap_or_else(|| file.mutant.clone());
-    if mutant_named(&mutant).is_none() {
-        return bad(format!("--mutant: unknown mutant {mutant:?}"));
+    if !target.knows_mutant(&mutant) {
+        return bad(format!("--mutant: {} has no mutant {mutant:?}", target.file.protocol));
     }
     if let Ok(on_disk) = std::fs::read_to_string(&file.scenario_path) {
         if serde_json::from_str::<serde_json::Value>(&on_disk).ok().as_ref() != Some(&file.scenario) {
@@ -314,7 +351,7 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
             );
         }
     }
-    let here = crate::fuzz::replay::git_commit();
+    let here = dmsim_sim::fuzz::replay::git_commit();
     if here != file.git_commit {
         eprintln!("note: recorded at commit {}, replaying at {here}", file.git_commit);
     }
@@ -332,8 +369,11 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
         file.choice_log.len()
     );
     println!("swarm: {}", r.swarm);
-    let skip =
-        if args.full { 0 } else { r.trace_lines.len().saturating_sub(crate::fuzz::target::LAST_TRACE_LINES) };
+    let skip = if args.full {
+        0
+    } else {
+        r.trace_lines.len().saturating_sub(dmsim_sim::fuzz::target::LAST_TRACE_LINES)
+    };
     if skip > 0 {
         println!("… {skip} earlier trace lines (--full prints them)");
     }

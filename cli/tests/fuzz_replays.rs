@@ -10,10 +10,11 @@
 
 use std::path::PathBuf;
 
+use dmsim::registry;
 use dmsim_sim::choice::Strategy;
 use dmsim_sim::fuzz::campaign::{finish_failure, run_campaign, CampaignSpec, FailureContext, StrategyKind};
 use dmsim_sim::fuzz::shrink::ShrinkBudget;
-use dmsim_sim::fuzz::{CampaignSummary, Faults, FuzzTarget, ReplayFile, RunRequest, SelccTarget, Verdict};
+use dmsim_sim::fuzz::{CampaignSummary, Faults, FuzzTarget, ProtocolTarget, ReplayFile, RunRequest, Verdict};
 
 fn replay_files() -> Vec<PathBuf> {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/replays"));
@@ -27,7 +28,8 @@ fn replay_files() -> Vec<PathBuf> {
 }
 
 fn replay(file: &ReplayFile, mutant: &str) -> dmsim_sim::fuzz::RunResult {
-    let target = SelccTarget::from_json(&file.scenario_text()).expect("embedded scenario is valid");
+    let target = ProtocolTarget::from_json(&file.scenario_text(), &registry::sim())
+        .expect("embedded scenario is valid");
     target.run(&RunRequest {
         seed: file.seed,
         strategy: Strategy::Replay { log: file.choice_log.clone() },
@@ -56,11 +58,11 @@ fn committed_replays_still_fail_for_their_mutant_and_pass_without_it() {
     }
 }
 
-fn target() -> (SelccTarget, String) {
+fn target() -> (ProtocolTarget, String) {
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/selcc/fuzz-small.json"))
             .expect("scenario file");
-    (SelccTarget::from_json(&text).expect("valid"), text)
+    (ProtocolTarget::from_json(&text, &registry::sim()).expect("valid"), text)
 }
 
 fn spec(seeds: Vec<u64>, strategy: StrategyKind, mutant: &str, faults: Faults) -> CampaignSpec {

@@ -4,16 +4,15 @@
 //! node's clock against its own (ping-pongs, [`Clock`]), sends GO, and every node sends its
 //! [`NodeReport`] in chunks (a report with an operation log is far larger than one message).
 //! Collecting only after GO matters: a memory node's end-of-run checks must see the compute
-//! nodes' final flushes. `dmsim hw run` runs this between processes; [`super::plan::run_in_sim`]
+//! nodes' final flushes. `dmsim hw run` runs this between processes; the simulator's `run_in_sim`
 //! runs the very same code between simulated nodes, so the exchange is tested without hardware
 //! (with the same [`MAX_MESSAGE_BYTES`] limit).
 //!
 //! Every wait here probes the peers it waits for, so a dead node ends the others with an error.
 
-use dmsim_protocols::nic::{Message, Nanos, Nic, NodeId, MAX_MESSAGE_BYTES};
-
+use super::history::Clock;
 use super::plan::NodeReport;
-use crate::check::merge::Clock;
+use crate::nic::{Message, Nanos, Nic, NodeId, MAX_MESSAGE_BYTES};
 
 /// Port the reports travel on (above any protocol's ports).
 const REPORT_PORT: u16 = u16::MAX - 1;
@@ -49,7 +48,7 @@ pub async fn gather<N: Nic>(
     // must see the compute nodes' final flushes): DONE to rank 0, clock pings from rank 0,
     // then GO to everyone.
     let zero = NodeId(0);
-    let err = |e: dmsim_protocols::nic::NicError| e.to_string();
+    let err = |e: crate::nic::NicError| e.to_string();
     if nic.node() != zero {
         nic.send(zero, DONE_PORT, Vec::new()).await.map_err(err)?;
         for _ in 0..CLOCK_ROUNDS {

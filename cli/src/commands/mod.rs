@@ -5,7 +5,7 @@ mod bench;
 mod compare;
 mod fuzz;
 mod hw;
-mod hw_run;
+pub mod hw_run;
 mod run;
 
 use std::process::ExitCode;
@@ -87,7 +87,7 @@ pub fn main() -> ExitCode {
 }
 
 fn profiles(name: Option<String>) -> ExitCode {
-    use crate::fabric::Profile;
+    use dmsim_sim::fabric::Profile;
     match name {
         None => {
             for n in Profile::names() {

@@ -1,5 +1,5 @@
 //! `dmsim`: see `dmsim --help`, README.md and ARCHITECTURE.md.
 
 fn main() -> std::process::ExitCode {
-    dmsim_sim::cli::main()
+    dmsim::commands::main()
 }

@@ -4,9 +4,9 @@ use std::process::ExitCode;
 
 use dmsim_protocols::nic::{Cluster, Nanos, Nic, NodeId, NodeKind};
 
-use crate::choice::Strategy;
-use crate::engine::{Sim, SimConfig, StopReason};
-use crate::fabric::Profile;
+use dmsim_sim::choice::Strategy;
+use dmsim_sim::engine::{Sim, SimConfig, StopReason};
+use dmsim_sim::fabric::Profile;
 
 #[derive(clap::Subcommand)]
 pub enum BenchWhat {

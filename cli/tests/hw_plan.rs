@@ -4,9 +4,10 @@
 
 use std::path::Path;
 
-use dmsim_sim::runners::plan::{run_in_sim, Plan};
-use dmsim_sim::runners::selcc::SelccPlan;
-use dmsim_sim::runners::RunOptions;
+use dmsim::registry;
+use dmsim_protocols::harness::{Plan, Protocol};
+use dmsim_sim::runners::common::point_spec;
+use dmsim_sim::runners::{rehearse_hardware, rehearse_hardware_mutant, RunOptions};
 use dmsim_sim::scenario;
 use dmsim_sim::trace::TraceSink;
 
@@ -15,11 +16,12 @@ fn selcc_plan_drains_and_frees_every_latch() {
     // Goal: the SELCC hardware plan (drain at end, memory nodes count held latches after the
     // compute nodes finish) reports work done and no latch left held.
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hw/vm/scenarios/selcc-3node.json");
-    let s = scenario::load(&file).expect("scenario loads");
+    let s = scenario::load(&file, &registry::sim()).expect("scenario loads");
     let point = &s.points[0];
-    let plan = SelccPlan::new(point).expect("plan builds");
+    let spec = point_spec(&point.config, point.seed, Default::default(), true, "none");
+    let plan = dmsim_protocols::selcc::Selcc.plan(&spec).expect("plan builds");
     assert_eq!(plan.cluster().node_count(), 3);
-    let result = run_in_sim(&plan, point, RunOptions { trace: TraceSink::Off }).expect("run finishes");
+    let result = rehearse_hardware(&registry::sim(), point).expect("run finishes");
     assert_eq!(result.ops, 2 * 2 * 1000);
     assert_eq!(result.metrics["latches_held_at_end"], 0.0);
     assert!(result.metrics["throughput_mops"] > 0.0);
@@ -29,7 +31,7 @@ fn selcc_plan_drains_and_frees_every_latch() {
 fn selcc_point_with(options: serde_json::Value) -> scenario::Point {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hw/vm/scenarios/selcc-3node.json");
     let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    json["workload"]["check"] = serde_json::json!(true);
+    json["run"]["check"] = serde_json::json!(true);
     json["protocol_options"] = options.clone();
     let path = std::env::temp_dir().join(format!(
         "dmsim-hw-plan-{}-{}.json",
@@ -37,7 +39,7 @@ fn selcc_point_with(options: serde_json::Value) -> scenario::Point {
         options_tag(&options)
     ));
     std::fs::write(&path, json.to_string()).unwrap();
-    scenario::load(&path).expect("scenario loads").points[0].clone()
+    scenario::load(&path, &registry::sim()).expect("scenario loads").points[0].clone()
 }
 
 #[test]
@@ -47,8 +49,7 @@ fn selcc_plan_with_check_passes_the_history_checkers() {
     // write-chain, linearizability and sequential-consistency checkers — the checks rank 0
     // runs after a hardware run.
     let point = selcc_point_with(serde_json::json!({}));
-    let plan = SelccPlan::new(&point).unwrap();
-    let result = run_in_sim(&plan, &point, RunOptions { trace: TraceSink::Off }).expect("run passes");
+    let result = rehearse_hardware(&registry::sim(), &point).expect("run passes");
     // 4000 one-word operations plus one final read per key touched.
     assert!(result.metrics["history_ops"] > 4000.0, "{:?}", result.metrics);
     assert!(result.metrics["history_keys_checked"] > 10.0, "{:?}", result.metrics);
@@ -59,9 +60,9 @@ fn selcc_plan_with_check_passes_the_history_checkers() {
 fn selcc_plan_history_check_catches_a_lost_write_back() {
     // Goal: without the simulator's per-event oracle (hardware has none), the history alone
     // exposes a protocol bug: releasing a Modified line without flushing it loses writes.
-    let point = selcc_point_with(serde_json::json!({ "mutant": "ReleaseWithoutFlush" }));
-    let plan = SelccPlan::new(&point).unwrap();
-    let err = run_in_sim(&plan, &point, RunOptions { trace: TraceSink::Off }).expect_err("must fail");
+    let point = selcc_point_with(serde_json::json!({}));
+    let err =
+        rehearse_hardware_mutant(&registry::sim(), &point, "release-without-flush").expect_err("must fail");
     eprintln!("{err}");
     assert!(err.contains("history check"), "{err}");
 }
@@ -78,13 +79,13 @@ fn gam_plan_runs_the_baseline_with_its_homes_on_memory_nodes() {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hw/vm/scenarios/selcc-3node.json");
     let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     json["protocol"] = serde_json::json!("gam");
-    json["workload"].as_object_mut().unwrap().remove("check");
+    json["run"].as_object_mut().unwrap().remove("check");
     let path = std::env::temp_dir().join(format!("dmsim-hw-plan-{}-gam.json", std::process::id()));
     std::fs::write(&path, json.to_string()).unwrap();
-    let point = scenario::load(&path).expect("scenario loads").points[0].clone();
-    let plan = dmsim_sim::runners::gam::GamPlan::new(&point).expect("plan builds");
-    let result = run_in_sim(&plan, &point, RunOptions { trace: TraceSink::Off }).expect("run finishes");
-    let direct = dmsim_sim::runners::run(&point, RunOptions { trace: TraceSink::Off }).expect("runner");
+    let point = scenario::load(&path, &registry::sim()).expect("scenario loads").points[0].clone();
+    let result = rehearse_hardware(&registry::sim(), &point).expect("run finishes");
+    let direct = dmsim_sim::runners::run(&registry::sim(), &point, RunOptions { trace: TraceSink::Off })
+        .expect("runner");
     assert_eq!(result.ops, 2 * 2 * 1000);
     for metric in ["cache_hit_ratio", "invalidation_ratio", "rpcs_per_op", "messages_per_op"] {
         assert!(result.metrics[metric] > 0.0, "{metric}: {:?}", result.metrics);
@@ -101,8 +102,7 @@ fn reports_larger_than_a_message_arrive_in_chunks() {
     // reports far larger than MAX_MESSAGE_BYTES — here a 4000-operation history — which as one
     // SEND once hung hardware runs; the simulator enforces the same message limit.
     let point = selcc_point_with(serde_json::json!({}));
-    let plan = SelccPlan::new(&point).unwrap();
-    let result = run_in_sim(&plan, &point, RunOptions { trace: TraceSink::Off }).expect("run passes");
+    let result = rehearse_hardware(&registry::sim(), &point).expect("run passes");
     let per_node_log_bytes = result.metrics["history_ops"] / 2.0 * 60.0;
     assert!(per_node_log_bytes > 10.0 * dmsim_protocols::nic::MAX_MESSAGE_BYTES as f64);
 }

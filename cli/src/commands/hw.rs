@@ -8,7 +8,7 @@ use dmsim_hw::calibrate::{calibrate, CalibrateOptions, Calibration};
 use dmsim_hw::HwError;
 
 use super::{exit, shown};
-use crate::fabric::Profile;
+use dmsim_sim::fabric::Profile;
 
 #[derive(clap::Subcommand)]
 pub enum HwCommand {

@@ -1,0 +1,129 @@
+//! A point as a *plan*: the cluster shape, each node's tasks for any `N: Nic`, and how the
+//! nodes' reports combine into metrics. The simulator runs every node of a plan in one `Sim`;
+//! `dmsim hw run` runs one node per process on real RDMA and gathers the reports at rank 0 over
+//! the NIC itself ([`super::gather`]). Same protocol code, same metrics code, both backends.
+//!
+//! Check mode adds two hooks a protocol may fill: [`Plan::invariants`] (after every simulator
+//! event, over every node's state and memory) and [`Plan::verify`] (once, after the run).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::history::LoggedOp;
+use crate::nic::{Cluster, Nanos, Nic, RemoteAddr, Task};
+
+/// What one node measured: named counters, raw latency samples (ns), protocol statistics.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeReport {
+    pub counters: BTreeMap<String, f64>,
+    pub samples: Vec<u64>,
+    /// Protocol-specific structured statistics (e.g. SELCC's `Stats`).
+    #[serde(default)]
+    pub extra: serde_json::Value,
+    /// This node's clients' operations on its own clock, for the history checkers (empty when
+    /// the run logs none).
+    #[serde(default)]
+    pub history: Vec<LoggedOp>,
+    /// A memory node's non-zero data words after the run drained, by history key.
+    #[serde(default)]
+    pub final_values: Option<BTreeMap<u64, u64>>,
+}
+
+/// One node's part of a run. `S` is what the node shows the check-mode invariants.
+pub struct NodeRun<S = ()> {
+    /// Client tasks: the run ends when all of them (on all nodes) finish.
+    pub mains: Vec<Task>,
+    /// Servers and background tasks: dropped at the end.
+    pub daemons: Vec<Task>,
+    /// Called after every node's clients finished: this node's report.
+    pub collect: Box<dyn FnOnce() -> NodeReport + Send>,
+    /// Client operations completed so far, if the plan can tell: on hardware a watchdog calls
+    /// it to turn a protocol that stopped making progress into an error instead of a hang.
+    pub progress: Option<Progress>,
+    /// The node's protocol state, for [`Plan::invariants`] (in one process only).
+    pub state: Option<Arc<S>>,
+}
+
+/// See [`NodeRun::progress`].
+pub type Progress = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+impl<S> NodeRun<S> {
+    /// A node with no tasks that reports nothing.
+    pub fn empty() -> NodeRun<S> {
+        NodeRun {
+            mains: Vec::new(),
+            daemons: Vec::new(),
+            collect: Box::new(NodeReport::default),
+            progress: None,
+            state: None,
+        }
+    }
+}
+
+/// A broken invariant or a failed end-of-run check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which one, e.g. `"S2 one Modified copy"`, `"latches free at end"`.
+    pub invariant: String,
+    pub message: String,
+}
+
+impl Violation {
+    pub fn new(invariant: impl Into<String>, message: impl Into<String>) -> Violation {
+        Violation { invariant: invariant.into(), message: message.into() }
+    }
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.invariant, self.message)
+    }
+}
+
+/// Any node's registered word, read directly (the simulator's view of all memory).
+pub type Memory<'a> = &'a dyn Fn(RemoteAddr) -> u64;
+
+/// A check run after every simulator event.
+pub type Invariants = Box<dyn FnMut(Memory) -> Result<(), Violation>>;
+
+/// A protocol's run, independent of the backend.
+pub trait Plan: Send + Sync + 'static {
+    /// What each node shows the invariants (`()` if the protocol has none).
+    type State: Send + Sync + 'static;
+
+    /// Node kinds and region sizes, identical on every rank.
+    fn cluster(&self) -> Cluster;
+
+    /// Write whatever a node's region must hold before any task runs (e.g. latch words).
+    fn setup<N: Nic>(&self, _nic: &N) {}
+
+    /// `nic.node()`'s tasks.
+    fn node<N: Nic>(&self, nic: N) -> NodeRun<Self::State>;
+
+    /// Metrics from every node's report (indexed by node) and the run's elapsed time.
+    fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64>;
+
+    /// Client operations in the reports (for ops per wall-clock second).
+    fn ops(&self, reports: &[NodeReport]) -> u64 {
+        reports.iter().map(|r| r.samples.len() as u64).sum()
+    }
+
+    /// Check mode (`CheckLevel::Full`): the invariants over every node's state (by node;
+    /// `None` for nodes without state) and all memory, run after every event.
+    fn invariants(&self, _states: Vec<Option<Arc<Self::State>>>) -> Option<Invariants> {
+        None
+    }
+
+    /// After a run that finished: checks over the reports, and over all memory where one
+    /// process sees it (the simulator). With `PointSpec::quiesce` the protocol had drained.
+    fn verify(&self, _reports: &[NodeReport], _memory: Option<Memory>) -> Result<(), Violation> {
+        Ok(())
+    }
+
+    /// What this plan leaves out of the scenario, to tell the operator (e.g. on hardware).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,88 @@
+//! One scenario point as a protocol sees it: the sections the protocol parses itself
+//! (`protocol_options`, `workload`, both raw JSON parsed with field paths) and the knobs the
+//! harness decides for every protocol alike.
+
+use serde_json::Value;
+
+use crate::nic::{Cluster, NodeKind};
+
+/// How much checking a run carries. The harness picks it: `dmsim run` from the scenario's
+/// `run.check`, the fuzzer always [`CheckLevel::Full`], `dmsim hw run` at most
+/// [`CheckLevel::Histories`] (nodes in different processes share no checker state).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CheckLevel {
+    /// Measure only.
+    #[default]
+    Off,
+    /// Log every client operation for the history checkers (works across processes).
+    Histories,
+    /// Histories, plus in-process oracles and the per-event invariants (simulator only).
+    Full,
+}
+
+impl CheckLevel {
+    pub fn histories(self) -> bool {
+        self >= CheckLevel::Histories
+    }
+
+    pub fn full(self) -> bool {
+        self == CheckLevel::Full
+    }
+}
+
+/// The point a [`super::Protocol`] plans.
+#[derive(Clone, Debug)]
+pub struct PointSpec {
+    /// The scenario's `protocol` (one definition may answer to several names: `selcc`, `sel`).
+    pub protocol: String,
+    pub memory_nodes: u16,
+    pub compute_nodes: u16,
+    /// Modelled cores per memory node (`None`: unmodelled).
+    pub memory_node_cores: Option<u32>,
+    pub protocol_options: Value,
+    pub workload: Value,
+    /// Seeds the workload streams (the harness seeds everything else).
+    pub seed: u64,
+    pub check: CheckLevel,
+    /// Leave the protocol quiescent when the clients finish (flush caches, release ownership),
+    /// so end-of-run checks see memory as final. The hardware runner and the fuzzer ask for it;
+    /// figure runs measure without it.
+    pub quiesce: bool,
+    /// A name from [`super::Protocol::mutants`], or `"none"`.
+    pub mutant: String,
+}
+
+impl PointSpec {
+    /// A spec with no options, for tests: `protocol` on `memory` + `compute` nodes.
+    pub fn new(protocol: &str, memory: u16, compute: u16) -> PointSpec {
+        PointSpec {
+            protocol: protocol.to_string(),
+            memory_nodes: memory,
+            compute_nodes: compute,
+            memory_node_cores: None,
+            protocol_options: Value::Null,
+            workload: Value::Null,
+            seed: 1,
+            check: CheckLevel::Off,
+            quiesce: false,
+            mutant: "none".to_string(),
+        }
+    }
+}
+
+impl PointSpec {
+    /// The disaggregated cluster: memory nodes `0..m`, then compute nodes `m..m+c`, with the
+    /// given region size per kind (rounded up to whole words).
+    pub fn cluster(&self, memory_region_bytes: u64, compute_region_bytes: u64) -> Cluster {
+        let mut kinds = vec![NodeKind::Memory; self.memory_nodes as usize];
+        kinds.extend(std::iter::repeat_n(NodeKind::Compute, self.compute_nodes as usize));
+        let region_size_bytes = kinds
+            .iter()
+            .map(|k| match k {
+                NodeKind::Memory => memory_region_bytes.next_multiple_of(8),
+                _ => compute_region_bytes.next_multiple_of(8),
+            })
+            .collect();
+        Cluster { kinds, region_size_bytes }
+    }
+}

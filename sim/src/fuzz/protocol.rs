@@ -1,0 +1,219 @@
+//! The fuzz target of any registered protocol: its scenario point, varied per seed by the
+//! swarm, run through the same definition `dmsim run` uses, with every checker on.
+//!
+//! Checks, in the order they can fire:
+//! 1. after every event: the protocol's invariants ([`Plan::invariants`], e.g. SELCC's
+//!    coherence invariants and read-latest oracle, GAM's single writer);
+//! 2. protocol assertions (a panic is the checker `"panic"`);
+//! 3. after the run: per-key linearizability and sequential consistency of the clients'
+//!    logged history (write order rebuilt from the values each write replaced);
+//! 4. the protocol's end-of-run check ([`Plan::verify`]) once every node quiesced;
+//! 5. liveness: a run that does not finish within the scenario's virtual-time bound, or stalls,
+//!    is a violation — unless a node crashed and the protocol defines no recovery.
+//!
+//! [`Plan::invariants`]: dmsim_protocols::harness::Plan::invariants
+//! [`Plan::verify`]: dmsim_protocols::harness::Plan::verify
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use dmsim_protocols::harness::{CheckLevel, Mutant};
+use dmsim_protocols::nic::NodeId;
+use serde_json::Value;
+
+use super::swarm::{draw, FuzzSpec, Swarm};
+use super::target::{
+    describe_stop, Failure, Faults, FuzzTarget, RunRequest, RunResult, Verdict, LAST_TRACE_LINES,
+};
+use crate::engine::StopReason;
+use crate::runners::common::{point_spec, sim_config_for};
+use crate::runners::{Exchange, Registry, SimProtocol, SimulateOptions};
+use crate::scenario::load::{check_point, resolve_point};
+use crate::scenario::{PointConfig, Problem, ScenarioFile};
+use crate::trace::TraceSink;
+
+/// A scenario, validated for fuzzing.
+#[derive(Clone)]
+pub struct ProtocolTarget {
+    pub file: ScenarioFile,
+    raw: Value,
+    pub spec: FuzzSpec,
+    protocol: Arc<dyn SimProtocol>,
+    compute_nodes: Vec<NodeId>,
+}
+
+impl ProtocolTarget {
+    /// Parse and validate a scenario (its JSON text); every problem carries its field path.
+    pub fn from_json(text: &str, registry: &Registry) -> Result<ProtocolTarget, Vec<Problem>> {
+        let raw: Value = serde_json::from_str(text).map_err(|e| {
+            vec![Problem::new("", format!("malformed JSON at line {} column {}: {e}", e.line(), e.column()))]
+        })?;
+        let file: ScenarioFile = crate::scenario::load::parse_typed(&raw, "").map_err(|p| vec![p])?;
+        let mut problems = Vec::new();
+        if file.sweep.panels.is_some() || file.sweep.series.is_some() || file.sweep.x.is_some() {
+            problems.push(Problem::new(
+                "sweep",
+                "fuzzing runs one configuration: put its variation in fuzz.swarm",
+            ));
+        }
+        let Some(protocol) = registry.get_arc(&file.protocol) else {
+            return Err(vec![registry
+                .lookup(&file.protocol)
+                .err()
+                .unwrap_or_else(|| Problem::new("protocol", "unknown"))]);
+        };
+        let spec = match FuzzSpec::parse(&file.fuzz) {
+            Ok(s) => s,
+            Err(mut p) => {
+                problems.append(&mut p);
+                return Err(problems);
+            }
+        };
+        if file.cluster.compute_nodes == 0 {
+            problems.push(Problem::new("cluster.compute_nodes", "fuzzing needs at least 1 compute node"));
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        // The point itself, then every corner of the swarm alone on top of it.
+        let mut corners = vec![None];
+        corners.extend(spec.corners().into_iter().map(Some));
+        for corner in corners {
+            let overrides: Vec<(String, Value)> = corner.iter().cloned().collect();
+            let context =
+                corner.as_ref().map(|(p, v)| format!(" (with fuzz.swarm {p} = {v})")).unwrap_or_default();
+            match resolve_point(&raw, &overrides) {
+                Err(p) => problems.push(Problem::new(p.path, format!("{}{context}", p.reason))),
+                Ok(config) => {
+                    for p in check_point(&config, registry) {
+                        let p = Problem::new(p.path, format!("{}{context}", p.reason));
+                        if !problems.contains(&p) {
+                            problems.push(p);
+                        }
+                    }
+                }
+            }
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let m = file.cluster.memory_nodes;
+        let compute_nodes = (0..file.cluster.compute_nodes).map(|i| NodeId(m + i)).collect();
+        Ok(ProtocolTarget { file, raw, spec, protocol, compute_nodes })
+    }
+
+    /// The swarm configuration of `seed` (a pure function of the seed and the scenario).
+    pub fn swarm(&self, seed: u64, faults: Faults) -> Swarm {
+        draw(&self.spec, seed, faults, &self.compute_nodes)
+    }
+
+    /// The point a seed runs: the scenario with the seed's swarm applied.
+    pub fn point_config(&self, swarm: &Swarm) -> PointConfig {
+        resolve_point(&self.raw, &swarm.overrides).expect("every swarm corner was validated")
+    }
+
+    /// Whether `name` is one of this protocol's mutants (or `"none"`).
+    pub fn knows_mutant(&self, name: &str) -> bool {
+        name == "none" || self.protocol.mutants().iter().any(|m| m.name == name)
+    }
+}
+
+impl FuzzTarget for ProtocolTarget {
+    fn mutants(&self) -> Vec<(&'static str, &'static str)> {
+        self.protocol.mutants().iter().map(|m: &Mutant| (m.name, m.breaks)).collect()
+    }
+
+    fn describe_swarm(&self, seed: u64, faults: Faults) -> String {
+        self.swarm(seed, faults).to_string()
+    }
+
+    fn run(&self, request: &RunRequest) -> RunResult {
+        let swarm = self.swarm(request.seed, request.faults);
+        let config = self.point_config(&swarm);
+        let spec = point_spec(&config, request.seed, CheckLevel::Full, true, &request.mutant);
+        let make = |cluster| {
+            let trace = if request.trace { TraceSink::Memory(Vec::new()) } else { TraceSink::Off };
+            let mut sim = sim_config_for(&config, request.seed, cluster, trace);
+            sim.strategy = request.strategy.clone();
+            sim.record_choices = true;
+            sim.faults = swarm.faults.clone();
+            sim
+        };
+        let options = SimulateOptions {
+            exchange: Exchange::Direct,
+            invariants: self.spec.check_every_event,
+            catch_panics: true,
+        };
+        let judged = match self.protocol.simulate(&spec, &make, options) {
+            Ok(j) => j,
+            // Validated at load; a mutant name is checked by the CLI. Anything else is a bug.
+            Err(problems) => panic!("fuzzed point does not plan: {problems:?}"),
+        };
+        let outcome = &judged.run.outcome;
+        let at_ns = outcome.end_time.0;
+        let mut verdict = Verdict::Pass;
+        // The first violation found wins.
+        let fail = |verdict: &mut Verdict, checker: String, message: String| {
+            if !matches!(verdict, Verdict::Violation(_)) {
+                *verdict = Verdict::Violation(Failure { checker, message, at_ns, last_trace: Vec::new() });
+            }
+        };
+        if let Some(message) = &judged.run.panic {
+            fail(&mut verdict, "panic".into(), message.clone());
+        } else if let StopReason::Violation { message } = &outcome.stop {
+            match &judged.run.invariant {
+                Some(v) => fail(&mut verdict, v.invariant.clone(), v.message.clone()),
+                None => fail(&mut verdict, "invariant".into(), message.clone()),
+            }
+        }
+        if let Err(v) = &judged.histories {
+            fail(&mut verdict, v.invariant.clone(), v.message.clone());
+        }
+        if let Err(v) = &judged.run.verified {
+            fail(&mut verdict, v.invariant.clone(), v.message.clone());
+        }
+        let crashed = swarm.crash.filter(|(_, at)| *at <= at_ns);
+        if matches!(verdict, Verdict::Pass) && !matches!(outcome.stop, StopReason::Finished) {
+            match crashed {
+                Some((node, at)) => {
+                    verdict = Verdict::Crash(format!(
+                        "crash: protocol defines no recovery (node {} crashed at {at}ns; run {})",
+                        node.0,
+                        describe_stop(&outcome.stop)
+                    ));
+                }
+                None => {
+                    fail(&mut verdict, "liveness".into(), format!("the run {}", describe_stop(&outcome.stop)))
+                }
+            }
+        }
+        let mut trace_lines = judged.run.outcome.trace_lines.clone();
+        if let Verdict::Violation(f) = &mut verdict {
+            let skip = trace_lines.len().saturating_sub(LAST_TRACE_LINES);
+            f.last_trace = trace_lines[skip..].to_vec();
+        }
+        if !request.trace {
+            trace_lines.clear();
+        }
+        let outcome = judged.run.outcome;
+        RunResult {
+            verdict,
+            choice_log: outcome.choice_log,
+            trace_hash: outcome.trace_hash,
+            decisions: outcome.decisions,
+            ready_decisions: outcome.ready_decisions,
+            events: outcome.events,
+            end_ns: outcome.end_time.0,
+            swarm: swarm.to_string(),
+            trace_lines,
+            marks: outcome.marks,
+        }
+    }
+}
+
+/// Counts of each mark label, for campaign summaries (sometimes-assertions).
+pub fn merge_marks(into: &mut BTreeMap<String, u64>, marks: &BTreeMap<&'static str, u64>) {
+    for (k, v) in marks {
+        *into.entry(k.to_string()).or_insert(0) += v;
+    }
+}

@@ -1,0 +1,160 @@
+//! The simulator's side of the registry: every protocol definition behind one object-safe
+//! trait, looked up by the scenario's `protocol` name. The CLI builds the registry (one line
+//! per protocol); nothing in this crate names a protocol.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use dmsim_protocols::harness::{CheckLevel, Mutant, Plan, PointSpec, Problem, Protocol};
+use dmsim_protocols::nic::Cluster;
+
+use super::common::point_spec;
+use super::simulate::{check_histories, simulate, SimulateOptions, Simulated};
+use crate::engine::SimConfig;
+use crate::scenario::PointConfig;
+use dmsim_protocols::harness::{Clock, Violation};
+
+/// One simulation of a protocol, judged: the run, its metrics if it finished, and the history
+/// checkers' verdict over its logs.
+pub struct Judged {
+    pub run: Simulated,
+    /// The plan's metrics (only if the run finished).
+    pub metrics: Option<BTreeMap<String, f64>>,
+    /// Client operations completed.
+    pub ops: u64,
+    /// The history checkers' coverage metrics, or the first violation they found.
+    pub histories: Result<BTreeMap<String, f64>, Violation>,
+}
+
+/// A protocol definition as the simulator, the fuzzer and the scenario loader use it.
+pub trait SimProtocol: Send + Sync {
+    fn names(&self) -> &'static [&'static str];
+    fn about(&self) -> &'static str;
+    fn mutants(&self) -> &'static [Mutant];
+    /// Problems with `spec` (empty: it plans).
+    fn check(&self, spec: &PointSpec) -> Vec<Problem>;
+    /// Plan `spec` and run it once; `config` builds the simulator configuration for the plan's
+    /// cluster.
+    fn simulate(
+        &self,
+        spec: &PointSpec,
+        config: &dyn Fn(Cluster) -> SimConfig,
+        options: SimulateOptions,
+    ) -> Result<Judged, Vec<Problem>>;
+}
+
+/// Any [`Protocol`] as a [`SimProtocol`].
+pub struct Driver<P: Protocol>(pub P);
+
+impl<P: Protocol> SimProtocol for Driver<P> {
+    fn names(&self) -> &'static [&'static str] {
+        self.0.names()
+    }
+
+    fn about(&self) -> &'static str {
+        self.0.about()
+    }
+
+    fn mutants(&self) -> &'static [Mutant] {
+        self.0.mutants()
+    }
+
+    fn check(&self, spec: &PointSpec) -> Vec<Problem> {
+        self.0.plan(spec).err().unwrap_or_default()
+    }
+
+    fn simulate(
+        &self,
+        spec: &PointSpec,
+        config: &dyn Fn(Cluster) -> SimConfig,
+        options: SimulateOptions,
+    ) -> Result<Judged, Vec<Problem>> {
+        let plan = self.0.plan(spec)?;
+        let run = simulate(&plan, config(plan.cluster()), options);
+        let metrics = run.finished().then(|| plan.metrics(&run.reports, run.outcome.end_time));
+        let ops = plan.ops(&run.reports);
+        let clocks = vec![Clock::default(); run.reports.len()];
+        let histories = check_histories(&run.reports, &clocks);
+        Ok(Judged { run, metrics, ops, histories })
+    }
+}
+
+/// Every registered protocol, by name.
+#[derive(Clone, Default)]
+pub struct Registry {
+    entries: Vec<Arc<dyn SimProtocol>>,
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Register `protocol` under all its names.
+    pub fn with<P: Protocol>(mut self, protocol: P) -> Registry {
+        self.add(Arc::new(Driver(protocol)));
+        self
+    }
+
+    /// Register an already wrapped protocol.
+    pub fn add(&mut self, protocol: Arc<dyn SimProtocol>) {
+        for name in protocol.names() {
+            assert!(self.get(name).is_none(), "protocol name {name:?} registered twice");
+        }
+        self.entries.push(protocol);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&dyn SimProtocol> {
+        self.entries.iter().find(|e| e.names().contains(&name)).map(|e| e.as_ref())
+    }
+
+    /// Every name, in registration order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.entries.iter().flat_map(|e| e.names().iter().copied()).collect()
+    }
+
+    /// A shared handle on the protocol named `name`.
+    pub fn get_arc(&self, name: &str) -> Option<Arc<dyn SimProtocol>> {
+        self.entries.iter().find(|e| e.names().contains(&name)).cloned()
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &dyn SimProtocol> {
+        self.entries.iter().map(|e| e.as_ref())
+    }
+
+    /// The protocol of `config`, or a problem at `protocol` listing the known names.
+    pub fn lookup(&self, name: &str) -> Result<&dyn SimProtocol, Problem> {
+        self.get(name).ok_or_else(|| {
+            Problem::new(
+                "protocol",
+                format!("unknown protocol {name:?} (known: {})", self.names().join(", ")),
+            )
+        })
+    }
+
+    /// Protocol-specific validation of a resolved point, including its `compare_with`
+    /// references (each validated as the point it becomes).
+    pub fn check(&self, config: &PointConfig) -> Vec<Problem> {
+        let protocol = match self.lookup(&config.protocol) {
+            Ok(p) => p,
+            Err(p) => return vec![p],
+        };
+        let level = if config.run.check { CheckLevel::Full } else { CheckLevel::Off };
+        let mut out = protocol.check(&point_spec(config, 1, level, false, "none"));
+        for (name, overrides) in &config.compare_with {
+            let at = format!("compare_with.{name}");
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                out.push(Problem::new(at.clone(), "name must be letters, digits and _"));
+            }
+            match super::compare::reference(config, overrides) {
+                Err(p) => out.push(p.under(&at)),
+                Ok(r) => {
+                    for p in crate::scenario::load::check_point(&r, self) {
+                        out.push(p.under(&at));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
