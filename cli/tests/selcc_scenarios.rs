@@ -138,9 +138,9 @@ fn fig18_dirty_bounds_step_reports_its_speedup() {
     // boundaries flush less than whole GCLs (at toy scale the speedup itself is noise).
     let s = load("fig18.json");
     let mut p = find(&s, None, Some("+ dirty boundaries"), Some("0%"));
-    let refs = p.config.workload["compare_with"].clone();
+    let refs = p.config.compare_with.clone();
     p = shrink(p, 10, 300);
-    p.config.workload["compare_with"] = refs;
+    p.config.compare_with = refs;
     let m = run(&p);
     assert!(m["speedup_vs_prev"] > 0.8, "dirty-bounds speedup {}", m["speedup_vs_prev"]);
     assert!(m["flushed_bytes_per_op"] < 2048.0, "{m:?}");
@@ -152,9 +152,9 @@ fn fig18_dirty_bounds_step_reports_its_speedup() {
 fn fig18_forwarding_step_runs_with_synchronous_eviction() {
     let s = load("fig18.json");
     let mut p = find(&s, None, Some("+ GCL forwarding"), Some("0%"));
-    let refs = p.config.workload["compare_with"].clone();
+    let refs = p.config.compare_with.clone();
     p = shrink(p, 10, 300);
-    p.config.workload["compare_with"] = refs;
+    p.config.compare_with = refs;
     assert!(run(&p)["speedup_vs_prev"] > 1.0);
 }
 
