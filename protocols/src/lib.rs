@@ -12,6 +12,8 @@
 //! Architecture invariant: this crate depends on neither `sim` nor `hw`; it reaches the clock,
 //! randomness and the network only through `Nic`.
 
+#![forbid(unsafe_code)]
+
 pub mod common;
 pub mod gam;
 pub mod harness;

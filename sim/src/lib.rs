@@ -23,6 +23,8 @@
 //! Architecture invariants: one run is one thread (rayon only across runs); virtual time is
 //! integer nanoseconds; nothing here reads the wall clock or iterates a hash map.
 
+#![forbid(unsafe_code)]
+
 pub mod check;
 pub mod choice;
 pub mod engine;

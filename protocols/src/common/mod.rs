@@ -2,8 +2,10 @@
 //!
 //! * [`shape`] — the run shape of a benchmark (threads, operations, cache size) from the
 //!   scenario's equivalent spellings, validated with field paths.
+//! * [`lookup`] — lookup-only hash maps with one fixed hasher (never iterated).
 //! * [`metrics`] — metrics that mean the same for every protocol: per-node throughput and
 //!   fairness, cumulative operations over time, `compare_with` speedups.
 
+pub mod lookup;
 pub mod metrics;
 pub mod shape;

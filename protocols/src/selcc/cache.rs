@@ -7,44 +7,27 @@
 //! The index is a `HashMap` with a fixed hasher and is never iterated, so no run depends on
 //! hash order (DESIGN "no HashMap iteration order").
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use super::frame::{Frame, FrameMeta, Memo};
 use super::layout::Gaddr;
+use crate::common::lookup::LookupMap;
 
 const NIL: u32 = u32::MAX;
 
-/// A fixed, seedless hasher (FNV-1a over the written bytes, then a final mix).
-#[derive(Default)]
-pub struct FixedHasher(u64);
-
-impl Hasher for FixedHasher {
-    fn finish(&self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^ (x >> 33)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
-        for b in bytes {
-            h ^= *b as u64;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
-type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<FixedHasher>>;
-
+/// The shard of GCL `g`: FNV-1a over its node and offset bytes, then a final mix. Its own
+/// function (not a `Hasher`) because the shard decides which LRU a line lives in, so it is
+/// part of the protocol's behaviour and must never change with a map's hasher.
 fn shard_of(g: Gaddr, shards: usize) -> usize {
-    let mut h = FixedHasher::default();
-    h.write_u16(g.node.0);
-    h.write_u64(g.offset_bytes);
-    (h.finish() % shards as u64) as usize
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in g.node.0.to_ne_bytes().iter().chain(g.offset_bytes.to_ne_bytes().iter()) {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    ((h ^ (h >> 33)) % shards as u64) as usize
 }
 
 /// An intrusive doubly linked LRU list over frame indexes; links live in `links[frame]`.
@@ -137,7 +120,7 @@ impl Lru {
 
 #[derive(Default)]
 struct Shard {
-    index: FixedMap<Gaddr, u32>,
+    index: LookupMap<Gaddr, u32>,
     lru: Lru,
 }
 

@@ -9,7 +9,9 @@
 //! from timestamps alone, so the checker may not either. A pending operation has an infinite return
 //! time: it precedes nothing, may be placed anywhere after its invocation, or left out.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+
+use dmsim_protocols::common::lookup::LookupSet;
 
 use super::history::{History, Key, Op, OpId, Record};
 use super::order::{self, KeyOrder, Resolution};
@@ -608,7 +610,7 @@ fn check_by_search(
     let completed_count = completed_mask.count_ones();
 
     let initial = history.initial_value(key);
-    let mut visited: HashSet<(u128, u64)> = HashSet::new();
+    let mut visited: LookupSet<(u128, u64)> = LookupSet::default();
     visited.insert((0, initial));
     let mut stack = vec![frame(&ops, 0, initial, None)];
     // The deepest state reached, by completed operations linearized, and the path to it.

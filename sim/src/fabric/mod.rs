@@ -26,31 +26,10 @@
 
 pub mod profile;
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
 use dmsim_protocols::nic::VerbClass;
 pub use profile::Profile;
 
-/// A fast deterministic hasher for lookup-only maps (never iterated, so order cannot leak).
-#[derive(Default, Clone, Copy)]
-pub struct WordHasher(u64);
-
-impl std::hash::Hasher for WordHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
-    }
-}
-
-pub type LookupMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+pub use dmsim_protocols::common::lookup::LookupMap;
 
 pub const PS_PER_NS: u64 = 1000;
 

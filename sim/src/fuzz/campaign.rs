@@ -8,7 +8,6 @@
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -146,9 +145,19 @@ pub fn describe_strategy(kind: StrategyKind, steps_expected: u64) -> String {
     }
 }
 
-/// Run the campaign on the current rayon pool.
+/// Run the campaign on the current rayon pool (no wall clock: `wall_seconds` is 0).
 pub fn run_campaign(target: &dyn FuzzTarget, spec: &CampaignSpec) -> CampaignRun {
-    let started = Instant::now();
+    run_campaign_timed(target, spec, &|| 0.0)
+}
+
+/// [`run_campaign`] with a wall clock (`seconds()` since the campaign began) for the progress
+/// bar and the summary's speed. Only the CLI passes a real one: nothing in this crate reads
+/// the wall clock.
+pub fn run_campaign_timed(
+    target: &dyn FuzzTarget,
+    spec: &CampaignSpec,
+    seconds: &(dyn Fn() -> f64 + Sync),
+) -> CampaignRun {
     let steps_expected = match (spec.strategy, spec.seeds.first()) {
         (StrategyKind::Pct { .. }, Some(&first)) => estimate_steps(target, first, &spec.mutant, spec.faults),
         _ => 0,
@@ -176,7 +185,7 @@ pub fn run_campaign(target: &dyn FuzzTarget, spec: &CampaignSpec) -> CampaignRun
                     violations.fetch_add(1, Ordering::Relaxed);
                 }
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                progress.tick(n, violations.load(Ordering::Relaxed), started);
+                progress.tick(n, violations.load(Ordering::Relaxed), seconds());
                 (seed, strategy, r)
             })
             .collect();
@@ -187,7 +196,7 @@ pub fn run_campaign(target: &dyn FuzzTarget, spec: &CampaignSpec) -> CampaignRun
         }
     }
     progress.finish();
-    let wall_seconds = started.elapsed().as_secs_f64();
+    let wall_seconds = seconds();
 
     let mut summary = CampaignSummary {
         mutant: spec.mutant.clone(),
@@ -317,7 +326,7 @@ impl Progress {
         }
     }
 
-    fn tick(&self, done: u64, violations: u64, started: Instant) {
+    fn tick(&self, done: u64, violations: u64, elapsed_s: f64) {
         if !self.on {
             return;
         }
@@ -333,7 +342,7 @@ impl Progress {
         if !redraw {
             return;
         }
-        let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        let rate = done as f64 / elapsed_s.max(1e-9);
         let width = 30;
         let filled = (done * width / self.total) as usize;
         let bar = format!("{}{}", "#".repeat(filled), ".".repeat(width as usize - filled));
