@@ -634,19 +634,19 @@ async fn worker(
             // Unique per (node, thread, sequence) and never 0 (the initial value).
             let value = (node.node.0 as u64 + 1) << 48 | (thread as u64) << 32 | sequence;
             let id = recorder.invoke(client, Op::Write { key, value }, w.nic.now());
-            let mut h = node.xlock(&mut w, g).await;
+            let mut h = node.xlock(&mut w, g).await.unwrap_or_else(|e| panic!("{e}"));
             w.nic.mark("write", key.0);
             node.write(&mut h, op.offset_bytes, &[value]);
             recorder.record_commit(key, value, w.nic.now());
-            node.xunlock(&mut w, h).await;
+            node.xunlock(&mut w, h).await.unwrap_or_else(|e| panic!("{e}"));
             recorder.complete(id, w.nic.now(), None);
         } else {
             let id = recorder.invoke(client, Op::Read { key }, w.nic.now());
-            let h = node.slock(&mut w, g).await;
+            let h = node.slock(&mut w, g).await.unwrap_or_else(|e| panic!("{e}"));
             let mut out = [0u64];
             node.read(&h, op.offset_bytes, &mut out);
             w.nic.mark("read", key.0);
-            node.sunlock(&mut w, h).await;
+            node.sunlock(&mut w, h).await.unwrap_or_else(|e| panic!("{e}"));
             recorder.complete(id, w.nic.now(), Some(out[0]));
         }
     }
@@ -656,7 +656,7 @@ async fn worker(
         *running == 0
     };
     if last {
-        node.drain(&w.nic).await;
+        node.drain(&w.nic).await.unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
