@@ -249,6 +249,12 @@ pub fn run(point: &Point, options: RunOptions) -> Result<PointResult, String> {
         });
     }
     let outcome = sim.run();
+    // A protocol error is the cause of whatever else went wrong: report the earliest.
+    let homes = directories.iter().filter_map(|d| d.lock().unwrap().first_error());
+    if let Some(e) = nodes.iter().filter_map(|n| n.first_error()).chain(homes).min_by_key(|e| (e.at, e.node))
+    {
+        return Err(format!("protocol error: {e}"));
+    }
     require_finished(&outcome)?;
     if let Some(oracle) = &oracle {
         if let Some(v) = oracle.violations().first() {

@@ -461,6 +461,10 @@ fn simulate(point: &Point, plan: &Plan, trace: TraceSink) -> Result<RunStats, St
         install_checker(&mut sim, &layout, &nodes, oracle);
     }
     let outcome = sim.run();
+    // A protocol error is the cause of whatever else went wrong: report the earliest.
+    if let Some(e) = nodes.iter().filter_map(|n| n.first_error()).min_by_key(|e| (e.at, e.node)) {
+        return Err(format!("protocol error: {e}"));
+    }
     require_finished(&outcome)?;
     let mut history_metrics = BTreeMap::new();
     if !logs.is_empty() {
