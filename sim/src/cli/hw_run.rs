@@ -272,6 +272,10 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
     if rank != 0 {
         return Ok(None);
     }
+    if let Some(e) = reports.iter().find_map(|r| r.error.as_deref()) {
+        eprintln!("error: protocol error: {e}");
+        return Err(ExitCode::from(exit::FAILURE));
+    }
     let mut metrics = plan.metrics(&reports, elapsed);
     // The simulator's history checkers on the merged logs; a violation still keeps the results.
     let violation = match check_histories(&reports, &clocks) {

@@ -333,7 +333,9 @@ impl super::plan::Plan for GamPlan {
                 mains: Vec::new(),
                 daemons: home.daemons,
                 collect: Box::new(move || {
-                    report(GamReport::Home(directory.lock().unwrap_or_else(|e| e.into_inner()).stats.clone()))
+                    let directory = directory.lock().unwrap_or_else(|e| e.into_inner());
+                    let error = directory.first_error().map(|e| e.to_string());
+                    NodeReport { error, ..report(GamReport::Home(directory.stats.clone())) }
                 }),
             };
         }
@@ -344,7 +346,10 @@ impl super::plan::Plan for GamPlan {
             progress: Some(std::sync::Arc::new(move || watched.stats().ops)),
             mains: tasks.mains,
             daemons: tasks.daemons,
-            collect: Box::new(move || report(GamReport::Compute(node.stats()))),
+            collect: Box::new(move || NodeReport {
+                error: node.first_error().map(|e| e.to_string()),
+                ..report(GamReport::Compute(node.stats()))
+            }),
         }
     }
 

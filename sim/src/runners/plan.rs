@@ -33,6 +33,9 @@ pub struct NodeReport {
     /// A memory node's non-zero data words after the run drained, by history key.
     #[serde(default)]
     pub final_values: Option<BTreeMap<u64, u64>>,
+    /// The first protocol error the node hit (its clients stopped there): the run failed.
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// One node's part of a run.
@@ -124,6 +127,9 @@ pub fn run_in_sim<P: Plan>(plan: &P, point: &Point, options: RunOptions) -> Resu
     require_finished(&outcome)?;
     let gathered = outcome_slot.lock().unwrap_or_else(|e| e.into_inner()).take();
     let Gathered { reports, .. } = gathered.ok_or("node 0 gathered no reports")??;
+    if let Some(e) = reports.iter().find_map(|r| r.error.clone()) {
+        return Err(format!("protocol error: {e}"));
+    }
     let mut metrics = plan.metrics(&reports, outcome.end_time);
     metrics.extend(check_histories(&reports, &vec![Clock::default(); reports.len()])?);
     Ok(PointResult::simulated(&outcome, metrics, plan.ops(&reports)))

@@ -766,6 +766,7 @@ impl super::plan::Plan for SelccPlan {
             mains: tasks.mains,
             daemons: tasks.daemons,
             collect: Box::new(move || NodeReport {
+                error: handle.first_error().map(|e| e.to_string()),
                 extra: serde_json::to_value(handle.stats()).expect("stats serialize"),
                 history: log.map(|l| l.snapshot()).unwrap_or_default(),
                 ..NodeReport::default()
