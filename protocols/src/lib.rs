@@ -8,6 +8,8 @@
 //! * [`sync`] — executor-agnostic async latches and channels for tasks on one node.
 //! * [`harness`] — the protocol definition every command consumes ([`harness::Protocol`],
 //!   [`harness::Plan`]); each protocol folder holds its own (`selcc/def.rs`, `gam/def.rs`, …).
+//! * [`common`] — what protocols share: errors with context, a small RPC layer, timeouts and
+//!   select, the benchmark run shape, common metrics, lookup-only maps.
 //!
 //! Architecture invariant: this crate depends on neither `sim` nor `hw`; it reaches the clock,
 //! randomness and the network only through `Nic`.

@@ -70,13 +70,13 @@ async fn write(node: Arc<Node<SimNic>>, delay_us: u64, gcl: u64, value: u64, hol
     w.nic.sleep(Nanos::from_us(delay_us)).await;
     let g = node.layout.gcl(gcl);
     w.nic.mark("xlock", gcl);
-    let mut h = node.xlock(&mut w, g).await;
+    let mut h = node.xlock(&mut w, g).await.unwrap();
     node.write(&mut h, 0, &[value]);
     if hold_us > 0 {
         w.nic.sleep(Nanos::from_us(hold_us)).await;
     }
     w.nic.mark("xunlock", gcl);
-    node.xunlock(&mut w, h).await;
+    node.xunlock(&mut w, h).await.unwrap();
 }
 
 /// Read word 0 of GCL `gcl` after `delay_us`.
@@ -85,11 +85,11 @@ async fn read(node: Arc<Node<SimNic>>, delay_us: u64, gcl: u64) {
     w.nic.sleep(Nanos::from_us(delay_us)).await;
     let g = node.layout.gcl(gcl);
     w.nic.mark("slock", gcl);
-    let h = node.slock(&mut w, g).await;
+    let h = node.slock(&mut w, g).await.unwrap();
     let mut out = [0u64];
     node.read(&h, 0, &mut out);
     w.nic.mark("sunlock", out[0]);
-    node.sunlock(&mut w, h).await;
+    node.sunlock(&mut w, h).await.unwrap();
 }
 
 fn spawn(

@@ -70,7 +70,7 @@ fn gam_read_miss_costs_one_rpc_round_trip() {
         for _ in 0..2 {
             let start = w.nic.now();
             let mut out = [0u64; 1];
-            let trace = node.read(&mut w, 2, 8, &mut out).await;
+            let trace = node.read(&mut w, 2, 8, &mut out).await.unwrap();
             s.lock().unwrap().push((trace, w.nic.now().0 - start.0));
         }
     });
@@ -109,18 +109,18 @@ fn gam_write_invalidates_sharers_and_a_later_read_recalls_the_owner() {
             match i {
                 0 | 1 => {
                     let mut out = [0u64; 1];
-                    node.read(&mut w, 1, 0, &mut out).await;
+                    node.read(&mut w, 1, 0, &mut out).await.unwrap();
                     assert_eq!(out, [0]);
                     if i == 0 {
                         w.nic.sleep(Nanos::from_us(100).saturating_sub(w.nic.now())).await;
-                        let trace = node.read(&mut w, 1, 0, &mut out).await;
+                        let trace = node.read(&mut w, 1, 0, &mut out).await.unwrap();
                         assert_eq!(out, [0xabc], "the read sees the write");
                         traces.lock().unwrap().push(("read", trace));
                     }
                 }
                 _ => {
                     w.nic.sleep(Nanos::from_us(50)).await;
-                    let trace = node.write(&mut w, 1, 0, &[0xabc]).await;
+                    let trace = node.write(&mut w, 1, 0, &[0xabc]).await.unwrap();
                     traces.lock().unwrap().push(("write", trace));
                     // Right after the write is performed, both sharers have dropped their copies.
                 }
@@ -155,19 +155,19 @@ fn gam_tso_write_returns_before_it_is_performed_and_forwards_to_its_own_reads() 
         sim.spawn_main(writer.node, async move {
             let mut w = writer.worker(0);
             let start = w.nic.now();
-            writer.write(&mut w, 3, 16, &[7]).await;
+            writer.write(&mut w, 3, 16, &[7]).await.unwrap();
             t.lock().unwrap().push(w.nic.now().0 - start.0);
             let mut out = [0u64; 1];
-            let trace = writer.read(&mut w, 3, 16, &mut out).await;
+            let trace = writer.read(&mut w, 3, 16, &mut out).await.unwrap();
             assert_eq!(out, [7], "a thread reads its own write");
             assert!(trace.hit);
-            writer.finish(&w).await;
+            writer.finish(&w).await.unwrap();
         });
         sim.spawn_main(reader.node, async move {
             let mut w = reader.worker(0);
             w.nic.sleep(Nanos::from_us(40)).await;
             let mut out = [0u64; 1];
-            reader.read(&mut w, 3, 16, &mut out).await;
+            reader.read(&mut w, 3, 16, &mut out).await.unwrap();
             assert_eq!(out, [7], "performed long before 40 µs");
         });
         assert_eq!(sim.run().stop, StopReason::Finished);

@@ -36,9 +36,9 @@ async fn write_at(
     let mut w = node.worker(thread);
     w.nic.sleep(Nanos::from_us(delay_us)).await;
     let g = node.layout.gcl(0);
-    let mut h = node.xlock(&mut w, g).await;
+    let mut h = node.xlock(&mut w, g).await.unwrap();
     node.write(&mut h, 0, &[value]);
-    node.xunlock(&mut w, h).await;
+    node.xunlock(&mut w, h).await.unwrap();
     log.lock().unwrap().push((label, *w.last_op(), value));
 }
 
@@ -47,10 +47,10 @@ async fn read_at(node: Arc<Node<SimNic>>, thread: u32, delay_us: u64, log: Log, 
     let mut w = node.worker(thread);
     w.nic.sleep(Nanos::from_us(delay_us)).await;
     let g = node.layout.gcl(0);
-    let h = node.slock(&mut w, g).await;
+    let h = node.slock(&mut w, g).await.unwrap();
     let mut out = [0u64];
     node.read(&h, 0, &mut out);
-    node.sunlock(&mut w, h).await;
+    node.sunlock(&mut w, h).await.unwrap();
     log.lock().unwrap().push((label, *w.last_op(), out[0]));
 }
 
@@ -198,10 +198,10 @@ fn busy_holder(config: Config, hold_us: u64) -> (OpTrace, dmsim_protocols::selcc
     h.sim.spawn_main(h.compute[0], async move {
         let mut w = a.worker(0);
         let g = a.layout.gcl(0);
-        let mut handle = a.xlock(&mut w, g).await;
+        let mut handle = a.xlock(&mut w, g).await.unwrap();
         a.write(&mut handle, 0, &[7]);
         w.nic.sleep(Nanos::from_us(hold_us)).await;
-        a.xunlock(&mut w, handle).await;
+        a.xunlock(&mut w, handle).await.unwrap();
     });
     h.sim.spawn_main(h.compute[1], read_at(h.node(1), 0, 20, log.clone(), "b"));
     assert_finished(&h.run());

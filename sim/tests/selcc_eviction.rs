@@ -23,24 +23,24 @@ fn write_then_read(config: Config) -> Stats {
         let mut w = a.worker(0);
         for i in 0..GCLS {
             let g = a.layout.gcl(i);
-            let mut handle = a.xlock(&mut w, g).await;
+            let mut handle = a.xlock(&mut w, g).await.unwrap();
             a.write(&mut handle, 8 * (i as u32 % 4), &[1000 + i]);
-            a.xunlock(&mut w, handle).await;
+            a.xunlock(&mut w, handle).await.unwrap();
         }
-        a.drain(&w.nic).await;
+        a.drain(&w.nic).await.unwrap();
     });
     let b = h.node(1);
     h.sim.spawn_main(h.compute[1], async move {
         let mut w = b.worker(0);
         w.nic.sleep(Nanos::from_ms(2)).await;
         for i in 0..GCLS {
-            let handle = b.slock(&mut w, b.layout.gcl(i)).await;
+            let handle = b.slock(&mut w, b.layout.gcl(i)).await.unwrap();
             let mut out = [0u64; 4];
             b.read(&handle, 0, &mut out); // the oracle checks every word
             assert_eq!(out[i as usize % 4], 1000 + i);
-            b.sunlock(&mut w, handle).await;
+            b.sunlock(&mut w, handle).await.unwrap();
         }
-        b.drain(&w.nic).await;
+        b.drain(&w.nic).await.unwrap();
     });
     assert_finished(&h.run());
     h.check_quiescent(GCLS).unwrap();

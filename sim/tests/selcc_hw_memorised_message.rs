@@ -142,10 +142,10 @@ fn run_case2_then_upgrade(delay: Nanos) -> (StopReason, Stats, Stats) {
     let node_b = b.clone();
     sim.spawn_main(cn_b, async move {
         let mut w = node_b.worker(0);
-        let mut h = node_b.xlock(&mut w, g).await;
+        let mut h = node_b.xlock(&mut w, g).await.unwrap();
         node_b.write(&mut h, 0, &[7]);
         w.nic.sleep(Nanos::from_us(20)).await;
-        node_b.xunlock(&mut w, h).await;
+        node_b.xunlock(&mut w, h).await.unwrap();
     });
     // A: read g while B is inside (Case 2, memorised), then write it (Case 3 after the upgrade
     // fails on B's reader bit).
@@ -153,14 +153,14 @@ fn run_case2_then_upgrade(delay: Nanos) -> (StopReason, Stats, Stats) {
     sim.spawn_main(cn_a, async move {
         let mut w = node_a.worker(0);
         w.nic.sleep(Nanos::from_us(5)).await;
-        let h = node_a.slock(&mut w, g).await;
+        let h = node_a.slock(&mut w, g).await.unwrap();
         let mut out = [0u64; 1];
         node_a.read(&h, 0, &mut out);
         assert_eq!(out[0], 7, "the forwarded copy carries B's write");
-        node_a.sunlock(&mut w, h).await;
-        let mut h = node_a.xlock(&mut w, g).await;
+        node_a.sunlock(&mut w, h).await.unwrap();
+        let mut h = node_a.xlock(&mut w, g).await.unwrap();
         node_a.write(&mut h, 0, &[8]);
-        node_a.xunlock(&mut w, h).await;
+        node_a.xunlock(&mut w, h).await.unwrap();
     });
     let outcome = sim.run();
     (outcome.stop, a.stats(), b.stats())

@@ -302,6 +302,10 @@ fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>,
     if rank != 0 {
         return Ok(None);
     }
+    if let Some(e) = dmsim_protocols::harness::first_error(&reports) {
+        eprintln!("error: protocol error: {e}");
+        return Err(ExitCode::from(exit::FAILURE));
+    }
     let mut metrics = plan.metrics(&reports, elapsed);
     // The simulator's history checkers on the merged logs, then the plan's end-of-run check; a
     // violation still keeps the results.

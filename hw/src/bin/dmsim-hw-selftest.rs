@@ -423,6 +423,9 @@ mod selcc_run {
             stats.upgrades,
             stats.latch_retries
         );
+        if let Some(e) = node.first_error() {
+            return Err(format!("{me}: protocol error: {e}"));
+        }
         if stats.ops != expected {
             return Err(format!("{me} completed {} of {expected} operations", stats.ops));
         }

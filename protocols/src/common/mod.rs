@@ -1,11 +1,19 @@
-//! Pieces every protocol's definition shares, so a new protocol writes only what is its own.
+//! Pieces every protocol shares, so a new protocol writes only what is its own.
 //!
+//! * [`error`] — errors as values with their context (node, verb, address, protocol step) and
+//!   a node's first-error slot.
+//! * [`rpc`] — request/reply messaging over `Nic::send`/`recv`: request ids, reply ports,
+//!   deferred replies, notifications, timeouts, N-task servers.
+//! * [`sync_ext`] — executor-agnostic `timeout` and `select2`.
 //! * [`shape`] — the run shape of a benchmark (threads, operations, cache size) from the
 //!   scenario's equivalent spellings, validated with field paths.
 //! * [`lookup`] — lookup-only hash maps with one fixed hasher (never iterated).
 //! * [`metrics`] — metrics that mean the same for every protocol: per-node throughput and
-//!   fairness, cumulative operations over time, `compare_with` speedups.
+//!   fairness, cumulative operations over time, percentiles.
 
+pub mod error;
 pub mod lookup;
 pub mod metrics;
+pub mod rpc;
 pub mod shape;
+pub mod sync_ext;

@@ -74,7 +74,8 @@ pub fn node_tasks<N: Nic>(
     NodeTasks { daemons: node.daemons(), node, mains }
 }
 
-/// One client thread: its operations in order, then a fence.
+/// One client thread: its operations in order, then a fence. Stops at the first error (kept
+/// in the node's [`super::NodeState::first_error`]).
 pub async fn run_client<N: Nic>(node: Arc<Node<N>>, thread: u32, stream: MicroStream) {
     let mut w = node.worker(thread);
     let mut sequence = 0u64;
@@ -87,13 +88,18 @@ pub async fn run_client<N: Nic>(node: Arc<Node<N>>, thread: u32, stream: MicroSt
             // A value unique to this write (node, thread, sequence), so reads are checkable.
             let stamp = (node.node.0 as u64 + 1) << 48 | (thread as u64) << 32 | sequence;
             buffer.resize(words, stamp);
-            node.write(&mut w, op.gcl_index, op.offset_bytes, &buffer).await;
+            if node.write(&mut w, op.gcl_index, op.offset_bytes, &buffer).await.is_err() {
+                return;
+            }
         } else {
             buffer.resize(words, 0);
-            node.read(&mut w, op.gcl_index, op.offset_bytes, &mut buffer).await;
+            if node.read(&mut w, op.gcl_index, op.offset_bytes, &mut buffer).await.is_err() {
+                return;
+            }
         }
     }
-    node.finish(&w).await;
+    // An error is kept in the node's slot.
+    let _ = node.finish(&w).await;
 }
 
 /// Totals over compute nodes.

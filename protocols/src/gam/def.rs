@@ -36,8 +36,8 @@ use super::stats::Stats;
 use super::{Config, Layout, NodeState};
 use crate::common::shape::{self, ShapeFields};
 use crate::harness::{
-    merge_options, parse_typed, Invariants, Memory, NodeReport, NodeRun, Plan, PointSpec, Problem, Protocol,
-    Violation,
+    merge_options, parse_typed, report_error, Invariants, Memory, NodeReport, NodeRun, Plan, PointSpec,
+    Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind};
 use crate::workload::micro::MicroSpec;
@@ -270,7 +270,9 @@ impl Plan for GamPlan {
                 mains: Vec::new(),
                 daemons: home.daemons,
                 collect: Box::new(move || {
-                    report(GamReport::Home(directory.lock().unwrap_or_else(|e| e.into_inner()).stats.clone()))
+                    let directory = directory.lock().unwrap_or_else(|e| e.into_inner());
+                    let error = report_error(directory.first_error());
+                    NodeReport { error, ..report(GamReport::Home(directory.stats.clone())) }
                 }),
                 state: None,
             };
@@ -283,7 +285,10 @@ impl Plan for GamPlan {
             mains: tasks.mains,
             daemons: tasks.daemons,
             state: Some(node.state.clone()),
-            collect: Box::new(move || report(GamReport::Compute(node.stats()))),
+            collect: Box::new(move || NodeReport {
+                error: report_error(node.first_error()),
+                ..report(GamReport::Compute(node.stats()))
+            }),
         }
     }
 

@@ -21,13 +21,18 @@
 //!   holds the block is simply acked.
 //!
 //! The transitions are synchronous functions ([`Directory::on_message`]); the async shell
-//! [`run_home`] receives, charges CPU, and sends what they return.
+//! [`Home`] is an [`rpc::Handler`]: the RPC server loop receives and charges CPU, the handler
+//! applies the transition and sends what it returns. A request's [`ReplyTo`] waits in the
+//! directory until its transaction completes. A handler task whose send fails records the error
+//! ([`Directory::first_error`]) and stops.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use crate::common::error::{ErrorSlot, ProtocolError, ProtocolResult};
+use crate::common::rpc::{self, Incoming, ReplyTo};
 use crate::memory::Region;
 use crate::nic::{Nanos, Nic, NodeId};
 
@@ -47,8 +52,7 @@ pub struct DirEntry {
 struct Request {
     requester: u8,
     kind: RequestKind,
-    reply_port: u16,
-    seq: u32,
+    reply_to: ReplyTo,
     data: Option<Vec<u64>>,
 }
 
@@ -64,12 +68,26 @@ struct Pending {
     requester_has_copy: bool,
 }
 
-/// One message to send.
+/// One message to send: the answer to a request, or a one-way message.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outgoing {
-    pub to: NodeId,
-    pub port: u16,
-    pub msg: Msg,
+pub enum Outgoing {
+    Reply { to: ReplyTo, msg: Msg },
+    Notify { to: NodeId, port: u16, msg: Msg },
+}
+
+impl Outgoing {
+    pub fn to(&self) -> NodeId {
+        match self {
+            Outgoing::Reply { to, .. } => to.node,
+            Outgoing::Notify { to, .. } => *to,
+        }
+    }
+
+    pub fn msg(&self) -> &Msg {
+        match self {
+            Outgoing::Reply { msg, .. } | Outgoing::Notify { msg, .. } => msg,
+        }
+    }
 }
 
 /// What serving one message produced: messages, and the work to charge for it.
@@ -116,6 +134,7 @@ pub struct Directory {
     pending: BTreeMap<u64, Pending>,
     queued: BTreeMap<u64, VecDeque<Request>>,
     pub stats: HomeStats,
+    errors: ErrorSlot,
 }
 
 fn bit(index: u8) -> u64 {
@@ -137,7 +156,13 @@ impl Directory {
             pending: BTreeMap::new(),
             queued: BTreeMap::new(),
             stats: HomeStats::default(),
+            errors: ErrorSlot::new(),
         }
+    }
+
+    /// The first error one of this home's handler tasks hit (each stops at its first).
+    pub fn first_error(&self) -> Option<ProtocolError> {
+        self.errors.first()
     }
 
     pub fn entry(&self, block: u64) -> DirEntry {
@@ -154,16 +179,19 @@ impl Directory {
         self.pending.is_empty() && self.queued.values().all(VecDeque::is_empty)
     }
 
-    /// Serve one message from compute node `from`; `memory` is this node's region.
-    pub fn on_message(&mut self, from: NodeId, msg: Msg, memory: &Region) -> Effects {
+    /// Serve one message (a request with its reply address, or an ack); `memory` is this
+    /// node's region.
+    pub fn on_message(&mut self, incoming: Incoming<Msg>, memory: &Region) -> Effects {
         let mut fx = Effects { served: 1, ..Effects::default() };
+        let Incoming { from, reply_to, msg } = incoming;
         let index = self.layout.compute_index(from);
         let block = msg.block();
         assert_eq!(self.layout.home(block), self.home, "block {block} sent to the wrong home");
         match msg {
-            Msg::Request { kind, reply_port, seq, data, .. } => {
+            Msg::Request { kind, data, .. } => {
                 self.stats.requests += 1;
-                let request = Request { requester: index, kind, reply_port, seq, data };
+                let reply_to = reply_to.expect("a request is a call, not a notification");
+                let request = Request { requester: index, kind, reply_to, data };
                 if self.pending.contains_key(&block) {
                     self.stats.queued += 1;
                     self.queued.entry(block).or_default().push_back(request);
@@ -226,11 +254,9 @@ impl Directory {
         fx: &mut Effects,
     ) {
         self.stats.replies += 1;
-        fx.out.push(Outgoing {
-            to: self.layout.compute_node(r.requester),
-            port: r.reply_port,
-            msg: Msg::Reply { block, seq: r.seq, grant, invalidations, data },
-        });
+        debug_assert_eq!(r.reply_to.node, self.layout.compute_node(r.requester));
+        fx.out
+            .push(Outgoing::Reply { to: r.reply_to, msg: Msg::Reply { block, grant, invalidations, data } });
     }
 
     fn start(&mut self, block: u64, request: Request, memory: &Region, fx: &mut Effects) {
@@ -270,7 +296,7 @@ impl Directory {
                             let count = others.count_ones();
                             for s in bits(others) {
                                 self.stats.invalidations_sent += 1;
-                                fx.out.push(Outgoing {
+                                fx.out.push(Outgoing::Notify {
                                     to: self.layout.compute_node(s),
                                     port: INV_PORT,
                                     msg: Msg::Invalidate { block },
@@ -312,18 +338,14 @@ impl Directory {
                     // A Recall overtook this eviction and already took the data.
                     self.stats.writebacks_stale += 1;
                 }
-                fx.out.push(Outgoing {
-                    to: self.layout.compute_node(r),
-                    port: request.reply_port,
-                    msg: Msg::WriteBackDone { block, seq: request.seq },
-                });
+                fx.out.push(Outgoing::Reply { to: request.reply_to, msg: Msg::WriteBackDone { block } });
             }
         }
     }
 
     fn recall(&mut self, block: u64, owner: u8, downgrade: bool, fx: &mut Effects) {
         self.stats.recalls_sent += 1;
-        fx.out.push(Outgoing {
+        fx.out.push(Outgoing::Notify {
             to: self.layout.compute_node(owner),
             port: INV_PORT,
             msg: Msg::Recall { block, downgrade },
@@ -351,28 +373,57 @@ impl Directory {
     }
 }
 
-/// A directory handler task on a memory node: receive, charge the service time on the node's
-/// modelled cores (§8.4 [P]), apply the transition, send its messages. Several handlers may
-/// share one directory; with one core they queue for it — GAM's serialized request queue.
-pub async fn run_home<N: Nic>(nic: N, directory: Arc<Mutex<Directory>>, config: Config) {
-    let copy_ns = |words: u64| words * 8 * config.cpu.handler_copy_ns_per_kib / 1024;
-    loop {
-        let Ok(message) = nic.recv(HOME_PORT).await else { return };
-        let msg = Msg::decode(&message.bytes);
-        // Service before effect: the transition happens when the handler has done its work.
-        nic.cpu(Nanos(config.cpu.handler_service_ns + copy_ns(msg.data_words() as u64))).await;
-        let fx = directory.lock().unwrap().on_message(message.from, msg, nic.local());
-        // Queued requests released by this message, and block data copied out, cost extra.
-        let extra = (fx.served as u64 - 1) * config.cpu.handler_service_ns + copy_ns(fx.copied_words);
+/// The home's message handler: GAM's directory served by memory-node CPU (§8.4 [P]). The
+/// service time is charged before the transition ([`rpc::Handler::cost`]: the transition
+/// happens when the handler has done its work); queued requests the message released, and
+/// block data copied out, cost extra after it. Several handler tasks may share one directory;
+/// with one core they queue for it — GAM's serialized request queue.
+pub struct Home {
+    pub directory: Arc<Mutex<Directory>>,
+    config: Config,
+}
+
+impl Home {
+    pub fn new(directory: Arc<Mutex<Directory>>, config: Config) -> Home {
+        Home { directory, config }
+    }
+
+    fn copy_ns(&self, words: u64) -> u64 {
+        words * 8 * self.config.cpu.handler_copy_ns_per_kib / 1024
+    }
+}
+
+impl<N: Nic> rpc::Handler<N> for Home {
+    type Msg = Msg;
+
+    fn cost(&self, incoming: &Incoming<Msg>) -> Option<Nanos> {
+        Some(Nanos(self.config.cpu.handler_service_ns + self.copy_ns(incoming.msg.data_words() as u64)))
+    }
+
+    async fn handle(&self, nic: &N, incoming: Incoming<Msg>) -> ProtocolResult<()> {
+        let fx = self.directory.lock().unwrap().on_message(incoming, nic.local());
+        let extra =
+            (fx.served as u64 - 1) * self.config.cpu.handler_service_ns + self.copy_ns(fx.copied_words);
         if extra > 0 {
             nic.cpu(Nanos(extra)).await;
         }
         for o in fx.out {
-            if nic.send(o.to, o.port, o.msg.encode()).await.is_err() {
-                return;
+            match o {
+                Outgoing::Reply { to, msg } => rpc::reply(nic, to, &msg).await?,
+                Outgoing::Notify { to, port, msg } => rpc::notify(nic, to, port, &msg).await?,
             }
         }
+        Ok(())
     }
+
+    fn failed(&self, error: ProtocolError) {
+        self.directory.lock().unwrap_or_else(|e| e.into_inner()).errors.record(error);
+    }
+}
+
+/// One directory handler task on a memory node (see [`Home`]).
+pub async fn run_home<N: Nic>(nic: N, directory: Arc<Mutex<Directory>>, config: Config) {
+    rpc::serve_one(nic, HOME_PORT, Arc::new(Home::new(directory, config))).await
 }
 
 #[cfg(test)]
@@ -391,8 +442,14 @@ mod tests {
         (Directory::new(NodeId(0), layout), memory)
     }
 
-    fn request(kind: RequestKind, seq: u32) -> Msg {
-        Msg::Request { block: 1, kind, reply_port: 100, seq, data: None }
+    /// Node `node`'s request number `id` (replies to its port 100).
+    fn request(node: u16, kind: RequestKind, id: u32) -> Incoming<Msg> {
+        let reply_to = Some(ReplyTo { node: NodeId(node), port: 100, id });
+        Incoming { from: NodeId(node), reply_to, msg: Msg::Request { block: 1, kind, data: None } }
+    }
+
+    fn ack(node: u16, data: Option<Vec<u64>>) -> Incoming<Msg> {
+        Incoming { from: NodeId(node), reply_to: None, msg: Msg::Ack { block: 1, data } }
     }
 
     #[test]
@@ -401,35 +458,44 @@ mod tests {
         // request arriving meanwhile queues and is served after.
         let (mut d, mem) = directory();
         mem.write_words(16, &[5, 6]);
-        for (node, seq) in [(1, 1), (2, 2)] {
-            let fx = d.on_message(NodeId(node), request(RequestKind::Read, seq), &mem);
+        for (node, id) in [(1, 1), (2, 2)] {
+            let fx = d.on_message(request(node, RequestKind::Read, id), &mem);
             assert!(
-                matches!(&fx.out[0].msg, Msg::Reply { grant: Grant::Shared, data: Some(w), .. } if w == &vec![5, 6])
+                matches!(fx.out[0].msg(), Msg::Reply { grant: Grant::Shared, data: Some(w), .. } if w == &vec![5, 6])
             );
+            assert!(matches!(fx.out[0], Outgoing::Reply { to: ReplyTo { id: i, .. }, .. } if i == id));
         }
         assert_eq!(d.entry(1).sharers, 0b011);
-        let fx = d.on_message(NodeId(3), request(RequestKind::Write { have_copy: false }, 3), &mem);
-        let targets: Vec<_> = fx.out.iter().map(|o| (o.to, o.msg.clone())).collect();
+        let fx = d.on_message(request(3, RequestKind::Write { have_copy: false }, 3), &mem);
+        let targets: Vec<_> = fx.out.iter().map(|o| (o.to(), o.msg().clone())).collect();
         assert_eq!(
             targets,
             vec![(NodeId(1), Msg::Invalidate { block: 1 }), (NodeId(2), Msg::Invalidate { block: 1 })]
         );
         assert!(d.is_busy(1));
-        let fx = d.on_message(NodeId(1), request(RequestKind::Read, 4), &mem);
+        let fx = d.on_message(request(1, RequestKind::Read, 4), &mem);
         assert!(fx.out.is_empty(), "a request behind a busy block waits");
-        assert!(d.on_message(NodeId(1), Msg::Ack { block: 1, data: None }, &mem).out.is_empty());
-        let fx = d.on_message(NodeId(2), Msg::Ack { block: 1, data: None }, &mem);
+        assert!(d.on_message(ack(1, None), &mem).out.is_empty());
+        let fx = d.on_message(ack(2, None), &mem);
         // Grant to the writer, then the queued read recalls it at once.
-        assert!(matches!(fx.out[0].msg, Msg::Reply { grant: Grant::Exclusive, invalidations: 2, .. }));
-        assert_eq!(fx.out[0].to, NodeId(3));
+        assert!(matches!(fx.out[0].msg(), Msg::Reply { grant: Grant::Exclusive, invalidations: 2, .. }));
+        assert_eq!(fx.out[0].to(), NodeId(3));
         assert_eq!(
             fx.out[1],
-            Outgoing { to: NodeId(3), port: INV_PORT, msg: Msg::Recall { block: 1, downgrade: true } }
+            Outgoing::Notify {
+                to: NodeId(3),
+                port: INV_PORT,
+                msg: Msg::Recall { block: 1, downgrade: true }
+            }
         );
         assert_eq!(fx.served, 2);
-        let fx = d.on_message(NodeId(3), Msg::Ack { block: 1, data: Some(vec![7, 8]) }, &mem);
+        let fx = d.on_message(ack(3, Some(vec![7, 8])), &mem);
         assert!(
-            matches!(&fx.out[0].msg, Msg::Reply { grant: Grant::Shared, data: Some(w), .. } if w == &vec![7, 8])
+            matches!(fx.out[0].msg(), Msg::Reply { grant: Grant::Shared, data: Some(w), .. } if w == &vec![7, 8])
+        );
+        assert!(
+            matches!(fx.out[0], Outgoing::Reply { to: ReplyTo { id: 4, .. }, .. }),
+            "the queued read's id"
         );
         assert_eq!(d.entry(1), DirEntry { sharers: 0b101, owner: None });
         assert!(d.is_idle());
@@ -438,25 +504,26 @@ mod tests {
     #[test]
     fn upgrade_without_data_and_stale_writeback() {
         let (mut d, mem) = directory();
-        d.on_message(NodeId(1), request(RequestKind::Read, 1), &mem);
-        let fx = d.on_message(NodeId(1), request(RequestKind::Write { have_copy: true }, 2), &mem);
-        assert!(matches!(fx.out[0].msg, Msg::Reply { grant: Grant::Exclusive, data: None, .. }));
+        d.on_message(request(1, RequestKind::Read, 1), &mem);
+        let fx = d.on_message(request(1, RequestKind::Write { have_copy: true }, 2), &mem);
+        assert!(matches!(fx.out[0].msg(), Msg::Reply { grant: Grant::Exclusive, data: None, .. }));
         // A recall overtakes the owner's eviction: the write-back is then stale.
-        let fx = d.on_message(NodeId(2), request(RequestKind::Write { have_copy: false }, 3), &mem);
-        assert_eq!(fx.out[0].msg, Msg::Recall { block: 1, downgrade: false });
-        let wb = Msg::Request {
-            block: 1,
-            kind: RequestKind::WriteBack,
-            reply_port: 100,
-            seq: 4,
-            data: Some(vec![1, 1]),
-        };
-        assert!(d.on_message(NodeId(1), wb, &mem).out.is_empty(), "queued behind the recall");
-        let fx = d.on_message(NodeId(1), Msg::Ack { block: 1, data: Some(vec![9, 9]) }, &mem);
+        let fx = d.on_message(request(2, RequestKind::Write { have_copy: false }, 3), &mem);
+        assert_eq!(fx.out[0].msg(), &Msg::Recall { block: 1, downgrade: false });
+        let mut wb = request(1, RequestKind::WriteBack, 4);
+        wb.msg = Msg::Request { block: 1, kind: RequestKind::WriteBack, data: Some(vec![1, 1]) };
+        assert!(d.on_message(wb, &mem).out.is_empty(), "queued behind the recall");
+        let fx = d.on_message(ack(1, Some(vec![9, 9])), &mem);
         assert!(
-            matches!(&fx.out[0].msg, Msg::Reply { grant: Grant::Exclusive, data: Some(w), .. } if w == &vec![9, 9])
+            matches!(fx.out[0].msg(), Msg::Reply { grant: Grant::Exclusive, data: Some(w), .. } if w == &vec![9, 9])
         );
-        assert_eq!(fx.out[1].msg, Msg::WriteBackDone { block: 1, seq: 4 });
+        assert_eq!(
+            fx.out[1],
+            Outgoing::Reply {
+                to: ReplyTo { node: NodeId(1), port: 100, id: 4 },
+                msg: Msg::WriteBackDone { block: 1 }
+            }
+        );
         assert_eq!(d.stats.writebacks_stale, 1);
         let mut words = [0; 2];
         mem.read_words(16, &mut words);

@@ -26,11 +26,19 @@
 //! 3. *A Recall overtakes our write-back.* An evicting line keeps its frame and Exclusive state
 //!    until the home acknowledges the write-back, so the recall is answered from the frame; the
 //!    home then finds the write-back stale and ignores its data.
+//!
+//! Messages go through [`crate::common::rpc`]: each client thread and drainer is an
+//! [`rpc::Client`] with its own reply port; the invalidation handler is an [`rpc::Handler`].
+//! Errors: the client API returns [`ProtocolResult`]s; a failure is also recorded on the node
+//! ([`NodeState::first_error`]) and wakes every waiter, so a thread waiting for a line another
+//! thread was fetching, or a fence waiting for a failed drainer, fails with it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
+use crate::common::error::{ErrorSlot, ProtocolError, ProtocolResult};
+use crate::common::rpc::{self, Client, Incoming};
 use crate::nic::{Nanos, Nic, NodeId};
 use crate::sync::Notify;
 
@@ -173,6 +181,7 @@ pub struct NodeState {
     pub stats: Mutex<Stats>,
     pub oracle: Option<Arc<Oracle>>,
     buffers: Vec<StoreBuffer>,
+    errors: ErrorSlot,
 }
 
 impl NodeState {
@@ -191,6 +200,22 @@ impl NodeState {
 
     pub fn stats(&self) -> Stats {
         self.stats.lock().unwrap().clone()
+    }
+
+    /// The first error this node's clients or background tasks hit, if any. A bench client
+    /// stops at its first `Err`; a runner reports this after the run.
+    pub fn first_error(&self) -> Option<ProtocolError> {
+        self.errors.first()
+    }
+
+    /// Record `error` (if first) and wake every waiter so it sees it. Returns `error`.
+    pub fn fail(&self, error: ProtocolError) -> ProtocolError {
+        self.errors.record(error.clone());
+        self.changed.notify_all();
+        for buffer in &self.buffers {
+            buffer.changed.notify_all();
+        }
+        error
     }
 }
 
@@ -211,8 +236,7 @@ impl<N: Nic> Deref for Node<N> {
 pub struct Worker<N: Nic> {
     pub nic: N,
     pub thread: u32,
-    port: u16,
-    seq: u32,
+    client: Client<N>,
     /// What the last access did (for tests: a read miss is one RPC).
     pub last: AccessTrace,
 }
@@ -252,6 +276,7 @@ impl<N: Nic> Node<N> {
             stats: Mutex::new(Stats::default()),
             oracle,
             buffers: (0..config.threads_per_node).map(|_| StoreBuffer::default()).collect(),
+            errors: ErrorSlot::new(),
             config,
             layout,
         };
@@ -269,93 +294,99 @@ impl<N: Nic> Node<N> {
     }
 
     fn make_worker(&self, thread: u32, slot: u32) -> Worker<N> {
+        let nic = self.nic.qp(CHANNEL_CLIENT_BASE + slot as u16);
         Worker {
-            nic: self.nic.qp(CHANNEL_CLIENT_BASE + slot as u16),
+            client: Client::new(nic.clone(), REPLY_PORT_BASE + slot as u16),
+            nic,
             thread,
-            port: REPLY_PORT_BASE + slot as u16,
-            seq: 0,
             last: AccessTrace::default(),
         }
     }
 
     // ================================ client API ================================
 
-    /// Read `out.len()` words at `offset_bytes` of `block`.
+    /// Read `out.len()` words at `offset_bytes` of `block`. Fails at once if the node failed.
     pub async fn read(
         &self,
         w: &mut Worker<N>,
         block: u64,
         offset_bytes: u32,
         out: &mut [u64],
-    ) -> AccessTrace {
+    ) -> ProtocolResult<AccessTrace> {
         self.check_bounds(offset_bytes, out.len());
+        self.errors.check()?;
         let start = w.nic.now().0;
         self.worker_step(&w.nic).await;
         w.nic.cpu(Nanos(self.config.cpu.access_ns)).await;
         let forwarded = match self.config.variant {
-            Variant::Tso => self.read_store_buffer(w.thread, block, offset_bytes, out).await,
+            Variant::Tso => self.read_store_buffer(w.thread, block, offset_bytes, out).await?,
             Variant::Seq => false,
         };
         let trace = if forwarded {
             AccessTrace { hit: true, ..AccessTrace::default() }
         } else {
-            self.access(w, block, Access::Read { offset_bytes, out }).await
+            self.access(w, block, Access::Read { offset_bytes, out }).await.map_err(|e| self.fail(e))?
         };
         let mut stats = self.stats.lock().unwrap();
         stats.record_access(&trace);
         stats.record_op(false, start, w.nic.now().0);
         w.last = trace;
-        trace
+        Ok(trace)
     }
 
     /// Write `words` at `offset_bytes` of `block`. SEQ: returns when the write is performed.
-    /// TSO: returns once it is in the thread's store buffer (its trace is recorded at drain).
+    /// TSO: returns once it is in the thread's store buffer (its trace is recorded at drain; a
+    /// failed drain shows up in the next operation, `fence` or `finish`).
     pub async fn write(
         &self,
         w: &mut Worker<N>,
         block: u64,
         offset_bytes: u32,
         words: &[u64],
-    ) -> AccessTrace {
+    ) -> ProtocolResult<AccessTrace> {
         self.check_bounds(offset_bytes, words.len());
         assert!(!words.is_empty());
+        self.errors.check()?;
         let start = w.nic.now().0;
         let trace = match self.config.variant {
             Variant::Seq => {
                 self.worker_step(&w.nic).await;
                 w.nic.cpu(Nanos(self.config.cpu.access_ns)).await;
-                let trace = self.access(w, block, Access::Write { offset_bytes, words }).await;
+                let access = Access::Write { offset_bytes, words };
+                let trace = self.access(w, block, access).await.map_err(|e| self.fail(e))?;
                 self.stats.lock().unwrap().record_access(&trace);
                 trace
             }
             Variant::Tso => {
                 w.nic.cpu(Nanos(self.config.cpu.enqueue_ns)).await;
-                self.buffer_write(w.thread, block, offset_bytes, words).await;
+                self.buffer_write(w.thread, block, offset_bytes, words).await?;
                 AccessTrace { hit: true, ..AccessTrace::default() }
             }
         };
         self.stats.lock().unwrap().record_op(true, start, w.nic.now().0);
         w.last = trace;
-        trace
+        Ok(trace)
     }
 
     /// Wait until every write of this thread is performed (a no-op under SEQ).
-    pub async fn fence(&self, w: &Worker<N>) {
+    pub async fn fence(&self, w: &Worker<N>) -> ProtocolResult<()> {
         let buffer = &self.buffers[w.thread as usize];
         loop {
             if buffer.state.lock().unwrap().entries.is_empty() {
-                return;
+                return Ok(());
             }
+            self.errors.check()?;
             buffer.changed.notified().await;
         }
     }
 
     /// Fence, then let the thread's drainer exit.
-    pub async fn finish(&self, w: &Worker<N>) {
-        self.fence(w).await;
+    pub async fn finish(&self, w: &Worker<N>) -> ProtocolResult<()> {
+        let fenced = self.fence(w).await;
         let buffer = &self.buffers[w.thread as usize];
         buffer.state.lock().unwrap().closed = true;
         buffer.changed.notify_all();
+        fenced
     }
 
     fn check_bounds(&self, offset_bytes: u32, words: usize) {
@@ -415,8 +446,14 @@ impl<N: Nic> Node<N> {
         words
     }
 
-    /// Hit, or fetch the block with the right state and then apply.
-    async fn access(&self, w: &mut Worker<N>, block: u64, mut access: Access<'_>) -> AccessTrace {
+    /// Hit, or fetch the block with the right state and then apply. On an error the line stays
+    /// busy: the node is failed, and waiters for the line fail with the recorded error.
+    async fn access(
+        &self,
+        w: &mut Worker<N>,
+        block: u64,
+        mut access: Access<'_>,
+    ) -> ProtocolResult<AccessTrace> {
         enum Step {
             Done,
             Wait,
@@ -448,17 +485,18 @@ impl<N: Nic> Node<N> {
                 step
             };
             let have_copy = match step {
-                Step::Done => return trace,
+                Step::Done => return Ok(trace),
                 Step::Wait => {
+                    self.errors.check()?;
                     self.changed.notified().await;
                     continue;
                 }
                 Step::Fetch { have_copy } => have_copy,
             };
             trace.hit = false;
-            self.ensure_frame(w, block, &mut trace).await;
+            self.ensure_frame(w, block, &mut trace).await?;
             let kind = if write { RequestKind::Write { have_copy } } else { RequestKind::Read };
-            let reply = self.rpc(w, block, kind, None, &mut trace).await;
+            let reply = self.rpc(w, block, kind, None, &mut trace).await?;
             let Msg::Reply { grant, invalidations, data, .. } = reply else {
                 panic!("expected a Reply for block {block}, got {reply:?}")
             };
@@ -470,10 +508,10 @@ impl<N: Nic> Node<N> {
             let (applied, recall_ack) = self.install(block, grant, data, &mut access);
             self.changed.notify_all();
             if let Some(ack) = recall_ack {
-                self.send_home(&w.nic, ack).await;
+                self.send_home(&w.nic, ack).await?;
             }
             if applied {
-                return trace;
+                return Ok(trace);
             }
             trace.retries += 1;
         }
@@ -526,7 +564,12 @@ impl<N: Nic> Node<N> {
 
     /// Give the fetching line of `block` a frame: a free one, an idle victim's (Shared/Invalid:
     /// silent), or an Exclusive victim's after writing it back (one RPC).
-    async fn ensure_frame(&self, w: &mut Worker<N>, block: u64, trace: &mut AccessTrace) {
+    async fn ensure_frame(
+        &self,
+        w: &mut Worker<N>,
+        block: u64,
+        trace: &mut AccessTrace,
+    ) -> ProtocolResult<()> {
         enum Plan {
             Ready,
             Wait,
@@ -562,10 +605,13 @@ impl<N: Nic> Node<N> {
                 }
             };
             match plan {
-                Plan::Ready => return,
-                Plan::Wait => self.changed.notified().await,
+                Plan::Ready => return Ok(()),
+                Plan::Wait => {
+                    self.errors.check()?;
+                    self.changed.notified().await
+                }
                 Plan::Evict { victim, words } => {
-                    let reply = self.rpc(w, victim, RequestKind::WriteBack, Some(words), trace).await;
+                    let reply = self.rpc(w, victim, RequestKind::WriteBack, Some(words), trace).await?;
                     assert!(
                         matches!(reply, Msg::WriteBackDone { .. }),
                         "expected WriteBackDone, got {reply:?}"
@@ -592,7 +638,8 @@ impl<N: Nic> Node<N> {
         }
     }
 
-    /// Send a request for `block` to its home and wait for the answer on this worker's port.
+    /// Call `block`'s home with a request and wait for its answer (the RPC layer matches it by
+    /// request id on this worker's reply port).
     async fn rpc(
         &self,
         w: &mut Worker<N>,
@@ -600,48 +647,35 @@ impl<N: Nic> Node<N> {
         kind: RequestKind,
         data: Option<Vec<u64>>,
         trace: &mut AccessTrace,
-    ) -> Msg {
-        w.seq = w.seq.wrapping_add(1);
+    ) -> ProtocolResult<Msg> {
         let home = self.layout.home(block);
-        let msg = Msg::Request { block, kind, reply_port: w.port, seq: w.seq, data };
+        let msg = Msg::Request { block, kind, data };
         trace.rpcs += 1;
         {
             let mut stats = self.stats.lock().unwrap();
             stats.rpcs += 1;
             stats.messages_sent += 1;
         }
-        w.nic.send(home, HOME_PORT, msg.encode()).await.expect("request SEND failed");
-        let message = w.nic.recv(w.port).await.expect("reply RECV failed");
-        assert_eq!(message.from, home, "a reply from a node that is not the home");
-        let reply = Msg::decode(&message.bytes);
-        let seq = match &reply {
-            Msg::Reply { seq, .. } | Msg::WriteBackDone { seq, .. } => *seq,
-            other => panic!("unexpected {other:?} on a reply port"),
-        };
-        assert_eq!((reply.block(), seq), (block, w.seq), "a reply to another request");
-        reply
+        let reply: Msg = w.client.call(home, HOME_PORT, &msg).await?;
+        assert!(
+            matches!(reply, Msg::Reply { .. } | Msg::WriteBackDone { .. }),
+            "unexpected {reply:?} as a reply"
+        );
+        assert_eq!(reply.block(), block, "a reply about another block");
+        Ok(reply)
     }
 
-    async fn send_home(&self, nic: &N, ack: Msg) {
+    async fn send_home(&self, nic: &N, ack: Msg) -> ProtocolResult<()> {
         let home = self.layout.home(ack.block());
         self.stats.lock().unwrap().messages_sent += 1;
-        nic.send(home, HOME_PORT, ack.encode()).await.expect("ack SEND failed");
+        rpc::notify(nic, home, HOME_PORT, &ack).await
     }
 
     // ================================ handlers ================================
 
-    /// An invalidation/recall handler task (GAM's worker serves these too, so each message
-    /// takes a worker step).
+    /// An invalidation/recall handler task (see the [`rpc::Handler`] impl below).
     pub async fn run_inv_handler(self: Arc<Self>, nic: N) {
-        loop {
-            let Ok(message) = nic.recv(INV_PORT).await else { return };
-            let msg = Msg::decode(&message.bytes);
-            assert_eq!(message.from, self.layout.home(msg.block()), "an invalidation from a non-home");
-            self.worker_step(&nic).await;
-            if let Some(ack) = self.on_invalidation(msg) {
-                self.send_home(&nic, ack).await;
-            }
-        }
+        rpc::serve_one(nic, INV_PORT, self).await
     }
 
     /// Apply an Invalidate or Recall; the Ack to send now, if any (pure in the cache state).
@@ -684,9 +718,16 @@ impl<N: Nic> Node<N> {
 
     // ================================ TSO store buffers ================================
 
-    async fn buffer_write(&self, thread: u32, block: u64, offset_bytes: u32, words: &[u64]) {
+    async fn buffer_write(
+        &self,
+        thread: u32,
+        block: u64,
+        offset_bytes: u32,
+        words: &[u64],
+    ) -> ProtocolResult<()> {
         let buffer = &self.buffers[thread as usize];
         loop {
+            self.errors.check()?;
             {
                 let mut state = buffer.state.lock().unwrap();
                 assert!(!state.closed, "a write after finish");
@@ -701,11 +742,18 @@ impl<N: Nic> Node<N> {
             buffer.changed.notified().await;
         }
         buffer.changed.notify_all();
+        Ok(())
     }
 
     /// Store-to-load forwarding: true if the newest overlapping buffered write covers the read
     /// (then `out` holds its words). A partial overlap waits until that write has drained.
-    async fn read_store_buffer(&self, thread: u32, block: u64, offset_bytes: u32, out: &mut [u64]) -> bool {
+    async fn read_store_buffer(
+        &self,
+        thread: u32,
+        block: u64,
+        offset_bytes: u32,
+        out: &mut [u64],
+    ) -> ProtocolResult<bool> {
         let buffer = &self.buffers[thread as usize];
         let (start, end) = (offset_bytes, offset_bytes + out.len() as u32 * 8);
         loop {
@@ -717,14 +765,14 @@ impl<N: Nic> Node<N> {
                         && start < b.offset_bytes + b.words.len() as u32 * 8
                 });
                 match newest {
-                    None => return false,
+                    None => return Ok(false),
                     Some(b)
                         if b.offset_bytes <= start && end <= b.offset_bytes + b.words.len() as u32 * 8 =>
                     {
                         let first = ((start - b.offset_bytes) / 8) as usize;
                         out.copy_from_slice(&b.words[first..first + out.len()]);
                         self.stats.lock().unwrap().buffer_forwards += 1;
-                        return true;
+                        return Ok(true);
                     }
                     Some(b) => b.id,
                 }
@@ -734,13 +782,15 @@ impl<N: Nic> Node<N> {
                 if !buffer.state.lock().unwrap().entries.iter().any(|b| b.id == blocking) {
                     break;
                 }
+                self.errors.check()?;
                 buffer.changed.notified().await;
             }
         }
     }
 
     /// The drainer of thread `thread`'s store buffer: performs buffered writes one at a time,
-    /// oldest first, so they become visible in program order (TSO).
+    /// oldest first, so they become visible in program order (TSO). Stops at its first error
+    /// (recorded on the node).
     pub async fn run_drainer(self: Arc<Self>, thread: u32) {
         let mut w = self.drainer_worker(thread);
         let buffer = &self.buffers[thread as usize];
@@ -759,9 +809,14 @@ impl<N: Nic> Node<N> {
             };
             self.worker_step(&w.nic).await;
             w.nic.cpu(Nanos(self.config.cpu.access_ns)).await;
-            let trace = self
-                .access(&mut w, b.block, Access::Write { offset_bytes: b.offset_bytes, words: &b.words })
-                .await;
+            let access = Access::Write { offset_bytes: b.offset_bytes, words: &b.words };
+            let trace = match self.access(&mut w, b.block, access).await {
+                Ok(trace) => trace,
+                Err(e) => {
+                    self.fail(e);
+                    return;
+                }
+            };
             self.stats.lock().unwrap().record_access(&trace);
             let front = buffer.state.lock().unwrap().entries.pop_front().expect("only the drainer pops");
             assert_eq!(front.id, b.id, "the drained write left the buffer out of order");
@@ -782,5 +837,25 @@ impl<N: Nic> Node<N> {
             }
         }
         tasks
+    }
+}
+
+/// The invalidation/recall handler: GAM's worker serves these too, so each message takes a
+/// worker step; the Ack goes home as a notification.
+impl<N: Nic> rpc::Handler<N> for Node<N> {
+    type Msg = Msg;
+
+    async fn handle(&self, nic: &N, incoming: Incoming<Msg>) -> ProtocolResult<()> {
+        let msg = incoming.msg;
+        assert_eq!(incoming.from, self.layout.home(msg.block()), "an invalidation from a non-home");
+        self.worker_step(nic).await;
+        match self.on_invalidation(msg) {
+            Some(ack) => self.send_home(nic, ack).await,
+            None => Ok(()),
+        }
+    }
+
+    fn failed(&self, error: ProtocolError) {
+        self.fail(error);
     }
 }

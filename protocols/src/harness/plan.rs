@@ -29,6 +29,20 @@ pub struct NodeReport {
     /// A memory node's non-zero data words after the run drained, by history key.
     #[serde(default)]
     pub final_values: Option<BTreeMap<u64, u64>>,
+    /// The first protocol error the node hit (its clients stopped there) and when (ns on the
+    /// node's clock): the run failed, whatever else it reports.
+    #[serde(default)]
+    pub error: Option<(u64, String)>,
+}
+
+/// A node's first protocol error as a report carries it.
+pub fn report_error(error: Option<crate::common::error::ProtocolError>) -> Option<(u64, String)> {
+    error.map(|e| (e.at.0, e.to_string()))
+}
+
+/// The earliest error in `reports` (by time, then node): the cause of whatever else failed.
+pub fn first_error(reports: &[NodeReport]) -> Option<&str> {
+    reports.iter().filter_map(|r| r.error.as_ref()).min_by_key(|(at, _)| *at).map(|(_, e)| e.as_str())
 }
 
 /// One node's part of a run. `S` is what the node shows the check-mode invariants.

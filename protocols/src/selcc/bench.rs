@@ -97,7 +97,8 @@ pub async fn run_worker<N: Nic>(node: Arc<Node<N>>, thread: u32, stream: MicroSt
     run_observed_worker(node, thread, stream, drain_at_end, ()).await
 }
 
-/// [`run_worker`], telling `observer` about every operation.
+/// [`run_worker`], telling `observer` about every operation. Stops at the first error (its
+/// own or another task's on this node); the node keeps it in [`super::NodeState::first_error`].
 pub async fn run_observed_worker<N: Nic, O: Observer>(
     node: Arc<Node<N>>,
     thread: u32,
@@ -109,6 +110,9 @@ pub async fn run_observed_worker<N: Nic, O: Observer>(
     let mut sequence = 0u64;
     let mut buffer = Vec::new();
     for op in stream {
+        if node.errors.is_set() {
+            return;
+        }
         let g = node.layout.gcl(op.gcl_index);
         let words = (op.len_bytes / 8) as usize;
         // A value unique to each write (node, thread, sequence), so reads are checkable.
@@ -118,7 +122,7 @@ pub async fn run_observed_worker<N: Nic, O: Observer>(
         });
         observer.invoke(&op, stamp, w.nic.now());
         if let Some(stamp) = stamp {
-            let mut h = node.xlock(&mut w, g).await;
+            let Ok(mut h) = node.xlock(&mut w, g).await else { return };
             buffer.clear();
             if observer.wants_replaced() {
                 buffer.resize(words, 0);
@@ -128,14 +132,18 @@ pub async fn run_observed_worker<N: Nic, O: Observer>(
             buffer.clear();
             buffer.resize(words, stamp);
             node.write(&mut h, op.offset_bytes, &buffer);
-            node.xunlock(&mut w, h).await;
+            if node.xunlock(&mut w, h).await.is_err() {
+                return;
+            }
         } else {
-            let h = node.slock(&mut w, g).await;
+            let Ok(h) = node.slock(&mut w, g).await else { return };
             buffer.clear();
             buffer.resize(words, 0);
             node.read(&h, op.offset_bytes, &mut buffer);
             observer.accessed(&op, &buffer);
-            node.sunlock(&mut w, h).await;
+            if node.sunlock(&mut w, h).await.is_err() {
+                return;
+            }
         }
         observer.complete(&op, w.nic.now());
     }
@@ -145,7 +153,8 @@ pub async fn run_observed_worker<N: Nic, O: Observer>(
         *running == 0
     };
     if last && drain_at_end {
-        node.drain(&w.nic).await;
+        // An error is kept in the node's slot.
+        let _ = node.drain(&w.nic).await;
     }
 }
 

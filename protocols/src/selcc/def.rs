@@ -38,8 +38,8 @@ use super::stats::Stats;
 use super::{latch, ops, Config, Mode, Mutant, Node, NodeState};
 use crate::common::shape::{self, ShapeFields};
 use crate::harness::{
-    join_path, merge_options, parse_typed, CheckLevel, Invariants, Memory, NodeReport, NodeRun, OpLog, Plan,
-    PointSpec, Problem, Protocol, Violation,
+    join_path, merge_options, parse_typed, report_error, CheckLevel, Invariants, Memory, NodeReport, NodeRun,
+    OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind, RemoteAddr, Task};
 use crate::workload::micro::{MicroSpec, MicroStream};
@@ -532,6 +532,7 @@ impl Plan for SelccPlan {
             mains,
             daemons,
             collect: Box::new(move || NodeReport {
+                error: report_error(node.first_error()),
                 extra: to_json(&Report::Compute(Box::new(node.stats()))),
                 history: log.map(|l| l.snapshot()).unwrap_or_default(),
                 ..NodeReport::default()

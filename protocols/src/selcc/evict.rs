@@ -8,10 +8,14 @@
 //! the slot returns when the batch completes. While a victim's release is in flight its GCL is
 //! in `releasing`, so a new local acquire of it waits (it would otherwise meet its own
 //! not-yet-released ownership).
+//!
+//! A failed release leaves its GCL in `releasing` for good: the evictor (or the batch task)
+//! records the error on the node and stops, and waiters for that GCL fail with the error.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::common::error::ProtocolResult;
 use crate::nic::{Nanos, Nic, Verb, MAX_BATCH};
 
 use super::dirty::Dirty;
@@ -30,7 +34,8 @@ struct Batch {
 }
 
 impl<N: Nic> Node<N> {
-    /// The background eviction worker: keeps at least L frames free (§5.2 [P]).
+    /// The background eviction worker: keeps at least L frames free (§5.2 [P]). Stops at its
+    /// first error (recorded on the node).
     pub async fn run_evictor(self: Arc<Self>, nic: N) {
         assert!(self.config.batched_eviction);
         let low = self.config.free_frames_low() as usize;
@@ -48,13 +53,16 @@ impl<N: Nic> Node<N> {
                 nic.sleep(Nanos(self.config.cpu.poll_ns * 4)).await;
                 continue;
             }
-            self.evict_batched(&nic, victims).await;
+            if let Err(e) = self.evict_batched(&nic, victims).await {
+                self.fail(e);
+                return;
+            }
         }
     }
 
     /// Group victims by memory node, one doorbell batch per group (up to `MAX_BATCH` verbs), posted
     /// without waiting for completion (§5.2.1 [P]).
-    async fn evict_batched(self: &Arc<Self>, nic: &N, victims: Vec<(u32, FrameMeta)>) {
+    async fn evict_batched(self: &Arc<Self>, nic: &N, victims: Vec<(u32, FrameMeta)>) -> ProtocolResult<()> {
         let mut groups: BTreeMap<usize, Vec<(u32, FrameMeta)>> = BTreeMap::new();
         for (frame, meta) in victims {
             let g = meta.gcl.expect("victim without GCL");
@@ -65,7 +73,7 @@ impl<N: Nic> Node<N> {
                 Batch { position, verbs: Vec::new(), slots: Vec::new(), gcls: Vec::new(), credits: 0 };
             for (frame, meta) in group {
                 let g = meta.gcl.unwrap();
-                self.before_evict(nic, &meta).await;
+                self.before_evict(nic, &meta).await?;
                 if meta.memo == Memo::Invalid {
                     self.recycle_victim(frame);
                     continue;
@@ -80,6 +88,7 @@ impl<N: Nic> Node<N> {
                         break slot;
                     }
                     self.post_batch(nic, &mut batch);
+                    self.errors.check()?;
                     freed.await;
                 };
                 let frame_offset = self.frame_offset(frame);
@@ -106,6 +115,7 @@ impl<N: Nic> Node<N> {
             }
             self.post_batch(nic, &mut batch);
         }
+        Ok(())
     }
 
     /// Reserve `need` outstanding-WR credits (and a ring slot for a Modified victim).
@@ -137,7 +147,10 @@ impl<N: Nic> Node<N> {
         let node = self.clone();
         let task_nic = nic.clone();
         nic.spawn(async move {
-            node.post_release(&task_nic, &posted.verbs).await;
+            if let Err(e) = node.post_release(&task_nic, &posted.verbs).await {
+                node.fail(e);
+                return;
+            }
             {
                 let mut ring = node.ring.lock().unwrap();
                 ring.credits[posted.position] += posted.credits;
@@ -151,13 +164,13 @@ impl<N: Nic> Node<N> {
     }
 
     /// A front-end thread found no free frame and batching is off: evict one victim itself.
-    pub(super) async fn evict_sync(&self, w: &mut Worker<N>) {
+    pub(super) async fn evict_sync(&self, w: &mut Worker<N>) -> ProtocolResult<()> {
         let Some((frame, meta)) = self.take_victims(1).pop() else {
             // Every frame is in use right now.
             w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
-            return;
+            return Ok(());
         };
-        self.before_evict(&w.nic, &meta).await;
+        self.before_evict(&w.nic, &meta).await?;
         if meta.memo != Memo::Invalid {
             let g = meta.gcl.unwrap();
             let frame_offset = self.frame_offset(frame);
@@ -165,10 +178,11 @@ impl<N: Nic> Node<N> {
             let verbs = self.release_verbs(g, meta.memo, dirty, frame_offset + WORD);
             // Not charged to `w.op`: eviction is not part of acquiring this op's ownership, and
             // the op may still turn out a hit (another thread loaded the GCL meanwhile).
-            self.post_release(&w.nic, &verbs).await;
+            self.post_release(&w.nic, &verbs).await?;
             self.end_release(g);
         }
         self.recycle_victim(frame);
+        Ok(())
     }
 
     /// Take victims from the cache and, before anything awaits, mark the GCLs whose ownership
@@ -185,16 +199,17 @@ impl<N: Nic> Node<N> {
     }
 
     /// Answer a memorised message (drop condition 2) and count the eviction.
-    async fn before_evict(&self, nic: &N, meta: &FrameMeta) {
+    async fn before_evict(&self, nic: &N, meta: &FrameMeta) -> ProtocolResult<()> {
         assert_eq!(meta.section_readers + meta.section_writers, 0, "evicting a frame in a critical section");
         if let Some(msg) = meta.pending {
-            self.reply(nic, &msg, ReplyStatus::Dropped, 0).await;
+            self.reply(nic, &msg, ReplyStatus::Dropped, 0).await?;
         }
         let mut stats = self.stats.lock().unwrap();
         stats.evictions += 1;
         if meta.memo == Memo::Modified {
             stats.evictions_dirty += 1;
         }
+        Ok(())
     }
 
     fn recycle_victim(&self, frame: u32) {
@@ -205,25 +220,30 @@ impl<N: Nic> Node<N> {
 
     /// Release every cached GCL and wait for all releases to land: the end-of-run flush that
     /// makes memory checkable against the oracle (S6/S7). Call when this node's workers are done.
-    pub async fn drain(&self, nic: &N) {
+    pub async fn drain(&self, nic: &N) -> ProtocolResult<()> {
+        self.drain_inner(nic).await.map_err(|e| self.fail(e))
+    }
+
+    async fn drain_inner(&self, nic: &N) -> ProtocolResult<()> {
         let frame_count = self.config.cache_frames as usize;
         loop {
+            self.errors.check()?;
             let victims = self.take_victims(frame_count);
             for (frame, meta) in victims {
-                self.before_evict(nic, &meta).await;
+                self.before_evict(nic, &meta).await?;
                 if meta.memo != Memo::Invalid {
                     let g = meta.gcl.unwrap();
                     let frame_offset = self.frame_offset(frame);
                     let dirty = Dirty::from_header(self.nic.local().load(frame_offset));
                     let verbs = self.release_verbs(g, meta.memo, dirty, frame_offset + WORD);
-                    self.post_release(nic, &verbs).await;
+                    self.post_release(nic, &verbs).await?;
                     self.end_release(g);
                 }
                 self.recycle_victim(frame);
             }
             let idle = self.cache.free_count() == frame_count && self.releasing.lock().unwrap().is_empty();
             if idle {
-                return;
+                return Ok(());
             }
             nic.sleep(Nanos(self.config.cpu.poll_ns * 4)).await;
         }

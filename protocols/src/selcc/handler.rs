@@ -7,10 +7,14 @@
 //!   (3) a local thread is using it — or, with `defer_messages`, memorise the message in the
 //!   frame's one slot (highest priority wins, §5.3.2) and serve it when the latch comes free or
 //!   the lease expires; a displaced message is dropped. Every message gets exactly one reply.
+//!
+//! A handler whose verb or message fails releases the frame it holds, records the error on the
+//! node ([`super::node::NodeState::fail`]) and stops; the other handlers go on serving.
 
 use std::sync::Arc;
 
-use crate::nic::{Nanos, Nic, Verb};
+use crate::common::error::{NicExt, ProtocolResult};
+use crate::nic::{Nanos, Nic, NicError, Verb};
 use crate::sync::Mode;
 
 use super::config::Mutant;
@@ -61,26 +65,37 @@ pub fn decide(memo: Memo, kind: InvKind, handover: bool, reader_must_wait: bool)
 }
 
 impl<N: Nic> Node<N> {
-    /// A handler task: receive and serve invalidations until the NIC shuts down.
+    /// A handler task: receive and serve invalidations until its first error. An idle receive
+    /// that times out (a backend's optional bound) is not an error: it waits again.
     pub async fn run_handler(self: Arc<Self>, nic: N) {
         loop {
-            let Ok(message) = nic.recv(INVALIDATION_PORT).await else { return };
+            let message = match nic.try_recv(INVALIDATION_PORT, "invalidation handler").await {
+                Ok(message) => message,
+                Err(e) if matches!(e.source, NicError::Timeout { .. }) => continue,
+                Err(e) => {
+                    self.fail(e);
+                    return;
+                }
+            };
             let msg = InvMsg::decode(&message.bytes);
             assert_eq!(self.layout.compute_node(msg.sender), message.from, "message sender mismatch");
             assert!(msg.sender != self.me, "a node never invalidates itself");
             nic.cpu(Nanos(self.config.cpu.handler_ns)).await;
-            self.on_invalidation(&nic, msg).await;
+            if let Err(e) = self.on_invalidation(&nic, msg).await {
+                self.fail(e);
+                return;
+            }
         }
     }
 
-    async fn on_invalidation(&self, nic: &N, msg: InvMsg) {
+    async fn on_invalidation(&self, nic: &N, msg: InvMsg) -> ProtocolResult<()> {
         self.stats.lock().unwrap().messages_received += 1;
         // Drop condition (2): evicted (or never cached).
         let Some(frame) = self.cache.pin(msg.gcl) else {
             if self.config.mutant != Mutant::DropWithoutReply {
-                self.reply(nic, &msg, ReplyStatus::Dropped, 0).await;
+                self.reply(nic, &msg, ReplyStatus::Dropped, 0).await?;
             }
-            return;
+            return Ok(());
         };
         let f = self.cache.frame(frame);
         let latched = self.config.mutant != Mutant::HandlerWithoutLocalLatch;
@@ -100,28 +115,33 @@ impl<N: Nic> Node<N> {
             if dropped != Some(msg) {
                 self.stats.lock().unwrap().messages_deferred += 1;
             }
+            let mut replied = Ok(());
             if let Some(d) = dropped.filter(|_| self.config.mutant != Mutant::DropWithoutReply) {
-                self.reply(nic, &d, ReplyStatus::Dropped, 0).await;
+                replied = self.reply(nic, &d, ReplyStatus::Dropped, 0).await;
             }
             // On threaded backends the holder may have left in between: let the retry server look.
             // (A holder that leaves during the reply above passes the message on itself.)
             self.retry_if_idle(frame);
             self.cache.unpin(frame);
-            return;
+            return replied;
         }
         let (serve, dropped) = {
             let mut meta = f.meta();
             choose(Some(msg), meta.pending.take())
         };
+        let mut served = Ok(());
         if let Some(d) = dropped {
-            self.reply(nic, &d, ReplyStatus::Dropped, 0).await;
+            served = self.reply(nic, &d, ReplyStatus::Dropped, 0).await;
         }
-        self.serve(nic, frame, serve.expect("a message to serve")).await;
+        if served.is_ok() {
+            served = self.serve(nic, frame, serve.expect("a message to serve")).await;
+        }
         if latched {
             // Another handler task may have memorised a message while we served.
             self.unlock_frame(frame, Mode::Exclusive);
         }
         self.cache.unpin(frame);
+        served
     }
 
     /// Serves memorised messages whose frame went idle (γ = Inf path of §5.3.1).
@@ -130,10 +150,11 @@ impl<N: Nic> Node<N> {
             self.retry_taken(g);
             let Some(frame) = self.cache.pin(g) else { continue };
             let f = self.cache.frame(frame);
+            let mut served = Ok(());
             if f.meta().pending.is_some() && f.latch.try_lock(Mode::Exclusive) {
                 let pending = f.meta().pending.take();
                 if let Some(msg) = pending {
-                    self.serve(&nic, frame, msg).await;
+                    served = self.serve(&nic, frame, msg).await;
                 }
                 // A handler may have memorised a new message for this line while we served it
                 // (e.g. the reader we just downgraded for, now upgrading): pass it on, or its
@@ -141,11 +162,15 @@ impl<N: Nic> Node<N> {
                 self.unlock_frame(frame, Mode::Exclusive);
             }
             self.cache.unpin(frame);
+            if let Err(e) = served {
+                self.fail(e);
+                return;
+            }
         }
     }
 
     /// Serve `msg` on `frame`. Caller holds the local latch exclusively and a pin.
-    pub(super) async fn serve(&self, nic: &N, frame: u32, msg: InvMsg) {
+    pub(super) async fn serve(&self, nic: &N, frame: u32, msg: InvMsg) -> ProtocolResult<()> {
         let (memo, starved) = {
             let meta = self.cache.frame(frame).meta();
             assert_eq!(meta.gcl, Some(msg.gcl), "serving a message for another GCL");
@@ -158,8 +183,8 @@ impl<N: Nic> Node<N> {
             Action::Downgrade => self.serve_downgrade(nic, frame, msg).await,
             Action::ReleaseShared => self.serve_release_shared(nic, frame, msg).await,
             Action::FlushRelease => {
-                self.release_global(nic, frame, msg.gcl).await;
-                self.reply(nic, &msg, ReplyStatus::Released, 1).await;
+                self.release_global(nic, frame, msg.gcl).await?;
+                self.reply(nic, &msg, ReplyStatus::Released, 1).await
             }
         }
     }
@@ -169,7 +194,7 @@ impl<N: Nic> Node<N> {
     /// for the ownership handover round-trip"); memory is not flushed ("the following owner
     /// always acquires the latest copy from the last exclusive owner"). The forwarded header
     /// carries our dirty bounds, which become A's (S7).
-    async fn serve_handover(&self, nic: &N, frame: u32, msg: InvMsg) {
+    async fn serve_handover(&self, nic: &N, frame: u32, msg: InvMsg) -> ProtocolResult<()> {
         let g = msg.gcl;
         let to = msg.sender;
         let header_offset = self.frame_offset(frame);
@@ -188,26 +213,29 @@ impl<N: Nic> Node<N> {
                 region.store(header_offset, Dirty::CLEAN.to_header());
             }
             let forward = self.forward_verbs(&msg, frame, 1);
-            let (a, b) = join(nic.batch(&forward), nic.batch(&[handover])).await;
-            a.expect("forward failed");
-            b.expect("handover FAA failed");
+            let (a, b) =
+                join(nic.try_batch(&forward, "handover forward"), nic.try_batch(&[handover], "handover"))
+                    .await;
+            a?;
+            b?;
         } else {
             // Handover without forwarding: flush with the FAA in one batch, A READs memory.
             let dirty = Dirty::from_header(region.load(header_offset));
             let mut verbs: Vec<Verb> = self.flush_verb(g, dirty, header_offset + WORD).into_iter().collect();
             verbs.push(handover);
-            self.post_release(nic, &verbs).await;
-            self.reply(nic, &msg, ReplyStatus::Granted, 1).await;
+            self.post_release(nic, &verbs).await?;
+            self.reply(nic, &msg, ReplyStatus::Granted, 1).await?;
         }
         region.store(header_offset, Dirty::CLEAN.to_header());
         self.handovers.lock().unwrap().remove(&g);
+        Ok(())
     }
 
     /// Case 2 (§3.5 [P]): `batch[WRITE dirty range, FAA(−me, BIT(A)|BIT(me))]` so memory is
     /// current for later readers, then forward the (now clean) copy to reader A. The FAA must
     /// complete before the forward: A may release its bit as soon as it has the copy, and a
     /// `−BIT(A)` landing before our `+BIT(A)` would borrow from a neighbour's bit (S8).
-    async fn serve_downgrade(&self, nic: &N, frame: u32, msg: InvMsg) {
+    async fn serve_downgrade(&self, nic: &N, frame: u32, msg: InvMsg) -> ProtocolResult<()> {
         let g = msg.gcl;
         let header_offset = self.frame_offset(frame);
         let region = self.nic.local();
@@ -219,9 +247,9 @@ impl<N: Nic> Node<N> {
         if early {
             // Planted bug: the copy (and the flag that lets the reader go on) before the FAA.
             region.store(header_offset, Dirty::CLEAN.to_header());
-            nic.batch(&self.forward_verbs(&msg, frame, 2)).await.expect("forward failed");
+            nic.try_batch(&self.forward_verbs(&msg, frame, 2), "downgrade forward").await?;
         }
-        self.post_release(nic, &verbs).await;
+        self.post_release(nic, &verbs).await?;
         region.store(header_offset, Dirty::CLEAN.to_header());
         {
             let mut meta = self.cache.frame(frame).meta();
@@ -232,19 +260,20 @@ impl<N: Nic> Node<N> {
         self.stats.lock().unwrap().downgrades += 1;
         if self.config.forwarding {
             if !early {
-                nic.batch(&self.forward_verbs(&msg, frame, 2)).await.expect("forward failed");
+                nic.try_batch(&self.forward_verbs(&msg, frame, 2), "downgrade forward").await?;
             }
+            Ok(())
         } else {
-            self.reply(nic, &msg, ReplyStatus::Granted, 1).await;
+            self.reply(nic, &msg, ReplyStatus::Granted, 1).await
         }
     }
 
     /// Case 3 (§3.5 [P], Fig. 8): release our Shared latch; the writer keeps retrying its CAS.
     /// A high-priority writer also asks our future readers to spin (§5.3.2).
-    async fn serve_release_shared(&self, nic: &N, frame: u32, msg: InvMsg) {
+    async fn serve_release_shared(&self, nic: &N, frame: u32, msg: InvMsg) -> ProtocolResult<()> {
         let g = msg.gcl;
         self.cache.frame(frame).meta().transit = true;
-        nic.faa(Layout::latch(g), latch::release_shared_delta(self.me)).await.expect("release FAA failed");
+        nic.try_faa(Layout::latch(g), latch::release_shared_delta(self.me), "release shared").await?;
         {
             let mut meta = self.cache.frame(frame).meta();
             meta.memo = Memo::Invalid;
@@ -254,7 +283,7 @@ impl<N: Nic> Node<N> {
             }
         }
         self.stats.lock().unwrap().shared_releases += 1;
-        self.reply(nic, &msg, ReplyStatus::Released, 1).await;
+        self.reply(nic, &msg, ReplyStatus::Released, 1).await
     }
 }
 

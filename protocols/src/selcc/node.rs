@@ -5,14 +5,19 @@
 //!            ┌────────────────────────── Node<N> (Arc) ──────────────────────────┐
 //!  worker t ─┤ cache: frames (memo, local latch, lease, pending msg) + index + LRU │
 //!  handler  ─┤ releasing: GCLs whose release/handover verbs are in flight          │
-//!  evictor  ─┤ stats, oracle (check mode)                                          │
+//!  evictor  ─┤ stats, oracle (check mode), errors (the first one a task hit)         │
 //!            └─────────────────────────────────────────────────────────────────────┘
 //! ```
+//!
+//! Errors: every public operation returns a [`ProtocolResult`]; a failure is also recorded in
+//! [`NodeState::errors`] (the first one wins) and wakes the node's waiters, which then fail with
+//! it: a failed release never ends, so whoever waits for it must not wait forever.
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
+use crate::common::error::{ErrorSlot, NicExt, ProtocolError, ProtocolResult};
 use crate::nic::{Nanos, Nic, NodeId, RemoteAddr};
 use crate::sync::{Channel, Mode, Notify};
 
@@ -62,6 +67,26 @@ pub struct NodeState {
     pub workers_running: Mutex<u32>,
     /// GCLs this node freed, reused by its next `allocate`.
     pub freed: Mutex<Vec<Gaddr>>,
+    /// The first error any of this node's tasks hit (see the module docs).
+    pub errors: ErrorSlot,
+}
+
+impl NodeState {
+    /// The first error this node's operations or background tasks hit, if any. A bench worker
+    /// stops at its first `Err`; a runner reports this after the run.
+    pub fn first_error(&self) -> Option<ProtocolError> {
+        self.errors.first()
+    }
+
+    /// Record `error` (if first) and wake every waiter, so tasks blocked on what the failed task
+    /// would have done look at the slot and stop. Returns `error` for `map_err`.
+    pub fn fail(&self, error: ProtocolError) -> ProtocolError {
+        self.errors.record(error.clone());
+        self.release_done.notify_all();
+        self.frame_freed.notify_all();
+        self.ring_freed.notify_all();
+        error
+    }
 }
 
 pub(super) struct Ring {
@@ -147,6 +172,7 @@ impl<N: Nic> Node<N> {
             ring_freed: Notify::new(),
             workers_running: Mutex::new(0),
             freed: Mutex::new(Vec::new()),
+            errors: ErrorSlot::new(),
             config,
             layout,
         };
@@ -191,13 +217,14 @@ impl<N: Nic> Node<N> {
         self.release_done.notify_all();
     }
 
-    /// Wait until none of this node's releasing verbs for `g` are in flight.
-    pub(super) async fn wait_not_releasing(&self, g: Gaddr) {
+    /// Wait until none of this node's releasing verbs for `g` are in flight (or one failed).
+    pub(super) async fn wait_not_releasing(&self, g: Gaddr) -> ProtocolResult<()> {
         loop {
             let done = self.release_done.notified();
             if !self.releasing.lock().unwrap().contains_key(&g) {
-                return;
+                return Ok(());
             }
+            self.errors.check()?;
             done.await;
         }
     }
@@ -258,9 +285,15 @@ impl<N: Nic> Node<N> {
 
     /// Reply to `msg` with a bare flag (§3.5 [P], Fig. 9: written by RDMA into the sender's
     /// reply buffer).
-    pub(super) async fn reply(&self, nic: &N, msg: &InvMsg, status: ReplyStatus, peer_round_trips: u8) {
+    pub(super) async fn reply(
+        &self,
+        nic: &N,
+        msg: &InvMsg,
+        status: ReplyStatus,
+        peer_round_trips: u8,
+    ) -> ProtocolResult<()> {
         let flag = reply_flag(msg.seq, peer_round_trips, status);
-        nic.write_word(self.reply_addr(msg, self.me), flag).await.expect("reply WRITE failed");
+        nic.try_write_word(self.reply_addr(msg, self.me), flag, "invalidation reply").await
     }
 
     /// The forward verbs: `header | data` into the requester's frame, then the flag (one
@@ -287,7 +320,7 @@ impl<N: Nic> Node<N> {
 
     /// Send one invalidation to every compute index in `targets` and wait for all replies.
     /// Returns the combined status: `Forwarded`/`Granted` from a single owner, `Released` if
-    /// every sharer released, else `Dropped`.
+    /// every sharer released, else `Dropped`. Gives up if the node failed meanwhile.
     pub(super) async fn invalidate(
         &self,
         w: &mut Worker<N>,
@@ -296,7 +329,7 @@ impl<N: Nic> Node<N> {
         g: Gaddr,
         frame: u32,
         priority: u8,
-    ) -> ReplyStatus {
+    ) -> ProtocolResult<ReplyStatus> {
         assert!(
             targets != 0 && targets & super::latch::bit(self.me) == 0,
             "invalidating nobody or ourselves"
@@ -315,7 +348,7 @@ impl<N: Nic> Node<N> {
         let mut count = 0;
         for target in super::latch::bits_iter(targets) {
             let node = self.layout.compute_node(target);
-            w.nic.send(node, INVALIDATION_PORT, bytes.clone()).await.expect("invalidation SEND failed");
+            w.nic.try_send(node, INVALIDATION_PORT, bytes.clone(), "invalidation").await?;
             count += 1;
         }
         w.op.messages += count;
@@ -349,10 +382,11 @@ impl<N: Nic> Node<N> {
             if pending == 0 {
                 break;
             }
+            self.errors.check()?;
             w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
         }
         w.op.round_trips += peer_steps as u32;
-        combined.expect("at least one reply")
+        Ok(combined.expect("at least one reply"))
     }
 
     fn count_reply(&self, status: ReplyStatus) {

@@ -1,9 +1,14 @@
 //! The Table 1 API (SELCC §5 [P]) and the acquisition paths behind it (§3.3–§3.4):
 //! `lock` = local latch + ownership verification table (§3.2) + global acquire if needed;
 //! `unlock` = local release only (lazy release, §3.2), unless SEL, or the lease says otherwise.
+//!
+//! Every operation returns a [`ProtocolResult`]. A failed lock gives back the local latch and
+//! pin it took (the frame's memo says what ownership is really held) and records the error on
+//! the node; the caller should stop using the node.
 
 use std::sync::Arc;
 
+use crate::common::error::{NicExt, ProtocolResult};
 use crate::nic::{Nanos, Nic, RemoteAddr, Verb};
 use crate::sync::Mode;
 
@@ -21,23 +26,23 @@ impl<N: Nic> Node<N> {
     // ================================ Table 1 ================================
 
     /// `SELCC_SLock(gaddr) -> handle`.
-    pub async fn slock(&self, w: &mut Worker<N>, g: Gaddr) -> Handle {
+    pub async fn slock(&self, w: &mut Worker<N>, g: Gaddr) -> ProtocolResult<Handle> {
         self.lock(w, g, Mode::Shared).await
     }
 
     /// `SELCC_XLock(gaddr) -> handle`.
-    pub async fn xlock(&self, w: &mut Worker<N>, g: Gaddr) -> Handle {
+    pub async fn xlock(&self, w: &mut Worker<N>, g: Gaddr) -> ProtocolResult<Handle> {
         self.lock(w, g, Mode::Exclusive).await
     }
 
     /// `SELCC_SUnLock(handle)`.
-    pub async fn sunlock(&self, w: &mut Worker<N>, h: Handle) {
+    pub async fn sunlock(&self, w: &mut Worker<N>, h: Handle) -> ProtocolResult<()> {
         assert_eq!(h.mode, Mode::Shared);
         self.unlock(w, h).await
     }
 
     /// `SELCC_XUnLock(handle)`: the write serialisation point (§4 [P], Fig. 11).
-    pub async fn xunlock(&self, w: &mut Worker<N>, h: Handle) {
+    pub async fn xunlock(&self, w: &mut Worker<N>, h: Handle) -> ProtocolResult<()> {
         assert_eq!(h.mode, Mode::Exclusive);
         self.unlock(w, h).await
     }
@@ -45,30 +50,36 @@ impl<N: Nic> Node<N> {
     /// `Allocate() -> gaddr` [GAP] (spec B11): one FAA on a memory node's bump word, memory
     /// nodes taken round-robin per worker; GCLs this node freed are reused first. `None` when the
     /// memory nodes are full.
-    pub async fn allocate(&self, w: &mut Worker<N>) -> Option<Gaddr> {
+    pub async fn allocate(&self, w: &mut Worker<N>) -> ProtocolResult<Option<Gaddr>> {
         if let Some(g) = self.freed.lock().unwrap().pop() {
-            return Some(g);
+            return Ok(Some(g));
         }
         let stride = self.layout.gcl_stride_bytes();
         let m = self.layout.memory_nodes.len();
         for attempt in 0..m {
             let mn = self.layout.memory_nodes[(w.thread as usize + w.seq as usize + attempt) % m];
-            let old = w.nic.faa(RemoteAddr::new(mn, 0), stride).await.expect("allocate FAA failed");
+            let old =
+                w.nic.try_faa(RemoteAddr::new(mn, 0), stride, "allocate").await.map_err(|e| self.fail(e))?;
             if old + stride <= self.layout.memory_region_bytes() {
                 let g = RemoteAddr::new(mn, old);
                 assert!(self.layout.is_gcl(g));
-                return Some(g);
+                return Ok(Some(g));
             }
         }
-        None
+        Ok(None)
     }
 
     /// `Free(gaddr)` [GAP] (spec B11): take the GCL exclusively (invalidating every cached copy),
     /// release it, and keep it for this node's next `allocate`.
-    pub async fn free(&self, w: &mut Worker<N>, g: Gaddr) {
-        let h = self.xlock(w, g).await;
+    pub async fn free(&self, w: &mut Worker<N>, g: Gaddr) -> ProtocolResult<()> {
+        let h = self.xlock(w, g).await?;
         let frame = h.frame;
-        self.release_global(&w.nic, frame, g).await;
+        if let Err(e) = self.release_global(&w.nic, frame, g).await {
+            self.cache.frame(frame).meta().section_writers -= 1;
+            self.unlock_frame(frame, Mode::Exclusive);
+            self.cache.unpin(frame);
+            return Err(self.fail(e));
+        }
         self.cache.forget(g, frame);
         self.cache.frame(frame).latch.unlock(Mode::Exclusive);
         let pending = {
@@ -78,35 +89,86 @@ impl<N: Nic> Node<N> {
             assert_eq!(meta.pins, 0, "Free while another thread uses the GCL");
             meta.pending.take()
         };
-        if let Some(msg) = pending {
-            self.reply(&w.nic, &msg, ReplyStatus::Dropped, 0).await;
-        }
+        let replied = match pending {
+            Some(msg) => self.reply(&w.nic, &msg, ReplyStatus::Dropped, 0).await,
+            None => Ok(()),
+        };
         self.cache.recycle(frame);
         self.frame_freed.notify_all();
         self.freed.lock().unwrap().push(g);
+        replied.map_err(|e| self.fail(e))
     }
 
     /// `Atomic(gaddr, args)`: one RDMA FAA on remote memory, no caching (§5 [P]).
-    pub async fn atomic_faa(&self, w: &mut Worker<N>, addr: RemoteAddr, add: u64) -> u64 {
-        w.nic.faa(addr, add).await.expect("atomic FAA failed")
+    pub async fn atomic_faa(&self, w: &mut Worker<N>, addr: RemoteAddr, add: u64) -> ProtocolResult<u64> {
+        w.nic.try_faa(addr, add, "atomic").await.map_err(|e| self.fail(e))
     }
 
     /// `Atomic(gaddr, args)` as a CAS; returns the old value.
-    pub async fn atomic_cas(&self, w: &mut Worker<N>, addr: RemoteAddr, expect: u64, swap: u64) -> u64 {
-        w.nic.cas(addr, expect, swap).await.expect("atomic CAS failed")
+    pub async fn atomic_cas(
+        &self,
+        w: &mut Worker<N>,
+        addr: RemoteAddr,
+        expect: u64,
+        swap: u64,
+    ) -> ProtocolResult<u64> {
+        w.nic.try_cas(addr, expect, swap, "atomic").await.map_err(|e| self.fail(e))
     }
 
     // ================================ lock / unlock ================================
 
-    /// Lock `g` in `mode`, returning a handle to the local copy.
-    pub async fn lock(&self, w: &mut Worker<N>, g: Gaddr, mode: Mode) -> Handle {
+    /// Lock `g` in `mode`, returning a handle to the local copy. Fails at once if the node has
+    /// already failed.
+    pub async fn lock(&self, w: &mut Worker<N>, g: Gaddr, mode: Mode) -> ProtocolResult<Handle> {
         assert!(self.layout.is_gcl(g), "{g} is not a GCL");
+        self.errors.check()?;
         w.op = super::stats::OpTrace::new(mode == Mode::Exclusive, w.nic.now());
         w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
-        let frame = self.pin_frame(w, g).await;
+        let frame = self.pin_frame(w, g).await.map_err(|e| self.fail(e))?;
+        let latch_mode = match self.lock_frame(w, g, frame, mode).await {
+            Ok(latch_mode) => latch_mode,
+            Err(e) => {
+                self.cache.unpin(frame);
+                return Err(self.fail(e));
+            }
+        };
+        let f = self.cache.frame(frame);
+        {
+            let mut meta = f.meta();
+            assert_eq!(meta.gcl, Some(g), "a pinned frame changed GCL");
+            match mode {
+                Mode::Shared => {
+                    assert!(meta.memo != Memo::Invalid, "shared section without ownership");
+                    assert_eq!(meta.section_writers, 0, "S1: reader beside a local writer");
+                    meta.section_readers += 1;
+                }
+                Mode::Exclusive => {
+                    assert_eq!(meta.memo, Memo::Modified, "exclusive section without Modified ownership");
+                    assert_eq!(
+                        (meta.section_writers, meta.section_readers),
+                        (0, 0),
+                        "S1: local writer overlap"
+                    );
+                    meta.section_writers += 1;
+                }
+            }
+        }
+        Ok(Handle {
+            gcl: g,
+            mode,
+            frame,
+            latch_mode,
+            data_offset: self.frame_offset(frame) + WORD,
+            staged: Vec::new(),
+        })
+    }
+
+    /// `lock` between pinning the frame and building the handle: take the local latch and, if
+    /// needed, global ownership. Returns the local latch mode held; on error holds none.
+    async fn lock_frame(&self, w: &mut Worker<N>, g: Gaddr, frame: u32, mode: Mode) -> ProtocolResult<Mode> {
         let f = self.cache.frame(frame);
         let sel = self.config.mode == ProtocolMode::Sel;
-        let latch_mode = loop {
+        loop {
             // Ownership verification (§3.2 [P] table): a reader with a valid memo needs only the
             // local shared latch; everything else takes it exclusively, so that one thread per
             // frame runs the global acquire (spec B6: a second +BIT(me) would carry).
@@ -135,56 +197,37 @@ impl<N: Nic> Node<N> {
             }
             if want == Mode::Shared {
                 if f.meta().memo != Memo::Invalid {
-                    break Mode::Shared;
+                    return Ok(Mode::Shared);
                 }
                 // Invalidated while we waited: go round again for the exclusive path.
                 self.unlock_frame(frame, Mode::Shared);
                 continue;
             }
             let lease_due = self.lease_due(&f.meta());
+            let mut owned = Ok(());
             if lease_due {
-                self.lease_release(&w.nic, frame).await;
+                owned = self.lease_release(&w.nic, frame).await;
             }
-            self.ensure_ownership(w, frame, g, mode).await;
+            if owned.is_ok() {
+                owned = self.ensure_ownership(w, frame, g, mode).await;
+            }
+            if let Err(e) = owned {
+                f.meta().acquiring = false;
+                self.unlock_frame(frame, Mode::Exclusive);
+                return Err(e);
+            }
             if mode == Mode::Shared && !sel {
                 f.latch.downgrade();
-                break Mode::Shared;
+                return Ok(Mode::Shared);
             }
-            break Mode::Exclusive;
-        };
-        {
-            let mut meta = f.meta();
-            assert_eq!(meta.gcl, Some(g), "a pinned frame changed GCL");
-            match mode {
-                Mode::Shared => {
-                    assert!(meta.memo != Memo::Invalid, "shared section without ownership");
-                    assert_eq!(meta.section_writers, 0, "S1: reader beside a local writer");
-                    meta.section_readers += 1;
-                }
-                Mode::Exclusive => {
-                    assert_eq!(meta.memo, Memo::Modified, "exclusive section without Modified ownership");
-                    assert_eq!(
-                        (meta.section_writers, meta.section_readers),
-                        (0, 0),
-                        "S1: local writer overlap"
-                    );
-                    meta.section_writers += 1;
-                }
-            }
-        }
-        Handle {
-            gcl: g,
-            mode,
-            frame,
-            latch_mode,
-            data_offset: self.frame_offset(frame) + WORD,
-            staged: Vec::new(),
+            return Ok(Mode::Exclusive);
         }
     }
 
     /// Unlock: release the local latch only (lazy release, §3.2 [P]); SEL releases the global
-    /// latch too; a lease past γ releases it early (§5.3.1).
-    pub async fn unlock(&self, w: &mut Worker<N>, h: Handle) {
+    /// latch too; a lease past γ releases it early (§5.3.1). The local latch and pin are given
+    /// back even when the global release fails.
+    pub async fn unlock(&self, w: &mut Worker<N>, h: Handle) -> ProtocolResult<()> {
         let f = self.cache.frame(h.frame);
         {
             let mut meta = f.meta();
@@ -198,23 +241,26 @@ impl<N: Nic> Node<N> {
                 oracle.commit(h.gcl, &h.staged, w.nic.now());
             }
         }
+        let mut released = Ok(());
         if self.config.mode == ProtocolMode::Sel {
             assert_eq!(h.latch_mode, Mode::Exclusive);
-            self.release_global(&w.nic, h.frame, h.gcl).await;
+            released = self.release_global(&w.nic, h.frame, h.gcl).await;
         } else if h.latch_mode == Mode::Exclusive && self.lease_due(&f.meta()) {
-            self.lease_release(&w.nic, h.frame).await;
+            released = self.lease_release(&w.nic, h.frame).await;
         }
         // A memorised message waits for an idle latch (γ = Inf) — hand it to the retry server.
         self.unlock_frame(h.frame, h.latch_mode);
         self.cache.unpin(h.frame);
+        released.map_err(|e| self.fail(e))?;
         let now = w.nic.now();
         self.stats.lock().unwrap().record_op(&w.op, now, self.config.timeline_bucket_ns);
+        Ok(())
     }
 
     // ================================ frames ================================
 
     /// Pin `g`'s frame, assigning a free one on a miss and evicting when none is free (§5.2).
-    async fn pin_frame(&self, w: &mut Worker<N>, g: Gaddr) -> u32 {
+    async fn pin_frame(&self, w: &mut Worker<N>, g: Gaddr) -> ProtocolResult<u32> {
         loop {
             match self.cache.pin_or_assign(g) {
                 Lookup::Found(i) | Lookup::Assigned(i) => {
@@ -223,7 +269,7 @@ impl<N: Nic> Node<N> {
                     {
                         self.evict_wanted.notify_all();
                     }
-                    return i;
+                    return Ok(i);
                 }
                 Lookup::Full if self.config.batched_eviction => {
                     // The eviction worker is behind: wait for it (eviction on the critical
@@ -231,10 +277,11 @@ impl<N: Nic> Node<N> {
                     let freed = self.frame_freed.notified();
                     self.evict_wanted.notify_all();
                     if self.cache.free_count() == 0 {
+                        self.errors.check()?;
                         freed.await;
                     }
                 }
-                Lookup::Full => self.evict_sync(w).await,
+                Lookup::Full => self.evict_sync(w).await?,
             }
         }
     }
@@ -248,7 +295,7 @@ impl<N: Nic> Node<N> {
     /// §5.3.1 [P]: "the local thread proactively release[s] the global latch and reset[s] the
     /// counters" — serving the memorised message (handover to its sender) if there is one.
     /// Caller holds the frame's local latch exclusively.
-    pub(super) async fn lease_release(&self, nic: &N, frame: u32) {
+    pub(super) async fn lease_release(&self, nic: &N, frame: u32) -> ProtocolResult<()> {
         let (pending, g) = {
             let mut meta = self.cache.frame(frame).meta();
             meta.lease = Default::default();
@@ -265,7 +312,13 @@ impl<N: Nic> Node<N> {
 
     /// Make this node's memo sufficient for `mode` (§3.2 table). Caller holds the local latch
     /// exclusively.
-    async fn ensure_ownership(&self, w: &mut Worker<N>, frame: u32, g: Gaddr, mode: Mode) {
+    async fn ensure_ownership(
+        &self,
+        w: &mut Worker<N>,
+        frame: u32,
+        g: Gaddr,
+        mode: Mode,
+    ) -> ProtocolResult<()> {
         let f = self.cache.frame(frame);
         let memo = f.meta().memo;
         let sufficient =
@@ -273,7 +326,7 @@ impl<N: Nic> Node<N> {
         if sufficient {
             assert!(self.config.mode == ProtocolMode::Selcc, "SEL never keeps ownership across ops");
             w.op.case = OpCase::Hit;
-            return;
+            return Ok(());
         }
         // A message memorised while we merely used the copy must not wait behind our global
         // acquire (its sender may hold what we need): serve it first.
@@ -285,36 +338,37 @@ impl<N: Nic> Node<N> {
         loop {
             let pending = f.meta().pending.take();
             let Some(msg) = pending else { break };
-            self.serve(&w.nic, frame, msg).await;
+            self.serve(&w.nic, frame, msg).await?;
         }
         let memo = f.meta().memo;
         match (mode, memo) {
             (Mode::Shared, Memo::Shared | Memo::Modified) | (Mode::Exclusive, Memo::Modified) => {
                 w.op.case = OpCase::Hit
             }
-            (Mode::Exclusive, Memo::Shared) => self.upgrade(w, frame, g).await,
-            (Mode::Exclusive, Memo::Invalid) => self.acquire_exclusive(w, frame, g).await,
-            (Mode::Shared, Memo::Invalid) => self.acquire_shared(w, frame, g).await,
+            (Mode::Exclusive, Memo::Shared) => self.upgrade(w, frame, g).await?,
+            (Mode::Exclusive, Memo::Invalid) => self.acquire_exclusive(w, frame, g).await?,
+            (Mode::Shared, Memo::Invalid) => self.acquire_shared(w, frame, g).await?,
         }
         f.meta().acquiring = false;
+        Ok(())
     }
 
     /// Acquire Modified (§3.4 [P]): `batch[CAS((0,0) → (me,0)), READ]`, resolving conflicts with
     /// invalidations (Cases 1 and 3) until it succeeds.
-    async fn acquire_exclusive(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) {
+    async fn acquire_exclusive(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) -> ProtocolResult<()> {
         let me = self.me;
         let n = self.layout.compute_count();
         let messages = self.config.mode == ProtocolMode::Selcc;
         w.op.case = OpCase::RemoteFetch;
         let mut retries = 0u32;
         loop {
-            self.wait_not_releasing(g).await;
+            self.wait_not_releasing(g).await?;
             let verbs = [
                 Verb::Cas { remote: Layout::latch(g), expect: 0, swap: latch::acquire_exclusive_swap(me) },
                 self.read_body(g, frame),
             ];
             let start = w.nic.now();
-            let old = w.nic.batch(&verbs).await.expect("acquire CAS+READ failed").get(0);
+            let old = w.nic.try_batch(&verbs, "acquire exclusive").await?.get(0);
             let rtt = w.nic.now().saturating_sub(start);
             w.op.round_trips += 1;
             let priority = priority_level(retries);
@@ -322,24 +376,24 @@ impl<N: Nic> Node<N> {
             match latch::after_exclusive_cas(old, me, n) {
                 AcquireStep::Acquired => {
                     self.set_owned(frame, Memo::Modified, priority);
-                    return;
+                    return Ok(());
                 }
                 AcquireStep::InvalidateOwner(owner) if messages => {
                     w.op.case = OpCase::WriterVsModified;
                     match self
                         .invalidate(w, latch::bit(owner), InvKind::WriterVsModified, g, frame, priority)
-                        .await
+                        .await?
                     {
                         ReplyStatus::Forwarded => {
                             // GCL forwarding (§3.5 Case 1): `header | data` is already in our
                             // frame, the header carrying the old owner's dirty bounds.
                             self.set_owned(frame, Memo::Modified, priority);
-                            return;
+                            return Ok(());
                         }
                         ReplyStatus::Granted => {
-                            self.read_after_grant(w, frame, g).await;
+                            self.read_after_grant(w, frame, g).await?;
                             self.set_owned(frame, Memo::Modified, priority);
-                            return;
+                            return Ok(());
                         }
                         ReplyStatus::Released => retry_now = true,
                         ReplyStatus::Dropped => {}
@@ -349,7 +403,7 @@ impl<N: Nic> Node<N> {
                     // Case 3: each sharer releases; we keep retrying the CAS (no handover).
                     w.op.case = OpCase::WriterVsShared;
                     let status =
-                        self.invalidate(w, sharers, InvKind::WriterVsShared, g, frame, priority).await;
+                        self.invalidate(w, sharers, InvKind::WriterVsShared, g, frame, priority).await?;
                     retry_now = status == ReplyStatus::Released;
                 }
                 _ => {}
@@ -372,14 +426,14 @@ impl<N: Nic> Node<N> {
 
     /// Acquire Shared (§3.4 [P]): `batch[FAA(+BIT(me)), READ]`; on a writer, undo the bit and
     /// invalidate it (Case 2).
-    async fn acquire_shared(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) {
+    async fn acquire_shared(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) -> ProtocolResult<()> {
         let me = self.me;
         let n = self.layout.compute_count();
         let messages = self.config.mode == ProtocolMode::Selcc;
         w.op.case = OpCase::RemoteFetch;
         let mut retries = 0u32;
         loop {
-            self.wait_not_releasing(g).await;
+            self.wait_not_releasing(g).await?;
             // Reader spin-waiting (§5.3.2 [P]): a starved writer asked readers to hold back.
             let spin = std::mem::take(&mut self.cache.frame(frame).meta().spin_priority);
             if spin > 0 && self.config.reader_spin_wait {
@@ -389,24 +443,26 @@ impl<N: Nic> Node<N> {
             let verbs =
                 [Verb::Faa { remote: Layout::latch(g), add: latch::bit(me) }, self.read_body(g, frame)];
             let start = w.nic.now();
-            let old = w.nic.batch(&verbs).await.expect("acquire FAA+READ failed").get(0);
+            let old = w.nic.try_batch(&verbs, "acquire shared").await?.get(0);
             let rtt = w.nic.now().saturating_sub(start);
             w.op.round_trips += 1;
             let priority = priority_level(retries);
             let step = latch::after_shared_faa(old, me, n);
             if step == AcquireStep::Acquired {
                 self.set_owned(frame, Memo::Shared, priority);
-                return;
+                return Ok(());
             }
             if self.config.mutant == Mutant::ReadThroughModified {
                 // Planted bug: keep the bit and the stale memory copy despite the writer.
                 self.set_owned(frame, Memo::Shared, priority);
-                return;
+                return Ok(());
             }
             // Undo our bit before anyone (the owner's downgrade FAA) may add it again: the undo
             // must land first or the later +BIT carries into a neighbour (S8).
             if self.config.mutant != Mutant::ReaderKeepsBit {
-                w.nic.faa(Layout::latch(g), latch::release_shared_delta(me)).await.expect("undo FAA failed");
+                w.nic
+                    .try_faa(Layout::latch(g), latch::release_shared_delta(me), "undo shared acquire")
+                    .await?;
                 w.op.round_trips += 1;
             }
             let mut retry_now = false;
@@ -414,16 +470,16 @@ impl<N: Nic> Node<N> {
                 w.op.case = OpCase::ReaderVsModified;
                 match self
                     .invalidate(w, latch::bit(owner), InvKind::ReaderVsModified, g, frame, priority)
-                    .await
+                    .await?
                 {
                     ReplyStatus::Forwarded => {
                         self.set_owned(frame, Memo::Shared, priority);
-                        return;
+                        return Ok(());
                     }
                     ReplyStatus::Granted => {
-                        self.read_after_grant(w, frame, g).await;
+                        self.read_after_grant(w, frame, g).await?;
                         self.set_owned(frame, Memo::Shared, priority);
-                        return;
+                        return Ok(());
                     }
                     ReplyStatus::Released => retry_now = true,
                     ReplyStatus::Dropped => {}
@@ -444,7 +500,7 @@ impl<N: Nic> Node<N> {
 
     /// Upgrade Shared → Modified (§3.4 [P]): CAS `(0,BIT(me)) → (me,0)`, K attempts, then the
     /// fallback: release Shared, acquire Modified (avoids the upgrade-upgrade deadlock, L1).
-    async fn upgrade(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) {
+    async fn upgrade(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) -> ProtocolResult<()> {
         let me = self.me;
         let n = self.layout.compute_count();
         w.op.case = OpCase::Upgrade;
@@ -457,30 +513,31 @@ impl<N: Nic> Node<N> {
             self.config.upgrade_attempts
         };
         for attempt in 0..attempts {
-            let old = w.nic.cas(Layout::latch(g), expect, swap).await.expect("upgrade CAS failed");
+            let old = w.nic.try_cas(Layout::latch(g), expect, swap, "upgrade").await?;
             w.op.round_trips += 1;
             assert!(old & latch::bit(me) != 0, "S3: upgrading without our reader bit (latch {old:#x})");
             match latch::after_upgrade_cas(old, me, n) {
                 AcquireStep::Acquired => {
                     // Our Shared copy is current: no READ needed.
                     self.set_owned(frame, Memo::Modified, 0);
-                    return;
+                    return Ok(());
                 }
                 AcquireStep::InvalidateSharers(sharers) if attempt + 1 < attempts => {
-                    self.invalidate(w, sharers, InvKind::WriterVsShared, g, frame, 0).await;
+                    self.invalidate(w, sharers, InvKind::WriterVsShared, g, frame, 0).await?;
                 }
                 _ => {}
             }
         }
         // Fallback (§3.4 [P] "releasing the shared latch and then acquiring the exclusive latch").
         self.stats.lock().unwrap().upgrade_fallbacks += 1;
-        w.nic.faa(Layout::latch(g), latch::release_shared_delta(me)).await.expect("release FAA failed");
+        w.nic.try_faa(Layout::latch(g), latch::release_shared_delta(me), "upgrade fallback").await?;
         w.op.round_trips += 1;
         self.cache.frame(frame).meta().memo = Memo::Invalid;
-        self.acquire_exclusive(w, frame, g).await;
+        self.acquire_exclusive(w, frame, g).await?;
         if w.op.case == OpCase::RemoteFetch {
             w.op.case = OpCase::UpgradeFallback;
         }
+        Ok(())
     }
 
     /// READ of `header | data` into our frame (batched with the latch atomic).
@@ -493,9 +550,10 @@ impl<N: Nic> Node<N> {
     }
 
     /// Ownership was handed over without forwarding: the victim flushed, so memory is current.
-    async fn read_after_grant(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) {
-        w.nic.batch(&[self.read_body(g, frame)]).await.expect("READ after grant failed");
+    async fn read_after_grant(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) -> ProtocolResult<()> {
+        w.nic.try_batch(&[self.read_body(g, frame)], "read after grant").await?;
         w.op.round_trips += 1;
+        Ok(())
     }
 
     fn set_owned(&self, frame: u32, memo: Memo, priority: u8) {
@@ -559,28 +617,29 @@ impl<N: Nic> Node<N> {
     }
 
     /// Post release verbs (possibly for several GCLs of one memory node) and wait for them.
-    pub(super) async fn post_release(&self, nic: &N, verbs: &[Verb]) {
+    pub(super) async fn post_release(&self, nic: &N, verbs: &[Verb]) -> ProtocolResult<()> {
         if verbs.is_empty() {
-            return;
+            return Ok(());
         }
         if self.config.mutant == Mutant::ReleaseBeforeFlush {
             // Planted bug: latch FAAs a round trip before the data they publish.
             let (atomics, writes): (Vec<Verb>, Vec<Verb>) =
                 verbs.iter().partition(|v| matches!(v, Verb::Faa { .. }));
-            nic.batch(&atomics).await.expect("release FAA failed");
+            nic.try_batch(&atomics, "release").await?;
             if !writes.is_empty() {
-                nic.batch(&writes).await.expect("flush WRITE failed");
+                nic.try_batch(&writes, "release flush").await?;
             }
-            return;
+            return Ok(());
         }
         for chunk in verbs.chunks(crate::nic::MAX_BATCH) {
-            nic.batch(chunk).await.expect("release batch failed");
+            nic.try_batch(chunk, "release").await?;
         }
+        Ok(())
     }
 
     /// Give up this node's ownership of the GCL in `frame` (SEL unlock, lease, naive conflict
     /// handling, Free). Caller holds the local latch exclusively.
-    pub(super) async fn release_global(&self, nic: &N, frame: u32, g: Gaddr) {
+    pub(super) async fn release_global(&self, nic: &N, frame: u32, g: Gaddr) -> ProtocolResult<()> {
         let memo = {
             let mut meta = self.cache.frame(frame).meta();
             assert_eq!(meta.gcl, Some(g));
@@ -590,17 +649,18 @@ impl<N: Nic> Node<N> {
             meta.memo
         };
         if memo == Memo::Invalid {
-            return;
+            return Ok(());
         }
         let header_offset = self.frame_offset(frame);
         let dirty = Dirty::from_header(self.nic.local().load(header_offset));
         let verbs = self.release_verbs(g, memo, dirty, header_offset + WORD);
-        self.post_release(nic, &verbs).await;
+        self.post_release(nic, &verbs).await?;
         self.nic.local().store(header_offset, Dirty::CLEAN.to_header());
         let mut meta = self.cache.frame(frame).meta();
         meta.memo = Memo::Invalid;
         meta.transit = false;
         meta.starved_priority = 0;
+        Ok(())
     }
 }
 

@@ -166,6 +166,9 @@ impl FuzzTarget for ProtocolTarget {
                 None => fail(&mut verdict, "invariant".into(), message.clone()),
             }
         }
+        if let Err(e) = judged.protocol_error() {
+            fail(&mut verdict, "protocol error".into(), e);
+        }
         if let Err(v) = &judged.histories {
             fail(&mut verdict, v.invariant.clone(), v.message.clone());
         }

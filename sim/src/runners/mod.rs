@@ -127,6 +127,7 @@ fn rehearse_spec(
     let config = |cluster| sim_config(point, cluster, TraceSink::Off);
     let options = SimulateOptions { exchange: Exchange::OverNic, invariants: false, catch_panics: false };
     let judged = protocol.simulate(spec, &config, options).map_err(|p| problems_line(&p))?;
+    judged.protocol_error()?;
     require_finished(&judged.run.outcome)?;
     judged.run.verified.as_ref().map_err(|v| format!("end-of-run check: {v}"))?;
     let history = judged.histories.map_err(|v| format!("history check: {v}"))?;

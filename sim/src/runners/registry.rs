@@ -26,6 +26,16 @@ pub struct Judged {
     pub histories: Result<BTreeMap<String, f64>, Violation>,
 }
 
+impl Judged {
+    /// The earliest protocol error any node reported (the cause of whatever else failed).
+    pub fn protocol_error(&self) -> Result<(), String> {
+        match dmsim_protocols::harness::first_error(&self.run.reports) {
+            Some(e) => Err(format!("protocol error: {e}")),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A protocol definition as the simulator, the fuzzer and the scenario loader use it.
 pub trait SimProtocol: Send + Sync {
     fn names(&self) -> &'static [&'static str];
