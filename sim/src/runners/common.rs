@@ -25,7 +25,7 @@ pub fn cluster(spec: &ClusterSpec, memory_region_bytes: u64, compute_region_byte
     let region_size_bytes = kinds
         .iter()
         .map(|k| match k {
-            NodeKind::Memory => memory_region_bytes.next_multiple_of(8),
+            NodeKind::Memory | NodeKind::Symmetric => memory_region_bytes.next_multiple_of(8),
             NodeKind::Compute => compute_region_bytes.next_multiple_of(8),
         })
         .collect();
