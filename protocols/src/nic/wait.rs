@@ -7,8 +7,6 @@
 //! poll time at or after a verb changes the word. [`poll_loop`] is the reference semantics (and
 //! the trait's default implementation).
 
-use std::future::Future;
-
 use super::{check_range, Nanos, Nic, NicError, NicResult, RemoteAddr};
 
 /// When a waited-on word is ready.
@@ -48,29 +46,27 @@ pub fn timeout_error(node: super::NodeId, offset_bytes: u64, after: Nanos) -> Ni
 
 /// The poll loop [`Nic::wait_word`] stands for: read at `t0 + k·period` until `until` holds or a
 /// read at or after `t0 + timeout` fails it.
-pub fn poll_loop<N: Nic>(
+pub async fn poll_loop<N: Nic>(
     nic: &N,
     offset_bytes: u64,
     until: WordCond,
     period: Nanos,
     timeout: Option<Nanos>,
-) -> impl Future<Output = NicResult<u64>> + Send + '_ {
-    async move {
-        check_range(nic.cluster(), RemoteAddr::new(nic.node(), offset_bytes), 8)?;
-        let period = Nanos(period.0.max(1));
-        let t0 = nic.now();
-        loop {
-            let word = nic.local().load(offset_bytes);
-            if until.holds(word) {
-                return Ok(word);
-            }
-            if let Some(t) = timeout {
-                if nic.now().saturating_sub(t0) >= t {
-                    return Err(timeout_error(nic.node(), offset_bytes, t));
-                }
-            }
-            nic.sleep(period).await;
+) -> NicResult<u64> {
+    check_range(nic.cluster(), RemoteAddr::new(nic.node(), offset_bytes), 8)?;
+    let period = Nanos(period.0.max(1));
+    let t0 = nic.now();
+    loop {
+        let word = nic.local().load(offset_bytes);
+        if until.holds(word) {
+            return Ok(word);
         }
+        if let Some(t) = timeout {
+            if nic.now().saturating_sub(t0) >= t {
+                return Err(timeout_error(nic.node(), offset_bytes, t));
+            }
+        }
+        nic.sleep(period).await;
     }
 }
 
