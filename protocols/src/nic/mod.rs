@@ -439,8 +439,9 @@ pub trait Nic: Clone + Send + Sync + 'static {
     fn now(&self) -> Nanos;
     /// Wait at least `duration`.
     fn sleep(&self, duration: Nanos) -> impl Future<Output = ()> + Send;
-    /// Charge `duration` of local CPU work. On nodes whose cores are modelled (memory nodes),
-    /// this queues for a core; elsewhere it is a sleep. Hardware does nothing (the work was real).
+    /// Charge `duration` of local CPU work. On nodes whose cores are modelled (memory nodes, and
+    /// compute/symmetric nodes when the run models theirs), this queues for a core; elsewhere it
+    /// is a sleep. Hardware does nothing (the work was real).
     fn cpu(&self, duration: Nanos) -> impl Future<Output = ()> + Send;
     /// Run `task` concurrently on this node.
     fn spawn(&self, task: impl Future<Output = ()> + Send + 'static);
