@@ -45,7 +45,8 @@ pub struct Profile {
     #[serde(default = "one")]
     pub ssd_queue_depth: u32,
     /// Bytes of on-chip NIC device memory (0: none). A node gets device memory only when the
-    /// run asks for it (`SimConfig::device_memory_bytes`), at most this much.
+    /// run asks for it: `SimConfig::enable_device_memory` gives each home node this much (a run
+    /// may also set `SimConfig::device_memory_bytes` per node directly).
     #[serde(default)]
     pub device_memory_bytes: u64,
     /// Round-trip time a verb on device memory saves against host memory (no PCIe trip to DRAM).
