@@ -1,5 +1,6 @@
 //! Tunables of the hardware backend, with the reasons for their defaults.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How a node's NIC resources are sized and bounded.
@@ -35,6 +36,17 @@ pub struct HwConfig {
     /// Bound on the closing barrier: how long a finished rank waits (still serving) for the
     /// slowest one.
     pub finish_timeout: Duration,
+    /// Bytes of *emulated* NIC device memory this node offers (0: none). It is a second
+    /// registered host-memory region reached through its own rkey: device addresses, bounds and
+    /// atomics behave as on a NIC with on-chip memory, but the latency and atomic rate are host
+    /// memory's. Real on-chip memory (`ibv_alloc_dm`, ConnectX-5+) is not bound; Soft-RoCE has none.
+    pub device_memory_bytes: u64,
+    /// The node's storage device: a plain file (created and sized to `ssd_bytes` at setup),
+    /// read with `pread`, written with `pwrite` + `fdatasync` (no O_DIRECT). `None`: no storage,
+    /// and `ssd_read`/`ssd_write` are `Unsupported`.
+    pub ssd_path: Option<PathBuf>,
+    /// Size of the storage file in bytes.
+    pub ssd_bytes: u64,
 }
 
 impl Default for HwConfig {
@@ -51,6 +63,9 @@ impl Default for HwConfig {
             threads: 1,
             bootstrap_timeout: Duration::from_secs(60),
             finish_timeout: Duration::from_secs(1800),
+            device_memory_bytes: 0,
+            ssd_path: None,
+            ssd_bytes: 0,
         }
     }
 }

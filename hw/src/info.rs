@@ -3,8 +3,9 @@
 //!
 //! ```text
 //! lid=0 gid=00000000000000000000ffff0a4d0001 psn=4660 addr=0x7f.. len=1048576 rkey=0x1234
-//!   channels=2 verb=17,18,19,20 resp=21,22 msg=0,23
+//!   channels=2 verb=17,18,19,20 resp=21,22 msg=0,23 dm_addr=0x0 dm_len=0 dm_rkey=0x0
 //! ```
+//! `dm_*` describe the node's (emulated) device memory region; `dm_len=0` means none.
 //! `verb` lists `size × channels` QP numbers, target-major: entry `t·channels + c` is this
 //! node's QP for verbs to node `t` on channel `c`. `resp` are the partners of this node's
 //! loopback QPs (verbs to itself). `msg` has one QP per peer for SEND/RECV (0 for itself).
@@ -23,6 +24,9 @@ pub struct NodeInfo {
     pub verb: Vec<u32>,
     pub resp: Vec<u32>,
     pub msg: Vec<u32>,
+    pub dm_addr: u64,
+    pub dm_len: u64,
+    pub dm_rkey: u32,
 }
 
 fn list(v: &[u32]) -> String {
@@ -33,7 +37,8 @@ impl NodeInfo {
     pub fn to_line(&self) -> String {
         let gid: String = self.gid.iter().map(|b| format!("{b:02x}")).collect();
         format!(
-            "lid={} gid={gid} psn={} addr={:#x} len={} rkey={:#x} channels={} verb={} resp={} msg={}",
+            "lid={} gid={gid} psn={} addr={:#x} len={} rkey={:#x} channels={} verb={} resp={} msg={} \
+             dm_addr={:#x} dm_len={} dm_rkey={:#x}",
             self.lid,
             self.psn,
             self.addr,
@@ -42,7 +47,10 @@ impl NodeInfo {
             self.channels,
             list(&self.verb),
             list(&self.resp),
-            list(&self.msg)
+            list(&self.msg),
+            self.dm_addr,
+            self.dm_len,
+            self.dm_rkey
         )
     }
 
@@ -61,6 +69,9 @@ impl NodeInfo {
             verb: vec![],
             resp: vec![],
             msg: vec![],
+            dm_addr: 0,
+            dm_len: 0,
+            dm_rkey: 0,
         };
         let mut seen = 0u32;
         for token in line.split_whitespace() {
@@ -96,12 +107,15 @@ impl NodeInfo {
                 "verb" => info.verb = nums(value)?,
                 "resp" => info.resp = nums(value)?,
                 "msg" => info.msg = nums(value)?,
+                "dm_addr" => info.dm_addr = num(value)?,
+                "dm_len" => info.dm_len = num(value)?,
+                "dm_rkey" => info.dm_rkey = u32::try_from(num(value)?).map_err(|_| bad(key))?,
                 _ => return Err(bad("unknown key")),
             }
             seen += 1;
         }
-        if seen != 10 {
-            return Err(bad("expected 10 keys"));
+        if seen != 13 {
+            return Err(bad("expected 13 keys"));
         }
         let c = info.channels as usize;
         if c == 0
@@ -136,6 +150,9 @@ mod tests {
             verb: vec![17, 18, 19, 20],
             resp: vec![21, 22],
             msg: vec![0, 23],
+            dm_addr: 0x7f00_0000_1000,
+            dm_len: 4096,
+            dm_rkey: 0x77,
         };
         let line = info.to_line();
         assert_eq!(NodeInfo::parse(&line, 1, 2).unwrap(), info);

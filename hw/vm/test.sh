@@ -11,6 +11,10 @@
 #                     compute nodes as 3 processes, contended shared GCLs, invalidations by
 #                     SEND/RECV; every op completes and every latch is free after the drain
 #   3b. peer-gone   - a rank exits; verbs to it end in PeerGone, not a hang
+#   3c. seam        - NIC seam extensions over HwNic (2 processes): masked atomics refused as
+#                     Unsupported (rxe has none) + the explicit CAS-loop emulation; emulated
+#                     device memory; unsignaled posts ordered on their QP; wait_word woken by a
+#                     remote WRITE and timing out; the storage file round trip
 #   4. scenario     - the real CLI: `dmsim hw run` of scenario files, one process per node,
 #                     every point of each: nic-3node.json (NIC micro-benchmark, two points),
 #                     selcc-3node.json (SELCC with `check`: rank 0 runs the history checkers
@@ -105,6 +109,7 @@ step verbs timeout 300 /opt/verbs --test-threads=1
 step cluster ranks 3 7471 /opt/selftest cluster --mode counter --ops 40
 step selcc ranks 3 7474 /opt/selftest cluster --mode selcc --ops 100 --threads 2 --read-ratio 0.5
 step peer-gone ranks 2 7472 /opt/selftest cluster --mode peer-gone
+step seam ranks 2 7473 /opt/selftest cluster --mode seam
 if [ -x /opt/dmsim ]; then
   port=7480
   for f in /opt/scenarios/*.json; do

@@ -3,6 +3,9 @@
 //! A handle is `(node, channel, Arc<Env>)`; everything that changes lives in the run's world
 //! (a thread-local), which the futures below reach on each poll. Each future posts its work on
 //! its first poll and then waits for the engine to wake its task; spurious polls are harmless.
+//!
+//! `wait_word` registers a waiter with the engine (`engine/watch.rs`) instead of polling, and
+//! `ssd_read`/`ssd_write` submit a command to the node's SSD model (`engine/ssd.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,9 +13,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use dmsim_protocols::memory::Region;
+use dmsim_protocols::nic::wait::{next_poll_ns, timeout_error};
 use dmsim_protocols::nic::{
-    BatchResult, Cluster, Message, Nanos, Nic, NicError, NicResult, NodeId, RemoteAddr, Verb, MAX_BATCH,
-    MAX_MESSAGE_BYTES,
+    check_range, BatchResult, Cluster, Message, Nanos, Nic, NicError, NicResult, NodeId, RemoteAddr, Verb,
+    WordCond, MAX_BATCH, MAX_MESSAGE_BYTES,
 };
 
 use crate::engine::executor::{current_task, NOW_NS};
@@ -22,6 +26,9 @@ use crate::engine::world::{try_with_world, with_world};
 pub struct Env {
     pub cluster: Cluster,
     pub regions: Vec<Arc<Region>>,
+    pub device_regions: Vec<Arc<Region>>,
+    pub device_bytes: Vec<u64>,
+    pub ssd_bytes: Vec<u64>,
 }
 
 #[derive(Clone)]
@@ -100,6 +107,181 @@ impl Nic for SimNic {
     fn mark(&self, label: &'static str, value: u64) {
         let node = self.node;
         with_world(|w| w.mark(node, label, value));
+    }
+    fn post_unsignaled(&self, verbs: &[Verb]) -> NicResult<()> {
+        if verbs.len() > MAX_BATCH {
+            return Err(NicError::BadBatch { reason: "more than MAX_BATCH verbs" });
+        }
+        let (node, channel) = (self.node, self.channel);
+        with_world(|w| w.post_unsignaled(node, channel, verbs))
+    }
+    fn device_memory_bytes(&self, node: NodeId) -> u64 {
+        self.env.device_bytes.get(node.index()).copied().unwrap_or(0)
+    }
+    fn wait_word(
+        &self,
+        offset_bytes: u64,
+        until: WordCond,
+        period: Nanos,
+        timeout: Option<Nanos>,
+    ) -> impl Future<Output = NicResult<u64>> + Send {
+        let valid = check_range(&self.env.cluster, RemoteAddr::new(self.node, offset_bytes), 8);
+        WaitWord {
+            node: self.node,
+            region: self.env.regions[self.node.index()].clone(),
+            offset: offset_bytes,
+            until,
+            period_ns: period.0.max(1),
+            timeout,
+            state: match valid {
+                Ok(()) => WaitState::Start,
+                Err(e) => WaitState::Invalid(Some(e)),
+            },
+        }
+    }
+    fn ssd_bytes(&self) -> u64 {
+        self.env.ssd_bytes[self.node.index()]
+    }
+    fn ssd_read(
+        &self,
+        ssd_offset: u64,
+        local_bytes: u64,
+        len_bytes: u32,
+    ) -> impl Future<Output = NicResult<()>> + Send {
+        SsdFuture { node: self.node, write: false, ssd_offset, local_bytes, len: len_bytes as u64, req: None }
+    }
+    fn ssd_write(
+        &self,
+        ssd_offset: u64,
+        local_bytes: u64,
+        len_bytes: u32,
+    ) -> impl Future<Output = NicResult<()>> + Send {
+        SsdFuture { node: self.node, write: true, ssd_offset, local_bytes, len: len_bytes as u64, req: None }
+    }
+}
+
+enum WaitState {
+    Invalid(Option<NicError>),
+    Start,
+    /// Registered as watcher `id`; times out at the poll time `deadline_ns`.
+    Waiting {
+        id: u64,
+        deadline_ns: Option<u64>,
+    },
+    Over,
+}
+
+/// `wait_word`: read at `t0`; then sleep in the engine's watch registry until a verb changes
+/// the word (woken at the next poll time) or the deadline's poll time comes.
+struct WaitWord {
+    node: NodeId,
+    region: Arc<Region>,
+    offset: u64,
+    until: WordCond,
+    period_ns: u64,
+    timeout: Option<Nanos>,
+    state: WaitState,
+}
+
+impl Future for WaitWord {
+    type Output = NicResult<u64>;
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let now = NOW_NS.with(|n| n.get());
+        let (node, offset) = (self.node, self.offset);
+        match std::mem::replace(&mut self.state, WaitState::Over) {
+            WaitState::Invalid(e) => Poll::Ready(Err(e.expect("polled after completion"))),
+            WaitState::Over => panic!("WaitWord polled after completion"),
+            WaitState::Start => {
+                let word = self.region.load(offset);
+                if self.until.holds(word) {
+                    return Poll::Ready(Ok(word));
+                }
+                let deadline_ns = self.timeout.map(|t| next_poll_ns(now, self.period_ns, now + t.0));
+                if deadline_ns == Some(now) {
+                    return Poll::Ready(Err(timeout_error(node, offset, self.timeout.unwrap())));
+                }
+                let (task, period) = (current_task(), self.period_ns);
+                let id = with_world(|w| {
+                    if let Some(deadline) = deadline_ns {
+                        w.wake_at(deadline, task);
+                    }
+                    w.watch_register(node, offset, task, now, period)
+                });
+                self.state = WaitState::Waiting { id, deadline_ns };
+                Poll::Pending
+            }
+            WaitState::Waiting { id, deadline_ns } => {
+                let timed_out = deadline_ns.is_some_and(|d| now >= d);
+                // Read only at a poll time the engine woke us for (a spurious poll of the task
+                // in between is not a poll of the loop this stands for).
+                if !timed_out && !with_world(|w| w.watch_due(node, offset, id)) {
+                    self.state = WaitState::Waiting { id, deadline_ns };
+                    return Poll::Pending;
+                }
+                let word = self.region.load(offset);
+                if self.until.holds(word) {
+                    with_world(|w| w.watch_cancel(node, offset, id));
+                    return Poll::Ready(Ok(word));
+                }
+                if timed_out {
+                    with_world(|w| w.watch_cancel(node, offset, id));
+                    return Poll::Ready(Err(timeout_error(node, offset, self.timeout.unwrap())));
+                }
+                with_world(|w| w.watch_rearm(node, offset, id));
+                self.state = WaitState::Waiting { id, deadline_ns };
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for WaitWord {
+    fn drop(&mut self) {
+        if let WaitState::Waiting { id, .. } = self.state {
+            let (node, offset) = (self.node, self.offset);
+            try_with_world(|w| w.watch_cancel(node, offset, id));
+        }
+    }
+}
+
+/// `ssd_read` / `ssd_write`: submit on first poll, complete when the engine's command does.
+struct SsdFuture {
+    node: NodeId,
+    write: bool,
+    ssd_offset: u64,
+    local_bytes: u64,
+    len: u64,
+    req: Option<u32>,
+}
+
+impl Future for SsdFuture {
+    type Output = NicResult<()>;
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(req) = self.req {
+            if with_world(|w| w.ssd_take(req)) {
+                self.req = None;
+                return Poll::Ready(Ok(()));
+            }
+            return Poll::Pending;
+        }
+        let task = current_task();
+        let (node, write, ssd, local, len) =
+            (self.node, self.write, self.ssd_offset, self.local_bytes, self.len);
+        match with_world(|w| w.ssd_submit(node, write, ssd, local, len, task)) {
+            Ok(req) => {
+                self.req = Some(req);
+                Poll::Pending
+            }
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl Drop for SsdFuture {
+    fn drop(&mut self) {
+        if let Some(req) = self.req {
+            try_with_world(|w| w.ssd_abandon(req));
+        }
     }
 }
 

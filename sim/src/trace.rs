@@ -11,8 +11,10 @@
 //!
 //! * `time_ns` — virtual time of the event, right-aligned to 10 columns;
 //! * `node` — the node where the event takes effect (the *target* of a verb);
-//! * `what` — `READ`/`WRITE`/`WRITEW`/`CAS`/`FAA` executing at the target, `RECV` for a message
-//!   delivered to a port, `MARK` for a protocol mark, `FAULT` for an injected fault;
+//! * `what` — `READ`/`WRITE`/`WRITEW`/`CAS`/`FAA`/`MCAS`/`MFAA` (masked atomics) executing at
+//!   the target (a device-memory address prints as `n0+dm:0x..`), `SSDR`/`SSDW` for a storage
+//!   command completing, `RECV` for a message delivered to a port, `MARK` for a protocol mark,
+//!   `FAULT` for an injected fault;
 //! * `qp=a>b.c` — the queue pair (source node a, target b, channel c).
 //!
 //! The hash covers every event, traced or not (wakes, arrivals, completions), so two runs with

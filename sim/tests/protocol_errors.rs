@@ -109,6 +109,9 @@ impl Nic for FaultyNic {
     fn mark(&self, label: &'static str, value: u64) {
         self.inner.mark(label, value)
     }
+    fn post_unsignaled(&self, verbs: &[dmsim_protocols::nic::Verb]) -> dmsim_protocols::nic::NicResult<()> {
+        self.inner.post_unsignaled(verbs)
+    }
 }
 
 fn sim(cluster: Cluster, time_ns_max: u64) -> Sim {

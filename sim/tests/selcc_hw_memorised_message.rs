@@ -94,6 +94,9 @@ impl<N: Nic> Nic for SlowCompletions<N> {
     fn mark(&self, label: &'static str, value: u64) {
         self.inner.mark(label, value)
     }
+    fn post_unsignaled(&self, verbs: &[Verb]) -> NicResult<()> {
+        self.inner.post_unsignaled(verbs)
+    }
 }
 
 fn config() -> Config {

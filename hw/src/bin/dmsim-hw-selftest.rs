@@ -21,6 +21,15 @@
 //! each compute node drains its cache; the memory node then checks that every latch word is
 //! free and each compute node that it completed all its operations.
 //!
+//! `cluster --mode seam`: the NIC seam extensions on this device, rank 1 against rank 0
+//! (2 ranks; every rank offers 4 KiB of emulated device memory and a 1 MiB storage file under
+//! the temp dir): masked atomics must be refused as `Unsupported` and the explicit CAS-loop
+//! emulation must compute them; device-memory atomics and READ/WRITE land in the device space
+//! (not the host word at the same offset) and out-of-range device addresses are errors;
+//! unsignaled FAAs and a WRITE are ordered before later verbs on the QP; `wait_word` returns
+//! when rank 0 WRITEs the word (asked by a SEND) and times out otherwise; the storage file
+//! round-trips 4 KiB and rejects out-of-range offsets.
+//!
 //! `cluster --mode peer-gone`: rank 1 leaves right after connecting; rank 0 then CASes on
 //! rank 1's region and must get `PeerGone` (not a hang) within the verb bound.
 //!
@@ -128,6 +137,13 @@ fn run_cluster(args: &Args) -> Result<(), (u8, String)> {
     opts.rendezvous = args.value(&["--rendezvous"]);
     opts.device = args.value(&["-d", "--device"]);
     opts.gid_index = args.num(&["-x", "--gid-index"]).map_err(setup_err)?;
+    if mode == "seam" {
+        opts.config.device_memory_bytes = 4096;
+        let r = rank.unwrap_or(0);
+        opts.config.ssd_path =
+            Some(std::env::temp_dir().join(format!("dmsim-seam-ssd-{}-{r}", std::process::id())));
+        opts.config.ssd_bytes = 1 << 20;
+    }
     if mode == "peer-gone" {
         // Detect the dead peer quickly: 4.096 µs · 2^12 ≈ 17 ms per try, 3 retries.
         opts.config.ack_timeout = 12;
@@ -152,6 +168,17 @@ fn run_cluster(args: &Args) -> Result<(), (u8, String)> {
             cluster.finish().map_err(setup_err)?;
             outcome.map_err(|e| (1, e))?;
             println!("rank {me}: selcc test PASS");
+            Ok(())
+        }
+        "seam" => {
+            let ssd_path = nic.config().ssd_path.clone();
+            let outcome = cluster.block_on(seam(nic));
+            cluster.finish().map_err(setup_err)?;
+            if let Some(path) = ssd_path {
+                let _ = std::fs::remove_file(path);
+            }
+            outcome.map_err(|e| (1, e))?;
+            println!("rank {me}: seam test PASS");
             Ok(())
         }
         "peer-gone" => {
@@ -183,6 +210,105 @@ fn run_cluster(args: &Args) -> Result<(), (u8, String)> {
         }
         other => Err((2, format!("unknown --mode {other:?}"))),
     }
+}
+
+/// Fails with `what` unless `ok`.
+fn expect(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+/// The seam extensions (see the header): rank 1 tests, rank 0 serves the `wait_word` poke.
+async fn seam<N: Nic>(nic: N) -> Result<(), String> {
+    use nic::{masked, Nanos, WordCond};
+    let (me, mn) = (nic.node(), NodeId(0));
+    let e = |e: NicError| e.to_string();
+    if me == mn {
+        let m = nic.recv(PORT_REQUEST).await.map_err(e)?;
+        expect(text(&m.bytes) == "poke", || format!("expected poke, got {:?}", text(&m.bytes)))?;
+        nic.sleep(Nanos::from_ms(5)).await;
+        nic.write_word(RemoteAddr::new(m.from, 0), 42).await.map_err(e)?;
+        let m = nic.recv(PORT_REQUEST).await.map_err(e)?;
+        return expect(text(&m.bytes) == "done", || format!("expected done, got {:?}", text(&m.bytes)));
+    }
+    if me != NodeId(1) {
+        return Ok(());
+    }
+    // 1. Masked atomics: refused on this device; the explicit emulation computes them.
+    let host = RemoteAddr::new(mn, 256);
+    match nic.masked_cas(host, 0, 1, 1, 1).await {
+        Err(NicError::Unsupported { feature: "masked atomics", detail }) => {
+            println!("seam: masked CAS -> Unsupported ({detail})")
+        }
+        other => return Err(format!("masked CAS: expected Unsupported, got {other:?}")),
+    }
+    nic.write_word(host, 0x01ff).await.map_err(e)?;
+    let v = Verb::MaskedFaa { remote: host, add: 0x0101, boundary_mask: 1 << 7 | 1 << 15 };
+    let old = masked::emulate(&nic, v).await.map_err(e)?;
+    let v =
+        Verb::MaskedCas { remote: host, expect: 0x0200, compare_mask: 0xff00, swap: 0x5, swap_mask: 0xff };
+    let old2 = masked::emulate(&nic, v).await.map_err(e)?;
+    let now = nic.cas(host, 0, 0).await.map_err(e)?;
+    expect((old, old2, now) == (0x01ff, 0x0200, 0x0205), || {
+        format!("emulated masked: {old:#x} {old2:#x} {now:#x}")
+    })?;
+    // 2. Device memory (emulated here): its own space, bounds checked.
+    expect(nic.device_memory_bytes(mn) == 4096, || format!("device memory {}", nic.device_memory_bytes(mn)))?;
+    let dev = RemoteAddr::device(mn, 256);
+    let a = nic.cas(dev, 0, 7).await.map_err(e)?;
+    let b = nic.faa(dev, 1).await.map_err(e)?;
+    nic.local().store(0, 99);
+    nic.write(RemoteAddr::device(mn, 264), 0, 8).await.map_err(e)?;
+    nic.read(dev, 8, 16).await.map_err(e)?;
+    let (c, d) = (nic.local().load(8), nic.local().load(16));
+    let h = nic.cas(host, 0, 0).await.map_err(e)?;
+    expect((a, b, c, d, h) == (0, 7, 8, 99, 0x0205), || {
+        format!("device memory: {a} {b} {c} {d} host {h:#x}")
+    })?;
+    match nic.faa(RemoteAddr::device(mn, 4096), 1).await {
+        Err(NicError::BadAddress { .. }) => {}
+        other => return Err(format!("device address past the end: {other:?}")),
+    }
+    println!("seam: device memory atomics/READ/WRITE PASS");
+    // 3. Unsignaled posts keep QP order.
+    let u = RemoteAddr::new(mn, 320);
+    for _ in 0..8 {
+        nic.post_unsignaled(&[Verb::Faa { remote: u, add: 1 }]).map_err(e)?;
+    }
+    nic.post_unsignaled(&[Verb::WriteWord { remote: u.add(8), value: 5 }]).map_err(e)?;
+    let (x, y) = (nic.faa(u, 0).await.map_err(e)?, nic.faa(u.add(8), 0).await.map_err(e)?);
+    expect((x, y) == (8, 5), || format!("unsignaled then signaled on one QP: {x} {y}"))?;
+    println!("seam: unsignaled posts ordered PASS");
+    // 4. wait_word: woken by rank 0's WRITE; a word nobody writes times out.
+    nic.local().store(0, 0);
+    nic.send(mn, PORT_REQUEST, b"poke".to_vec()).await.map_err(e)?;
+    let v = nic
+        .wait_word(0, WordCond::Eq(42), Nanos::from_us(20), Some(Nanos::from_ms(30_000)))
+        .await
+        .map_err(e)?;
+    expect(v == 42, || format!("wait_word returned {v}"))?;
+    match nic.wait_word(24, WordCond::Eq(1), Nanos::from_us(50), Some(Nanos::from_ms(2))).await {
+        Err(NicError::Timeout { .. }) => {}
+        other => return Err(format!("wait_word without a write: {other:?}")),
+    }
+    println!("seam: wait_word PASS");
+    // 5. Storage file.
+    let words: Vec<u64> = (0..512).map(|i| i * 3 + 1).collect();
+    nic.local().write_words(1024, &words);
+    nic.ssd_write(8192, 1024, 4096).await.map_err(e)?;
+    nic.ssd_read(8192, 8192, 4096).await.map_err(e)?;
+    let mut back = vec![0; 512];
+    nic.local().read_words(8192, &mut back);
+    expect(back == words, || "storage read differs from what was written".into())?;
+    match nic.ssd_read((1 << 20) - 8, 0, 16).await {
+        Err(NicError::BadAddress { .. }) => {}
+        other => return Err(format!("storage past the end: {other:?}")),
+    }
+    println!("seam: storage file round trip PASS");
+    nic.send(mn, PORT_REQUEST, b"done".to_vec()).await.map_err(e)
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -18,7 +18,11 @@
 //! (`VerbWait`); after that, idle runtime workers poll both CQs (`Poller`) and wake it.
 //!
 //! Here: the node's shared state, verb batches and their wait, the `Nic` impl. `slots` holds
-//! the completion slots, `messages` SEND/RECV and the inboxes, `setup` the construction.
+//! the completion slots, `messages` SEND/RECV and the inboxes, `setup` the construction,
+//! `local` the seam extensions that need no new verb (unsignaled posts, `wait_word`, the
+//! storage file). Masked atomics are refused with `NicError::Unsupported` (they need mlx5
+//! extended atomics, which this backend does not bind); device memory is emulated by a second
+//! registered region (see `HwConfig::device_memory_bytes`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,6 +34,7 @@ use std::time::{Duration, Instant};
 use dmsim_protocols::memory::Region;
 use dmsim_protocols::nic::{self, BatchResult, Message, Nanos, NicError, NicResult, NodeId, Verb, MAX_BATCH};
 
+mod local;
 mod messages;
 mod setup;
 mod slots;
@@ -124,6 +129,14 @@ pub(crate) struct NodeState {
     config: HwConfig,
     runtime: Runtime,
     region_mr: Arc<Mr>,
+    /// Emulated device memory (`HwConfig::device_memory_bytes`), if any: kept registered for
+    /// the peers' verbs (this node reaches it only by verbs too, like real on-chip memory).
+    _device_mr: Option<Arc<Mr>>,
+    /// The storage file (`HwConfig::ssd_path`), if any.
+    ssd: Option<std::fs::File>,
+    /// Every node's device memory region (`rkey` 0 and size 0: none).
+    device_peers: Vec<PeerRegion>,
+    device_bytes: Vec<u64>,
     scratch_mr: Arc<Mr>,
     msg_send_mr: Arc<Mr>,
     msg_recv_mr: Arc<Mr>,
@@ -173,18 +186,32 @@ impl NodeState {
 
     /// The QP and slot a batch of `verbs` on `channel` goes out on, and its work requests.
     fn prepare(&self, channel: u16, verbs: &[Verb]) -> NicResult<(&QpState, u32, u32, Vec<SendWr>)> {
-        let target = nic::validate_batch(&self.cluster, self.me, verbs)?;
+        let target = nic::validate_batch_in(&self.cluster, &self.device_bytes, self.me, verbs)?;
+        if verbs.iter().any(|v| v.is_masked()) {
+            return Err(NicError::Unsupported {
+                feature: "masked atomics",
+                detail: format!(
+                    "{}: needs mlx5 extended atomics (mlx5dv), which dmsim-hw does not bind; \
+                     dmsim_protocols::nic::masked::emulate is an explicit CAS-loop emulation",
+                    self.device
+                ),
+            });
+        }
         if self.gone[target.index()].load(Ordering::Acquire) {
             return Err(NicError::PeerGone { node: target });
         }
         let channels = self.config.channels.max(1);
         let qs = &self.qps[self.verb_qp[target.index()][(channel % channels) as usize]];
         let (slot, gen) = qs.acquire(verbs.len() as u32)?;
-        let peer = self.peers[target.index()];
+        let (host, device) = (self.peers[target.index()], self.device_peers[target.index()]);
         let scratch = self.scratch_offset(qs.index, slot);
         let mut wrs = Vec::with_capacity(verbs.len());
         for (i, verb) in verbs.iter().enumerate() {
-            let remote = |offset: u64| RemoteBuf { addr: peer.addr + offset, rkey: peer.rkey };
+            // `r.offset_bytes` carries the device bit for device addresses: pick the region by it.
+            let remote = |offset: u64| {
+                let peer = if offset & nic::RemoteAddr::DEVICE_BIT != 0 { device } else { host };
+                RemoteBuf { addr: peer.addr + (offset & !nic::RemoteAddr::DEVICE_BIT), rkey: peer.rkey }
+            };
             let word = scratch + 8 * i as u64;
             let (op, mr, local_offset, len) = match *verb {
                 Verb::Read { remote: r, local_bytes, len_bytes } => {
@@ -206,6 +233,7 @@ impl NodeState {
                 Verb::Faa { remote: r, add } => {
                     (SendOp::Faa { remote: remote(r.offset_bytes), add }, &self.scratch_mr, word, 8)
                 }
+                Verb::MaskedCas { .. } | Verb::MaskedFaa { .. } => unreachable!("refused above"),
             };
             let local = match LocalBuf::new(mr, local_offset, len) {
                 Ok(l) => l,
@@ -451,6 +479,52 @@ impl nic::Nic for HwNic {
     fn mark(&self, label: &'static str, value: u64) {
         if self.node.trace {
             eprintln!("[{} {}] mark {label} {value}", self.node.me, self.node.runtime.now());
+        }
+    }
+    fn post_unsignaled(&self, verbs: &[Verb]) -> NicResult<()> {
+        self.node.post_unsignaled(self.channel, verbs)
+    }
+    fn device_memory_bytes(&self, node: NodeId) -> u64 {
+        self.node.device_bytes.get(node.index()).copied().unwrap_or(0)
+    }
+    fn wait_word(
+        &self,
+        offset_bytes: u64,
+        until: nic::WordCond,
+        period: Nanos,
+        timeout: Option<Nanos>,
+    ) -> impl Future<Output = NicResult<u64>> + Send {
+        self.node.wait_word(offset_bytes, until, period, timeout)
+    }
+    fn ssd_bytes(&self) -> u64 {
+        self.node.ssd.as_ref().map_or(0, |_| self.node.config.ssd_bytes)
+    }
+    fn ssd_read(
+        &self,
+        ssd_offset: u64,
+        local_bytes: u64,
+        len_bytes: u32,
+    ) -> impl Future<Output = NicResult<()>> + Send {
+        let node = self.node.clone();
+        async move {
+            node.ssd_io(false, ssd_offset, local_bytes, len_bytes)?;
+            // Blocking file I/O ran on this worker: let the others (and the CQ pollers) run.
+            crate::runtime::yield_now().await;
+            Ok(())
+        }
+    }
+    fn ssd_write(
+        &self,
+        ssd_offset: u64,
+        local_bytes: u64,
+        len_bytes: u32,
+    ) -> impl Future<Output = NicResult<()>> + Send {
+        let node = self.node.clone();
+        async move {
+            node.ssd_io(true, ssd_offset, local_bytes, len_bytes)?;
+            // Blocking file I/O ran on this worker: let the others (and the CQ pollers) run.
+            crate::runtime::yield_now().await;
+            Ok(())
         }
     }
 }

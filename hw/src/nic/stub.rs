@@ -69,4 +69,7 @@ impl nic::Nic for HwNic {
     fn mark(&self, _label: &'static str, _value: u64) {
         match self.never {}
     }
+    fn post_unsignaled(&self, _verbs: &[Verb]) -> NicResult<()> {
+        match self.never {}
+    }
 }

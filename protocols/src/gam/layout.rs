@@ -88,6 +88,7 @@ impl Layout {
             .map(|k| match k {
                 NodeKind::Memory => self.memory_region_bytes(),
                 NodeKind::Compute => self.compute_region_bytes(),
+                NodeKind::Symmetric => self.memory_region_bytes() + self.compute_region_bytes(),
             })
             .collect()
     }

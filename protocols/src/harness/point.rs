@@ -79,8 +79,8 @@ impl PointSpec {
         let region_size_bytes = kinds
             .iter()
             .map(|k| match k {
-                NodeKind::Memory => memory_region_bytes.next_multiple_of(8),
-                _ => compute_region_bytes.next_multiple_of(8),
+                NodeKind::Memory | NodeKind::Symmetric => memory_region_bytes.next_multiple_of(8),
+                NodeKind::Compute => compute_region_bytes.next_multiple_of(8),
             })
             .collect();
         Cluster { kinds, region_size_bytes }

@@ -22,7 +22,9 @@
 pub mod executor;
 mod fault;
 mod queue;
+mod ssd;
 mod verbs;
+mod watch;
 pub(crate) mod world;
 
 use std::collections::BTreeMap;
@@ -48,9 +50,11 @@ pub struct SimConfig {
     /// Keep the choice log (needed for replay files; costs memory on long runs).
     pub record_choices: bool,
     pub trace: TraceSink,
-    /// Tear READs/WRITEs longer than 64 bytes into chunks that execute at successive times.
+    /// Tear READs/WRITEs longer than 64 bytes into chunks that land at choice-drawn times
+    /// (any order). Without it the profile's `tear_order` decides (default: at once).
     pub torn_large_verbs: bool,
-    /// Modelled cores per node (`None`: every task has its own core).
+    /// Modelled cores per node (`None`: every task has its own core). Memory nodes usually
+    /// have them; [`SimConfig::model_compute_cores`] gives compute nodes cores too.
     pub cores: Vec<Option<u32>>,
     /// Share of each modelled core available to the node (1.0 = dedicated; stranded ≪ 1).
     pub cpu_share: Vec<f64>,
@@ -60,6 +64,11 @@ pub struct SimConfig {
     pub events_max: u64,
     /// Injected faults (message delay/drop, pauses, crashes); none by default.
     pub faults: FaultPlan,
+    /// Bytes of NIC device memory per node (0 = none, the default).
+    /// [`SimConfig::enable_device_memory`] gives home nodes the profile's capacity.
+    pub device_memory_bytes: Vec<u64>,
+    /// Bytes of the storage device per node (0 = none, the default).
+    pub ssd_bytes: Vec<u64>,
 }
 
 impl SimConfig {
@@ -78,6 +87,24 @@ impl SimConfig {
             time_ns_max: 60_000_000_000,
             events_max: u64::MAX,
             faults: FaultPlan::default(),
+            device_memory_bytes: vec![0; n],
+            ssd_bytes: vec![0; n],
+        }
+    }
+
+    /// Give every home node (`Memory` and `Symmetric`) the profile's device memory
+    /// (`device_memory_bytes`; 0 on NICs without it).
+    pub fn enable_device_memory(&mut self) {
+        for node in self.cluster.home_nodes() {
+            self.device_memory_bytes[node.index()] = self.profile.device_memory_bytes;
+        }
+    }
+
+    /// Model `cores` cores (at a full share) on every client node (`Compute` and `Symmetric`):
+    /// `cpu()` there then queues FCFS like on memory nodes instead of running at once.
+    pub fn model_compute_cores(&mut self, cores: u32) {
+        for node in self.cluster.client_nodes() {
+            self.cores[node.index()] = Some(cores.max(1));
         }
     }
 }
@@ -129,13 +156,26 @@ impl Sim {
     pub fn new(config: SimConfig) -> Sim {
         let regions: Vec<Arc<Region>> =
             config.cluster.region_size_bytes.iter().map(|&size| Arc::new(Region::new(size))).collect();
-        let env = Arc::new(Env { cluster: config.cluster.clone(), regions: regions.clone() });
+        let n = config.cluster.node_count();
+        let device_regions: Vec<Arc<Region>> = (0..n)
+            .map(|i| Arc::new(Region::new(config.device_memory_bytes.get(i).copied().unwrap_or(0) / 8 * 8)))
+            .collect();
+        let ssd_bytes: Vec<u64> = (0..n).map(|i| config.ssd_bytes.get(i).copied().unwrap_or(0)).collect();
+        let env = Arc::new(Env {
+            cluster: config.cluster.clone(),
+            regions: regions.clone(),
+            device_bytes: device_regions.iter().map(|r| r.size_bytes()).collect(),
+            device_regions: device_regions.clone(),
+            ssd_bytes: ssd_bytes.clone(),
+        });
         let choice = ChoiceSource::new(config.strategy.clone(), config.record_choices);
         let trace = Trace::new(config.trace);
         let mut world = World::new(
             &config.cluster,
             &config.profile,
             regions,
+            device_regions,
+            &ssd_bytes,
             choice,
             trace,
             config.torn_large_verbs,
@@ -156,6 +196,12 @@ impl Sim {
 
     pub fn region(&self, node: NodeId) -> Arc<Region> {
         self.env.regions[node.index()].clone()
+    }
+
+    /// `node`'s NIC device memory (empty if it has none); for tests and checkers — protocols
+    /// reach it only by verbs.
+    pub fn device_region(&self, node: NodeId) -> Arc<Region> {
+        self.env.device_regions[node.index()].clone()
     }
 
     pub fn cluster(&self) -> &Cluster {

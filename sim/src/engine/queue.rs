@@ -16,6 +16,8 @@ pub enum EventKind {
     Exec { op: u32, verb: u8, chunk: u16 },
     /// The response to verb `verb` reaches the initiator.
     Done { op: u32, verb: u8 },
+    /// SSD command `req` completes (its data moves now).
+    SsdDone { req: u32 },
 }
 
 impl EventKind {
@@ -27,6 +29,7 @@ impl EventKind {
             EventKind::Arrive { op, verb } => (2, (op as u64) << 8 | verb as u64),
             EventKind::Exec { op, verb, chunk } => (3, (op as u64) << 24 | (chunk as u64) << 8 | verb as u64),
             EventKind::Done { op, verb } => (4, (op as u64) << 8 | verb as u64),
+            EventKind::SsdDone { req } => (6, req as u64),
         }
     }
 }

@@ -4,6 +4,12 @@
 //! between two verbs of one batch at the target, as on hardware; the per-QP clamps keep one
 //! QP's verbs in post order (arrival, execution and completion are each monotonic per QP).
 //!
+//! Device memory (`Space::Device` addresses) is a second region per node: verbs on it save
+//! `device_saving_oneway_ps` each way and its atomics queue on their own per-word unit (the
+//! keys carry the device bit) with `device_atomic_service_ps`. Masked atomics run on the same
+//! per-word unit as CAS/FAA with `masked_atomic_service_ps`. An unsignaled post is an op nobody
+//! waits for: same events, freed at its last completion, bounded per QP by `unsignaled_max`.
+//!
 //! Simplification, documented: a READ's data is copied into the initiator's region when it
 //! executes at the target, not when the response lands. Protocols must (and on hardware do)
 //! wait for completion before reading the buffer, so the difference is invisible to a correct
@@ -11,13 +17,15 @@
 
 use std::fmt::Write as _;
 
+use dmsim_protocols::memory::Region;
 use dmsim_protocols::nic::{
-    validate_batch, BatchResult, Message, NicError, NicResult, NodeId, Verb, VerbClass, MAX_BATCH,
+    masked, validate_batch_in, BatchResult, Message, NicError, NicResult, NodeId, RemoteAddr, Space, Verb,
+    VerbClass, MAX_BATCH,
 };
 
 use super::executor::wake_task;
 use super::queue::EventKind;
-use super::world::World;
+use super::world::{TearMode, World};
 use crate::fabric::{class_index, ps_to_ns_ceil, reserve, QpState};
 
 /// Bytes per chunk when large verbs are torn (a cache line).
@@ -41,6 +49,8 @@ pub struct Op {
     pub pieces_landed: [u16; MAX_BATCH],
     pub done_count: u8,
     pub finished: bool,
+    /// Posted with `post_unsignaled`: nobody waits, and it counts in the QP's unsignaled bound.
+    pub unsignaled: bool,
 }
 
 const NO_VERB: Verb =
@@ -65,6 +75,9 @@ impl Op {
             Verb::WriteWord { .. } => (8, 0),
             Verb::Cas { .. } => (16, 8),
             Verb::Faa { .. } => (8, 8),
+            // Compare, swap and both masks / add and boundary mask.
+            Verb::MaskedCas { .. } => (32, 8),
+            Verb::MaskedFaa { .. } => (16, 8),
         }
     }
 }
@@ -94,10 +107,39 @@ impl World {
 
     /// Post a doorbell batch for `task`; returns the operation id to poll.
     pub fn post_batch(&mut self, source: NodeId, channel: u16, verbs: &[Verb], task: u32) -> NicResult<u32> {
-        let target = validate_batch(&self.cluster, source, verbs)?;
+        let target = validate_batch_in(&self.cluster, &self.device_bytes, source, verbs)?;
         let mut array = [NO_VERB; MAX_BATCH];
         array[..verbs.len()].copy_from_slice(verbs);
         self.post(source, target, channel, array, verbs.len(), None, task)
+    }
+
+    /// Post a batch nobody waits for (`Nic::post_unsignaled`).
+    pub fn post_unsignaled(&mut self, source: NodeId, channel: u16, verbs: &[Verb]) -> NicResult<()> {
+        let target = validate_batch_in(&self.cluster, &self.device_bytes, source, verbs)?;
+        let qp = self.qp_index(source, target, channel);
+        let max = self.params.unsignaled_max;
+        if self.qp_states[qp as usize].unsignaled + verbs.len() as u32 > max {
+            return Err(NicError::QpOverflow {
+                qp: format!("{}>{}.{} (unsignaled)", source.0, target.0, channel),
+                cap: max,
+            });
+        }
+        let mut array = [NO_VERB; MAX_BATCH];
+        array[..verbs.len()].copy_from_slice(verbs);
+        let id = self.post(source, target, channel, array, verbs.len(), None, u32::MAX)?;
+        self.ops[id as usize].unsignaled = true;
+        self.qp_states[qp as usize].unsignaled += verbs.len() as u32;
+        Ok(())
+    }
+
+    /// One-way propagation of verb `i` of `op` (shorter on device memory).
+    fn oneway_ps(&self, op: &Op, i: usize, class: usize) -> u64 {
+        let base = self.params.oneway_ps[class];
+        if op.send.is_none() && op.verbs[i].remote().space() == Space::Device {
+            base.saturating_sub(self.params.device_saving_oneway_ps)
+        } else {
+            base
+        }
     }
 
     /// Post one SEND of `bytes` to `(target, port)`.
@@ -147,6 +189,7 @@ impl World {
             pieces_landed: [0; MAX_BATCH],
             done_count: 0,
             finished: false,
+            unsignaled: false,
         };
         let id = self.alloc_op(op);
         self.verbs.batches += 1;
@@ -160,6 +203,7 @@ impl World {
             let issue = reserve(&mut node.nic_issue_free_ps, now_ps, self.params.cost_ps[class]);
             let wire = self.params.wire_ps(request_bytes);
             let leave = reserve(&mut node.egress_free_ps, issue, wire);
+            let oneway = self.oneway_ps(&self.ops[id as usize], i, class);
             let mut jitter = self.jitter_ps();
             if self.ops[id as usize].send.is_some() {
                 // Injected SEND delay or drop+retransmit (engine/fault.rs); 0 without a plan.
@@ -167,7 +211,7 @@ impl World {
             }
             let qp_state = &mut self.qp_states[qp as usize];
             // Per-QP FIFO on the wire: a later request never overtakes an earlier one.
-            let arrive = (leave + self.params.oneway_ps[class] + jitter).max(qp_state.last_arrive_ps);
+            let arrive = (leave + oneway + jitter).max(qp_state.last_arrive_ps);
             qp_state.last_arrive_ps = arrive;
             qp_state.outstanding += 1;
             qp_state.verbs_posted += 1;
@@ -189,9 +233,17 @@ impl World {
         let mut exec =
             reserve(&mut node.nic_process_free_ps, received, self.params.cost_ps[class_index(class)]);
         if class == VerbClass::Atomic {
-            let word = op.verbs[i].remote().offset_bytes;
-            let free = self.atomic_free_ps.entry((target.0, word)).or_insert(0);
-            exec = reserve(free, exec, self.params.atomic_service_ps);
+            let verb = op.verbs[i];
+            let service = if verb.remote().space() == Space::Device {
+                self.params.device_atomic_service_ps
+            } else if verb.is_masked() {
+                self.params.masked_atomic_service_ps
+            } else {
+                self.params.atomic_service_ps
+            };
+            // Device words carry the device bit in the key: their own unit.
+            let free = self.atomic_free_ps.entry((target.0, verb.remote().offset_bytes)).or_insert(0);
+            exec = reserve(free, exec, service);
         }
         let span = self.tear_span_ps(id, i);
         let qp_state = &mut self.qp_states[qp as usize];
@@ -204,7 +256,7 @@ impl World {
 
     /// How many pieces verb `i` executes in (1 unless tearing is on and it is long).
     fn chunks(&self, id: u32, i: usize) -> u16 {
-        if !self.torn_large_verbs {
+        if self.tear == TearMode::Off {
             return 1;
         }
         match self.ops[id as usize].verbs[i] {
@@ -228,9 +280,11 @@ impl World {
     /// The verb takes effect at the target's memory; then its response leaves.
     ///
     /// `chunk` 0 is the verb reaching memory. A torn verb then lands as `chunks` separate
-    /// 64-byte pieces (`chunk` = piece + 1), each at a time the choice source draws within the
-    /// verb's transfer time: DMA gives no order among the cache lines of one verb, so a READ
-    /// overlapping a WRITE may see any mix of old and new lines, and the fuzzer can steer it.
+    /// 64-byte pieces (`chunk` = piece + 1). Any-order tearing draws each piece's time from the
+    /// choice source within the verb's transfer time: DMA gives no order among the cache lines
+    /// of one verb, so a READ overlapping a WRITE may see any mix of old and new lines, and the
+    /// fuzzer can steer it. Ascending tearing lands piece k at `(k+1)/chunks` of the transfer
+    /// time (no choice): lower addresses first, as Sherman observed on its RNICs.
     pub fn exec(&mut self, id: u32, i: usize, chunk: u16) {
         let chunks = self.chunks(id, i);
         let op = &self.ops[id as usize];
@@ -241,8 +295,13 @@ impl World {
         } else if chunks > 1 && chunk == 0 {
             self.trace_verb(id, i, 0);
             let span_ns = ps_to_ns_ceil(self.tear_span_ps(id, i));
+            let ascending = self.tear == TearMode::Ascending;
             for piece in 0..chunks {
-                let delay = self.choice.choose(crate::choice::ChoiceKind::Jitter, span_ns + 1);
+                let delay = if ascending {
+                    span_ns * (piece as u64 + 1) / chunks as u64
+                } else {
+                    self.choice.choose(crate::choice::ChoiceKind::Jitter, span_ns + 1)
+                };
                 self.queue
                     .push(self.now_ns + delay, EventKind::Exec { op: id, verb: i as u8, chunk: piece + 1 });
             }
@@ -268,13 +327,29 @@ impl World {
         let wire = self.params.wire_ps(response_bytes);
         let now_ps = (self.now_ns * crate::fabric::PS_PER_NS).max(exec_ps);
         let leave = reserve(&mut self.nodes[target.index()].egress_free_ps, now_ps, wire);
+        let oneway = self.oneway_ps(&self.ops[id as usize], i, class);
         let jitter = self.jitter_ps();
-        let reach = leave + self.params.oneway_ps[class] + jitter;
+        let reach = leave + oneway + jitter;
         let received = reserve(&mut self.nodes[source.index()].ingress_free_ps, reach, wire) + wire;
         let qp_state = &mut self.qp_states[qp as usize];
         let done = received.max(qp_state.last_done_ps);
         qp_state.last_done_ps = done;
         self.queue.push(ps_to_ns_ceil(done), EventKind::Done { op: id, verb: i as u8 });
+    }
+
+    /// The region and offset an address names (host region or device memory).
+    fn memory(&self, addr: RemoteAddr) -> (&Region, u64) {
+        match addr.space() {
+            Space::Host => (&self.regions[addr.node.index()], addr.offset_bytes),
+            Space::Device => (&self.device_regions[addr.node.index()], addr.offset_in_space()),
+        }
+    }
+
+    /// A verb changed `len` bytes at `addr`: wake `wait_word` waiters (host memory only).
+    fn changed(&mut self, addr: RemoteAddr, len: u64) {
+        if addr.space() == Space::Host {
+            self.watch_notify(addr.node, addr.offset_bytes, len);
+        }
     }
 
     /// Apply one verb (or one chunk of it) to memory; returns the verb's result word.
@@ -288,30 +363,44 @@ impl World {
                 } else {
                     (0, len_bytes as u64)
                 };
-                let (s, t) = (&self.regions[source.index()], &self.regions[remote.node.index()]);
+                let s = &self.regions[source.index()];
+                let (t, t_offset) = self.memory(remote);
                 if matches!(verb, Verb::Read { .. }) {
-                    s.copy_from(local_bytes + offset, t, remote.offset_bytes + offset, len);
+                    s.copy_from(local_bytes + offset, t, t_offset + offset, len);
                     self.verbs.read += (offset == 0) as u64;
+                    self.changed(RemoteAddr::new(source, local_bytes + offset), len);
                 } else {
-                    t.copy_from(remote.offset_bytes + offset, s, local_bytes + offset, len);
+                    t.copy_from(t_offset + offset, s, local_bytes + offset, len);
                     self.verbs.write += (offset == 0) as u64;
+                    self.changed(remote.add(offset), len);
                 }
                 self.verbs.bytes += len;
                 0
             }
             Verb::WriteWord { remote, value } => {
-                self.regions[remote.node.index()].store(remote.offset_bytes, value);
+                let (t, offset) = self.memory(remote);
+                t.store(offset, value);
                 self.verbs.write += 1;
                 self.verbs.bytes += 8;
+                self.changed(remote, 8);
                 0
             }
-            Verb::Cas { remote, expect, swap } => {
+            Verb::Cas { .. } | Verb::Faa { .. } | Verb::MaskedCas { .. } | Verb::MaskedFaa { .. } => {
                 self.verbs.atomic += 1;
-                self.regions[remote.node.index()].cas_local(remote.offset_bytes, expect, swap)
-            }
-            Verb::Faa { remote, add } => {
-                self.verbs.atomic += 1;
-                self.regions[remote.node.index()].faa_local(remote.offset_bytes, add)
+                let remote = verb.remote();
+                let (t, offset) = self.memory(remote);
+                let old = match verb {
+                    Verb::Cas { expect, swap, .. } => t.cas_local(offset, expect, swap),
+                    Verb::Faa { add, .. } => t.faa_local(offset, add),
+                    _ => {
+                        // The run is one thread: load, compute, store is atomic here.
+                        let old = t.load(offset);
+                        t.store(offset, masked::apply(&verb, old).expect("an atomic"));
+                        old
+                    }
+                };
+                self.changed(remote, 8);
+                old
             }
         }
     }
@@ -333,6 +422,13 @@ impl World {
                     write!(l, "{remote} exp={expect:#x} swp={swap:#x} old={result:#x}")
                 }
                 Verb::Faa { remote, add } => write!(l, "{remote} add={add:#x} old={result:#x}"),
+                Verb::MaskedCas { remote, expect, compare_mask, swap, swap_mask } => write!(
+                    l,
+                    "{remote} exp={expect:#x}/{compare_mask:#x} swp={swap:#x}/{swap_mask:#x} old={result:#x}"
+                ),
+                Verb::MaskedFaa { remote, add, boundary_mask } => {
+                    write!(l, "{remote} add={add:#x} bnd={boundary_mask:#x} old={result:#x}")
+                }
             };
             let _ = write!(l, " qp={}>{}.{}", qp.0, qp.1, qp.2);
         });
@@ -342,7 +438,11 @@ impl World {
     pub fn done(&mut self, id: u32, _i: usize) {
         let op = &mut self.ops[id as usize];
         op.done_count += 1;
-        self.qp_states[op.qp as usize].outstanding -= 1;
+        let qp_state = &mut self.qp_states[op.qp as usize];
+        qp_state.outstanding -= 1;
+        if op.unsignaled {
+            qp_state.unsignaled -= 1;
+        }
         if op.done_count < op.len {
             return;
         }

@@ -11,10 +11,12 @@ use dmsim_protocols::nic::{Cluster, Message, Nanos, NodeId};
 
 use super::executor::{self, waker_for, TaskFuture, TaskSlot, CURRENT_TASK, NOW_NS, READY};
 use super::queue::{EventKind, EventQueue};
+use super::ssd::{SsdReq, SsdStore};
 use super::verbs::Op;
+use super::watch::Watches;
 use super::{Outcome, StopReason};
 use crate::choice::{ChoiceKind, ChoiceSource};
-use crate::fabric::{LookupMap, NodeFabric, Params, Profile, QpState};
+use crate::fabric::{LookupMap, NodeFabric, Params, Profile, QpState, TearOrder};
 use crate::trace::Trace;
 
 thread_local! {
@@ -118,6 +120,17 @@ pub struct Inbox {
     pub waiters: VecDeque<u32>,
 }
 
+/// How READs/WRITEs over 64 bytes land (`verbs.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TearMode {
+    /// At once.
+    Off,
+    /// 64-byte pieces at choice-drawn times within the transfer (`SimConfig::torn_large_verbs`).
+    AnyOrder,
+    /// 64-byte pieces in increasing address order over the transfer (profile `tear_order`).
+    Ascending,
+}
+
 pub struct World {
     pub now_ns: u64,
     pub queue: EventQueue,
@@ -126,6 +139,9 @@ pub struct World {
     pub ops: Vec<Op>,
     pub free_ops: Vec<u32>,
     pub regions: Vec<Arc<Region>>,
+    /// Each node's NIC device memory (empty regions: none).
+    pub device_regions: Vec<Arc<Region>>,
+    pub device_bytes: Vec<u64>,
     pub cluster: Cluster,
     pub params: Params,
     pub nodes: Vec<NodeFabric>,
@@ -135,7 +151,11 @@ pub struct World {
     pub inboxes: LookupMap<(u16, u16), Inbox>,
     pub choice: ChoiceSource,
     pub trace: Trace,
-    pub torn_large_verbs: bool,
+    pub tear: TearMode,
+    pub watches: Watches,
+    pub ssds: Vec<SsdStore>,
+    pub ssd_reqs: Vec<SsdReq>,
+    pub free_ssd_reqs: Vec<u32>,
     pub events: u64,
     pub time_ns_max: u64,
     pub events_max: u64,
@@ -150,6 +170,8 @@ impl World {
         cluster: &Cluster,
         profile: &Profile,
         regions: Vec<Arc<Region>>,
+        device_regions: Vec<Arc<Region>>,
+        ssd_bytes: &[u64],
         choice: ChoiceSource,
         trace: Trace,
         torn_large_verbs: bool,
@@ -160,6 +182,16 @@ impl World {
     ) -> World {
         assert_eq!(cores.len(), cluster.node_count(), "one core setting per node");
         assert_eq!(cpu_share.len(), cluster.node_count(), "one cpu share per node");
+        let params = Params::from_profile(profile);
+        let tear = match (torn_large_verbs, params.tear_order) {
+            (true, _) => TearMode::AnyOrder,
+            (false, TearOrder::Ascending) => TearMode::Ascending,
+            (false, TearOrder::None) => TearMode::Off,
+        };
+        let device_bytes = device_regions.iter().map(|r| r.size_bytes()).collect();
+        let ssds = (0..cluster.node_count())
+            .map(|i| SsdStore::new(ssd_bytes.get(i).copied().unwrap_or(0)))
+            .collect();
         let nodes = (0..cluster.node_count())
             .map(|i| NodeFabric {
                 cores_free_ns: cores[i].map(|c| vec![0; c.max(1) as usize]),
@@ -175,8 +207,10 @@ impl World {
             ops: Vec::new(),
             free_ops: Vec::new(),
             regions,
+            device_regions,
+            device_bytes,
             cluster: cluster.clone(),
-            params: Params::from_profile(profile),
+            params,
             nodes,
             qps: LookupMap::default(),
             qp_states: Vec::new(),
@@ -184,7 +218,11 @@ impl World {
             inboxes: LookupMap::default(),
             choice,
             trace,
-            torn_large_verbs,
+            tear,
+            watches: Watches::default(),
+            ssds,
+            ssd_reqs: Vec::new(),
+            free_ssd_reqs: Vec::new(),
             events: 0,
             time_ns_max,
             events_max,
@@ -256,6 +294,7 @@ impl World {
                 EventKind::Arrive { op, verb } => self.arrive(op, verb as usize),
                 EventKind::Exec { op, verb, chunk } => self.exec(op, verb as usize, chunk),
                 EventKind::Done { op, verb } => self.done(op, verb as usize),
+                EventKind::SsdDone { req } => self.ssd_done(req),
             }
         }
         Step::Continue

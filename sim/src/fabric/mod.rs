@@ -18,13 +18,18 @@
 //! * A per-address atomic unit: atomics on one 8-byte word serialize with a service time;
 //!   different words proceed in parallel (up to the NIC's atomic rate cap).
 //! * Memory-node CPU cores with an availability share ("stranded" = a small share), FCFS.
-//! * SSD latency and bandwidth.
+//! * NIC device memory (on-chip): a verb on it saves `device_latency_saving_ns` of its round
+//!   trip, and its atomics use a separate, faster per-word unit.
+//! * SSD per node: `ssd_queue_depth` commands in service, each paying its latency, then its
+//!   transfer on the device's shared bandwidth (`ssd.rs` in the engine applies the data).
 //!
 //! The engine drives these functions at the event where each resource is reached, so
 //! reservations happen in time order (no booking of future slots out of order), except the
 //! initiator's ingress for responses, which is booked when the response leaves.
 
 pub mod profile;
+
+pub use profile::TearOrder;
 
 use dmsim_protocols::nic::VerbClass;
 pub use profile::Profile;
@@ -47,6 +52,13 @@ pub struct Params {
     pub ssd_latency_ns_read: u64,
     pub ssd_latency_ns_write: u64,
     pub ssd_ps_per_byte: u64,
+    pub ssd_queue_depth: u32,
+    /// One-way time a verb on device memory saves (half the profile's RTT saving).
+    pub device_saving_oneway_ps: u64,
+    pub device_atomic_service_ps: u64,
+    pub masked_atomic_service_ps: u64,
+    pub unsignaled_max: u32,
+    pub tear_order: TearOrder,
 }
 
 pub fn class_index(class: VerbClass) -> usize {
@@ -74,6 +86,12 @@ impl Params {
             ssd_latency_ns_read: p.ssd_latency_ns_read,
             ssd_latency_ns_write: p.ssd_latency_ns_write,
             ssd_ps_per_byte: (1e6 / p.ssd_bandwidth_mbps).round() as u64,
+            ssd_queue_depth: p.ssd_queue_depth.max(1),
+            device_saving_oneway_ps: p.device_latency_saving_ns * PS_PER_NS / 2,
+            device_atomic_service_ps: p.device_atomic_service_ns * PS_PER_NS,
+            masked_atomic_service_ps: p.masked_atomic_service_ns * PS_PER_NS,
+            unsignaled_max: p.unsignaled_max.max(1),
+            tear_order: p.tear_order,
         }
     }
 
@@ -99,11 +117,15 @@ pub struct NodeFabric {
     pub nic_process_free_ps: u64,
     pub egress_free_ps: u64,
     pub ingress_free_ps: u64,
-    /// `None`: every task has its own core (compute nodes). `Some`: FCFS over these cores.
+    /// `None`: every task has its own core (compute nodes by default). `Some`: FCFS over
+    /// these cores (memory nodes, and compute nodes when the run models their cores).
     pub cores_free_ns: Option<Vec<u64>>,
     /// Share of each core available to us, in parts per million (stranded ≪ 1e6).
     pub cpu_share_ppm: u64,
+    /// The SSD's shared transfer bandwidth: free at.
     pub ssd_free_ps: u64,
+    /// The SSD's command slots (queue depth): each free at.
+    pub ssd_slots_free_ps: Vec<u64>,
 }
 
 impl NodeFabric {
@@ -128,6 +150,8 @@ impl NodeFabric {
 #[derive(Clone, Debug, Default)]
 pub struct QpState {
     pub outstanding: u32,
+    /// Unsignaled work requests posted and not yet completed.
+    pub unsignaled: u32,
     pub last_arrive_ps: u64,
     pub last_exec_ps: u64,
     pub last_done_ps: u64,
@@ -138,6 +162,23 @@ pub struct QpState {
 #[inline]
 pub fn ps_to_ns_ceil(ps: u64) -> u64 {
     ps.div_ceil(PS_PER_NS)
+}
+
+impl NodeFabric {
+    /// Reserve the SSD for one command of `bytes` posted at `now_ps` with `latency_ps`; returns
+    /// when it completes. The lowest-index earliest-free slot wins (deterministic ties).
+    pub fn ssd(&mut self, params: &Params, now_ps: u64, latency_ps: u64, bytes: u64) -> u64 {
+        if self.ssd_slots_free_ps.is_empty() {
+            self.ssd_slots_free_ps = vec![0; params.ssd_queue_depth as usize];
+        }
+        let slots = &mut self.ssd_slots_free_ps;
+        let (index, _) = slots.iter().enumerate().min_by_key(|(i, free)| (**free, *i)).unwrap();
+        let start = now_ps.max(slots[index]);
+        let transfer = bytes * params.ssd_ps_per_byte;
+        let done = reserve(&mut self.ssd_free_ps, start + latency_ps, transfer) + transfer;
+        slots[index] = done;
+        done
+    }
 }
 
 #[cfg(test)]

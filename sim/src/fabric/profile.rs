@@ -41,9 +41,53 @@ pub struct Profile {
     pub ssd_latency_ns_read: u64,
     pub ssd_latency_ns_write: u64,
     pub ssd_bandwidth_mbps: f64,
+    /// SSD commands in service at once (NVMe queue depth the node uses).
+    #[serde(default = "one")]
+    pub ssd_queue_depth: u32,
+    /// Bytes of on-chip NIC device memory (0: none). A node gets device memory only when the
+    /// run asks for it: `SimConfig::enable_device_memory` gives each home node this much (a run
+    /// may also set `SimConfig::device_memory_bytes` per node directly).
+    #[serde(default)]
+    pub device_memory_bytes: u64,
+    /// Round-trip time a verb on device memory saves against host memory (no PCIe trip to DRAM).
+    #[serde(default)]
+    pub device_latency_saving_ns: u64,
+    /// Service time of the device-memory atomic unit (per word, like `atomic_service_ns`).
+    #[serde(default)]
+    pub device_atomic_service_ns: u64,
+    /// Service time of a masked atomic on the per-word atomic unit (host memory).
+    #[serde(default)]
+    pub masked_atomic_service_ns: u64,
+    /// Unsignaled work requests in flight per QP before `post_unsignaled` fails.
+    #[serde(default = "sixteen")]
+    pub unsignaled_max: u32,
+    /// How a READ/WRITE over 64 bytes lands when the run does not ask for any-order tearing
+    /// (`SimConfig::torn_large_verbs`): `none` (at once) or `ascending` (64-byte pieces in
+    /// increasing address order across its transfer time).
+    #[serde(default)]
+    pub tear_order: TearOrder,
     /// Where each value comes from (field name → one line).
     #[serde(default)]
     pub notes: BTreeMap<String, String>,
+}
+
+/// The landing order of a large verb's 64-byte pieces (see [`Profile::tear_order`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TearOrder {
+    /// The whole verb takes effect at once.
+    #[default]
+    None,
+    /// Pieces take effect in increasing address order, spread over the verb's transfer time.
+    Ascending,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn sixteen() -> u32 {
+    16
 }
 
 const NAMED: &[(&str, &str)] = &[
@@ -88,8 +132,21 @@ impl Profile {
                 out.push((field.to_string(), format!("a round trip must be at least 2 ns, got {v}")));
             }
         }
-        if self.qp_outstanding_max == 0 {
-            out.push(("qp_outstanding_max".into(), "must be at least 1".into()));
+        for (field, v) in [
+            ("qp_outstanding_max", self.qp_outstanding_max),
+            ("ssd_queue_depth", self.ssd_queue_depth),
+            ("unsignaled_max", self.unsignaled_max),
+        ] {
+            if v == 0 {
+                out.push((field.into(), "must be at least 1".into()));
+            }
+        }
+        let saving = self.device_latency_saving_ns;
+        if saving > 0 && saving * 2 >= self.latency_ns_atomic.min(self.latency_ns_read) {
+            out.push((
+                "device_latency_saving_ns".into(),
+                "must be less than half the smallest READ/atomic round trip".into(),
+            ));
         }
         out
     }

@@ -28,6 +28,8 @@ pub(crate) struct LocalSetup {
     pub(crate) info: NodeInfo,
     device: Arc<Device>,
     region_mr: Arc<Mr>,
+    device_mr: Option<Arc<Mr>>,
+    ssd: Option<std::fs::File>,
     scratch_mr: Arc<Mr>,
     msg_send_mr: Arc<Mr>,
     msg_recv_mr: Arc<Mr>,
@@ -88,6 +90,25 @@ pub(crate) fn setup_local(
     let recv_cq = Cq::new(&device, (size as u32 * config.message_depth + 64).min(caps.max_cqe))?;
     let region_bytes = cluster.region_size_bytes[me.index()].max(8);
     let region_mr = Mr::register(&pd, Arc::new(Region::new(region_bytes)), Access::Remote)?;
+    // Emulated device memory: a second remotely accessible region with its own rkey.
+    let device_mr = match config.device_memory_bytes / 8 * 8 {
+        0 => None,
+        bytes => Some(Mr::register(&pd, Arc::new(Region::new(bytes)), Access::Remote)?),
+    };
+    let ssd = match &config.ssd_path {
+        None => None,
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .and_then(|f| f.set_len(config.ssd_bytes).map(|()| f))
+                .map_err(|e| HwError::Config(format!("storage file {}: {e}", path.display())))?;
+            Some(file)
+        }
+    };
     let scratch_bytes = qp_count as u64 * config.qp_depth as u64 * MAX_BATCH as u64 * 8;
     let scratch_mr = Mr::register(&pd, Arc::new(Region::new(scratch_bytes)), Access::Local)?;
     let msg_bytes = size as u64 * config.message_depth as u64 * msg_buf_bytes(config);
@@ -125,6 +146,9 @@ pub(crate) fn setup_local(
         verb: verb.iter().flatten().map(|q| q.qpn()).collect(),
         resp: resp.iter().map(|q| q.qpn()).collect(),
         msg: msg.iter().map(|q| q.as_ref().map_or(0, |q| q.qpn())).collect(),
+        dm_addr: device_mr.as_ref().map_or(0, |m| m.addr()),
+        dm_len: device_mr.as_ref().map_or(0, |m| m.len_bytes()),
+        dm_rkey: device_mr.as_ref().map_or(0, |m| m.rkey()),
     };
     Ok(LocalSetup {
         me,
@@ -137,6 +161,8 @@ pub(crate) fn setup_local(
         info,
         device,
         region_mr,
+        device_mr,
+        ssd,
         scratch_mr,
         msg_send_mr,
         msg_recv_mr,
@@ -170,6 +196,8 @@ pub(crate) fn connect(
     let remote =
         |j: usize, qpn: u32| RemoteQp { qpn, psn: infos[j].psn, lid: infos[j].lid, gid: infos[j].gid };
     let mut peers = Vec::with_capacity(setup.size);
+    let mut device_peers = Vec::with_capacity(setup.size);
+    let mut device_bytes = Vec::with_capacity(setup.size);
     for (j, info) in infos.iter().enumerate() {
         if info.channels as usize != channels {
             return Err(HwError::Bootstrap(format!(
@@ -184,6 +212,8 @@ pub(crate) fn connect(
             )));
         }
         peers.push(PeerRegion { addr: info.addr, rkey: info.rkey });
+        device_peers.push(PeerRegion { addr: info.dm_addr, rkey: info.dm_rkey });
+        device_bytes.push(info.dm_len);
     }
     let mut qps = Vec::new();
     let mut verb_qp = vec![Vec::with_capacity(channels); setup.size];
@@ -220,6 +250,10 @@ pub(crate) fn connect(
         config: setup.config,
         runtime: runtime.clone(),
         region_mr: setup.region_mr,
+        _device_mr: setup.device_mr,
+        ssd: setup.ssd,
+        device_peers,
+        device_bytes,
         scratch_mr: setup.scratch_mr,
         msg_send_mr: setup.msg_send_mr,
         msg_recv_mr: setup.msg_recv_mr,

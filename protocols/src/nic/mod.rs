@@ -40,12 +40,41 @@
 //!   the next message on one of this node's ports. Messages between one pair of nodes on one port
 //!   arrive in send order. Handlers that run on memory nodes charge their work with [`Nic::cpu`],
 //!   which queues for the node's modelled cores.
-//! * **Errors are values.** Timeouts, QP errors and bad addresses are [`NicError`]s.
+//! * **Errors are values.** Timeouts, QP errors and bad addresses are [`NicError`]s; a feature
+//!   the device lacks is [`NicError::Unsupported`], never a silent emulation.
+//!
+//! # Extensions for the index and caching papers (Sherman, SMART, DEX, Dolphin, DiFache, ScaleStore)
+//!
+//! * **Masked atomics** ([`Verb::MaskedCas`], [`Verb::MaskedFaa`]): Mellanox extended atomics.
+//!   They run on the per-word atomic unit like CAS/FAA. Backends without them (libibverbs
+//!   without mlx5dv, Soft-RoCE) answer [`NicError::Unsupported`]; [`masked::emulate`] is the
+//!   explicit, caller-chosen CAS-loop emulation. The arithmetic is in [`masked`].
+//! * **Device memory**: a second, small address space per node on the NIC itself
+//!   ([`RemoteAddr::device`], [`Space::Device`]), with its own (faster) atomic unit and shorter
+//!   latency. Its size per node is [`Nic::device_memory_bytes`] (0: none, and every device
+//!   address is [`NicError::BadAddress`]). It is reachable only by verbs, even from its own node.
+//! * **Unsignaled posts** ([`Nic::post_unsignaled`]): post without waiting. Per-QP order holds:
+//!   later verbs on the same QP execute after it. Each counts against the QP's outstanding cap
+//!   until it completes, so a QP cannot fill up with unreaped work requests.
+//! * **Waiting on a local word** ([`Nic::wait_word`]): the semantics of a poll loop with period
+//!   `P` (reads at `t0 + k·P`) without its per-poll cost; see [`wait`].
+//! * **Storage** ([`Nic::ssd_read`], [`Nic::ssd_write`]): a block device per node, moving bytes
+//!   between it and the local region; [`Nic::ssd_bytes`] is its size (0: none).
+//! * **Node kinds**: [`NodeKind::Symmetric`] nodes have both a cache/clients and shared memory
+//!   (ScaleStore). [`Cluster::compute_nodes`] and [`Cluster::memory_nodes`] return only their
+//!   own kind; [`Cluster::client_nodes`] and [`Cluster::home_nodes`] include symmetric nodes.
 
 use std::fmt;
 use std::future::Future;
 
 use crate::memory::Region;
+
+pub mod masked;
+mod validate;
+pub mod wait;
+
+pub use validate::{check_range, check_range_in, validate_batch, validate_batch_in};
+pub use wait::WordCond;
 
 /// A node in the cluster (compute or memory). Dense: `0..node_count`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -70,9 +99,41 @@ pub struct RemoteAddr {
     pub offset_bytes: u64,
 }
 
+/// Which memory of a node an address names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Space {
+    /// The node's registered host memory (its [`Region`]).
+    Host,
+    /// The NIC's on-chip device memory (ConnectX-5: 256 KiB).
+    Device,
+}
+
 impl RemoteAddr {
+    /// The top offset bit marks device memory. Keeping the space inside `offset_bytes` leaves
+    /// every existing address (and its hash, order and trace text) unchanged; no region comes
+    /// near 2^63 bytes.
+    pub const DEVICE_BIT: u64 = 1 << 63;
+
     pub const fn new(node: NodeId, offset_bytes: u64) -> Self {
         RemoteAddr { node, offset_bytes }
+    }
+
+    /// Byte `offset_bytes` of `node`'s NIC device memory.
+    pub const fn device(node: NodeId, offset_bytes: u64) -> Self {
+        RemoteAddr { node, offset_bytes: offset_bytes | Self::DEVICE_BIT }
+    }
+
+    pub const fn space(self) -> Space {
+        if self.offset_bytes & Self::DEVICE_BIT != 0 {
+            Space::Device
+        } else {
+            Space::Host
+        }
+    }
+
+    /// The offset inside its space (without the device bit).
+    pub const fn offset_in_space(self) -> u64 {
+        self.offset_bytes & !Self::DEVICE_BIT
     }
 
     /// The address `delta_bytes` further on the same node.
@@ -83,7 +144,10 @@ impl RemoteAddr {
 
 impl fmt::Display for RemoteAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}+{:#x}", self.node, self.offset_bytes)
+        match self.space() {
+            Space::Host => write!(f, "{}+{:#x}", self.node, self.offset_bytes),
+            Space::Device => write!(f, "{}+dm:{:#x}", self.node, self.offset_in_space()),
+        }
     }
 }
 
@@ -120,11 +184,14 @@ impl fmt::Display for Nanos {
     }
 }
 
-/// What a node is for. Memory nodes have much DRAM and few (modelled) cores.
+/// What a node is for. Memory nodes have much DRAM and few (modelled) cores; compute nodes run
+/// clients with a small cache; symmetric nodes (ScaleStore) do both: clients and a cache, and a
+/// share of the global memory that peers reach by verbs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeKind {
     Compute,
     Memory,
+    Symmetric,
 }
 
 /// The static shape of the cluster, identical on every node.
@@ -143,11 +210,29 @@ impl Cluster {
     pub fn nodes_of(&self, kind: NodeKind) -> impl Iterator<Item = NodeId> + '_ {
         self.kinds.iter().enumerate().filter(move |(_, k)| **k == kind).map(|(i, _)| NodeId(i as u16))
     }
+    /// Nodes of kind `Compute` only (not symmetric ones): protocols with separate compute and
+    /// memory pools (SELCC, GAM, DEX) lay themselves out over these.
     pub fn compute_nodes(&self) -> Vec<NodeId> {
         self.nodes_of(NodeKind::Compute).collect()
     }
+    /// Nodes of kind `Memory` only (not symmetric ones).
     pub fn memory_nodes(&self) -> Vec<NodeId> {
         self.nodes_of(NodeKind::Memory).collect()
+    }
+    /// Nodes of kind `Symmetric`.
+    pub fn symmetric_nodes(&self) -> Vec<NodeId> {
+        self.nodes_of(NodeKind::Symmetric).collect()
+    }
+    /// Nodes that run clients: `Compute` and `Symmetric`, in id order.
+    pub fn client_nodes(&self) -> Vec<NodeId> {
+        self.ids_where(|k| matches!(k, NodeKind::Compute | NodeKind::Symmetric))
+    }
+    /// Nodes that hold shared memory peers reach by verbs: `Memory` and `Symmetric`, in id order.
+    pub fn home_nodes(&self) -> Vec<NodeId> {
+        self.ids_where(|k| matches!(k, NodeKind::Memory | NodeKind::Symmetric))
+    }
+    fn ids_where(&self, keep: impl Fn(NodeKind) -> bool) -> Vec<NodeId> {
+        self.kinds.iter().enumerate().filter(|(_, k)| keep(**k)).map(|(i, _)| NodeId(i as u16)).collect()
     }
 }
 
@@ -165,6 +250,14 @@ pub enum Verb {
     Cas { remote: RemoteAddr, expect: u64, swap: u64 },
     /// Fetch-and-add (wrapping); returns the old value.
     Faa { remote: RemoteAddr, add: u64 },
+    /// Masked compare-and-swap (Mellanox extended atomics): swaps iff
+    /// `old & compare_mask == expect & compare_mask`, and then replaces only the bits of
+    /// `swap_mask` with those of `swap`. Returns the old value. See [`masked::cas`].
+    MaskedCas { remote: RemoteAddr, expect: u64, compare_mask: u64, swap: u64, swap_mask: u64 },
+    /// Masked fetch-and-add: field-wise add, where a set bit of `boundary_mask` marks the most
+    /// significant bit of a field, so carries do not cross fields. Returns the old value. See
+    /// [`masked::faa`].
+    MaskedFaa { remote: RemoteAddr, add: u64, boundary_mask: u64 },
 }
 
 impl Verb {
@@ -174,15 +267,31 @@ impl Verb {
             | Verb::Write { remote, .. }
             | Verb::WriteWord { remote, .. }
             | Verb::Cas { remote, .. }
-            | Verb::Faa { remote, .. } => remote,
+            | Verb::Faa { remote, .. }
+            | Verb::MaskedCas { remote, .. }
+            | Verb::MaskedFaa { remote, .. } => remote,
         }
+    }
+
+    /// True for the verbs that run on the target's atomic unit.
+    pub fn is_atomic(&self) -> bool {
+        self.class() == VerbClass::Atomic
+    }
+
+    /// True for the masked (extended) atomics.
+    pub fn is_masked(&self) -> bool {
+        matches!(self, Verb::MaskedCas { .. } | Verb::MaskedFaa { .. })
     }
 
     /// Bytes carried on the wire (payload only).
     pub fn payload_bytes(&self) -> u32 {
         match *self {
             Verb::Read { len_bytes, .. } | Verb::Write { len_bytes, .. } => len_bytes,
-            Verb::WriteWord { .. } | Verb::Cas { .. } | Verb::Faa { .. } => 8,
+            Verb::WriteWord { .. }
+            | Verb::Cas { .. }
+            | Verb::Faa { .. }
+            | Verb::MaskedCas { .. }
+            | Verb::MaskedFaa { .. } => 8,
         }
     }
 
@@ -190,7 +299,9 @@ impl Verb {
         match self {
             Verb::Read { .. } => VerbClass::Read,
             Verb::Write { .. } | Verb::WriteWord { .. } => VerbClass::Write,
-            Verb::Cas { .. } | Verb::Faa { .. } => VerbClass::Atomic,
+            Verb::Cas { .. } | Verb::Faa { .. } | Verb::MaskedCas { .. } | Verb::MaskedFaa { .. } => {
+                VerbClass::Atomic
+            }
         }
     }
 
@@ -201,6 +312,8 @@ impl Verb {
             Verb::WriteWord { .. } => "WRITEW",
             Verb::Cas { .. } => "CAS",
             Verb::Faa { .. } => "FAA",
+            Verb::MaskedCas { .. } => "MCAS",
+            Verb::MaskedFaa { .. } => "MFAA",
         }
     }
 }
@@ -270,6 +383,9 @@ pub enum NicError {
     Timeout { what: String, after: Nanos },
     /// The peer is gone (crashed, disconnected) or was never reachable.
     PeerGone { node: NodeId },
+    /// The device or backend lacks a feature (e.g. masked atomics on Soft-RoCE, or no storage
+    /// device configured). `feature` names it; `detail` says what would provide it.
+    Unsupported { feature: &'static str, detail: String },
 }
 
 impl fmt::Display for NicError {
@@ -289,6 +405,9 @@ impl fmt::Display for NicError {
             NicError::QpError { qp, detail } => write!(f, "queue pair {qp} in error: {detail}"),
             NicError::Timeout { what, after } => write!(f, "{what} timed out after {after}"),
             NicError::PeerGone { node } => write!(f, "peer {node} is gone"),
+            NicError::Unsupported { feature, detail } => {
+                write!(f, "{feature} not supported on this device ({detail})")
+            }
         }
     }
 }
@@ -320,8 +439,9 @@ pub trait Nic: Clone + Send + Sync + 'static {
     fn now(&self) -> Nanos;
     /// Wait at least `duration`.
     fn sleep(&self, duration: Nanos) -> impl Future<Output = ()> + Send;
-    /// Charge `duration` of local CPU work. On nodes whose cores are modelled (memory nodes),
-    /// this queues for a core; elsewhere it is a sleep. Hardware does nothing (the work was real).
+    /// Charge `duration` of local CPU work. On nodes whose cores are modelled (memory nodes, and
+    /// compute/symmetric nodes when the run models theirs), this queues for a core; elsewhere it
+    /// is a sleep. Hardware does nothing (the work was real).
     fn cpu(&self, duration: Nanos) -> impl Future<Output = ()> + Send;
     /// Run `task` concurrently on this node.
     fn spawn(&self, task: impl Future<Output = ()> + Send + 'static);
@@ -338,6 +458,74 @@ pub trait Nic: Clone + Send + Sync + 'static {
     /// A protocol-level trace mark (e.g. "acquire X", line 3). The simulator writes it into the
     /// trace and counts it; hardware may ignore it. Must be cheap when tracing is off.
     fn mark(&self, label: &'static str, value: u64);
+
+    /// Post up to [`MAX_BATCH`] verbs to one target on this handle's QP and return without
+    /// waiting for them. Later verbs on the same QP execute after them (per-QP FIFO); results
+    /// (old values, READ data) are not reported, so use it for releases and log appends whose
+    /// outcome the caller does not need. Each verb counts against the QP's outstanding cap until
+    /// it completes: posting more than the cap allows is [`NicError::QpOverflow`], and a
+    /// backend may bound unsignaled work requests further (`unsignaled_max` in the simulator's
+    /// profile). A failure after the post (hardware: an error completion) puts the QP in the
+    /// error state, so the next verb on that QP reports it.
+    fn post_unsignaled(&self, verbs: &[Verb]) -> NicResult<()>;
+
+    /// Bytes of NIC device memory `node` has (0: none). See [`Space::Device`].
+    fn device_memory_bytes(&self, node: NodeId) -> u64 {
+        let _ = node;
+        0
+    }
+
+    /// Wait until the word at `offset_bytes` of this node's region satisfies `until`, as a
+    /// poll loop with period `period` started now (`t0`) would: the value is read at
+    /// `t0 + k·period` and the first read that satisfies `until` ends the wait. Returns that
+    /// value. With `timeout`, the first read at or after `t0 + timeout` that does not satisfy
+    /// it ends the wait with [`NicError::Timeout`]. A `period` of 0 counts as 1 ns.
+    ///
+    /// This default *is* that poll loop. The simulator overrides it to wake only at the first
+    /// poll time at or after a verb changes the word (the same timing, no per-poll events);
+    /// hardware spins with bounded backoff. Only NIC writes (remote WRITEs, atomics, READ data
+    /// landing here) wake a simulator waiter early; a store by a local task is seen at the next
+    /// poll time after the next NIC write or at the timeout — use [`crate::sync::Notify`]
+    /// between local tasks.
+    fn wait_word(
+        &self,
+        offset_bytes: u64,
+        until: WordCond,
+        period: Nanos,
+        timeout: Option<Nanos>,
+    ) -> impl Future<Output = NicResult<u64>> + Send {
+        wait::poll_loop(self, offset_bytes, until, period, timeout)
+    }
+
+    /// Bytes of this node's storage device (0: none).
+    fn ssd_bytes(&self) -> u64 {
+        0
+    }
+
+    /// Read `len_bytes` at byte `ssd_offset` of this node's storage device into the local
+    /// region at `local_bytes`. The data lands when the future completes.
+    fn ssd_read(
+        &self,
+        ssd_offset: u64,
+        local_bytes: u64,
+        len_bytes: u32,
+    ) -> impl Future<Output = NicResult<()>> + Send {
+        let _ = (ssd_offset, local_bytes, len_bytes);
+        std::future::ready(Err(no_storage()))
+    }
+
+    /// Write `len_bytes` from the local region at `local_bytes` to byte `ssd_offset` of this
+    /// node's storage device; durable when the future completes. The local bytes must stay
+    /// unchanged until then (as for any DMA).
+    fn ssd_write(
+        &self,
+        ssd_offset: u64,
+        local_bytes: u64,
+        len_bytes: u32,
+    ) -> impl Future<Output = NicResult<()>> + Send {
+        let _ = (ssd_offset, local_bytes, len_bytes);
+        std::future::ready(Err(no_storage()))
+    }
 
     /// One READ into the local region.
     fn read(
@@ -369,51 +557,32 @@ pub trait Nic: Clone + Send + Sync + 'static {
     fn faa(&self, remote: RemoteAddr, add: u64) -> impl Future<Output = NicResult<u64>> + Send {
         async move { self.batch(&[Verb::Faa { remote, add }]).await.map(|r| r.get(0)) }
     }
+    /// Masked compare-and-swap ([`Verb::MaskedCas`]); returns the old value.
+    fn masked_cas(
+        &self,
+        remote: RemoteAddr,
+        expect: u64,
+        compare_mask: u64,
+        swap: u64,
+        swap_mask: u64,
+    ) -> impl Future<Output = NicResult<u64>> + Send {
+        let verb = Verb::MaskedCas { remote, expect, compare_mask, swap, swap_mask };
+        async move { self.batch(&[verb]).await.map(|r| r.get(0)) }
+    }
+    /// Masked fetch-and-add ([`Verb::MaskedFaa`]); returns the old value.
+    fn masked_faa(
+        &self,
+        remote: RemoteAddr,
+        add: u64,
+        boundary_mask: u64,
+    ) -> impl Future<Output = NicResult<u64>> + Send {
+        async move { self.batch(&[Verb::MaskedFaa { remote, add, boundary_mask }]).await.map(|r| r.get(0)) }
+    }
 }
 
-/// Checks a batch against the cluster shape; both backends call it before posting.
-/// `own` is the posting node: READ/WRITE local ranges must lie in its region.
-pub fn validate_batch(cluster: &Cluster, own: NodeId, verbs: &[Verb]) -> NicResult<NodeId> {
-    if verbs.is_empty() {
-        return Err(NicError::BadBatch { reason: "empty batch" });
-    }
-    if verbs.len() > MAX_BATCH {
-        return Err(NicError::BadBatch { reason: "more than MAX_BATCH verbs" });
-    }
-    let target = verbs[0].remote().node;
-    for verb in verbs {
-        let remote = verb.remote();
-        if remote.node != target {
-            return Err(NicError::BadBatch { reason: "a batch goes to one target node" });
-        }
-        let len_bytes = match *verb {
-            Verb::Read { local_bytes, len_bytes, .. } | Verb::Write { local_bytes, len_bytes, .. } => {
-                check_range(cluster, RemoteAddr::new(own, local_bytes), len_bytes as u64)?;
-                len_bytes as u64
-            }
-            _ => 8,
-        };
-        check_range(cluster, remote, len_bytes)?;
-    }
-    Ok(target)
-}
-
-/// Checks that `[offset, offset+len)` is aligned and inside `addr.node`'s region.
-pub fn check_range(cluster: &Cluster, addr: RemoteAddr, len_bytes: u64) -> NicResult<()> {
-    if !addr.offset_bytes.is_multiple_of(8) || !len_bytes.is_multiple_of(8) {
-        return Err(NicError::Unaligned { offset_bytes: addr.offset_bytes, len_bytes });
-    }
-    let region_size_bytes = cluster.region_size_bytes.get(addr.node.index()).copied().unwrap_or(0);
-    let end = addr.offset_bytes.checked_add(len_bytes);
-    if addr.node.index() >= cluster.node_count() || end.is_none_or(|end| end > region_size_bytes) {
-        return Err(NicError::BadAddress {
-            node: addr.node,
-            offset_bytes: addr.offset_bytes,
-            len_bytes,
-            region_size_bytes,
-        });
-    }
-    Ok(())
+/// The error of a backend (or node) without a storage device.
+pub fn no_storage() -> NicError {
+    NicError::Unsupported { feature: "storage device", detail: "this node has no SSD configured".into() }
 }
 
 #[cfg(test)]
