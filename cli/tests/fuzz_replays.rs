@@ -198,3 +198,22 @@ fn pct_finds_a_mutant() {
     let run = pool().install(|| run_campaign(&target, &s));
     assert!(run.summary.violations > 0, "PCT missed release-before-flush in 20 schedules");
 }
+
+#[test]
+fn known_bugs_still_reproduce() {
+    // Goal: an open bug the fuzzer found stays reproducible until it is fixed (then this test
+    // fails: move the replay to tests/replays/ as a regression and update the protocol's
+    // NEEDS.md). Each file: the correct protocol, a schedule that breaks an invariant.
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/replays/known-bugs"));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for path in files {
+        let file = ReplayFile::read(&path).unwrap();
+        assert_eq!(file.mutant, "none", "{}", path.display());
+        let r = replay(&file, "none");
+        let failure =
+            r.verdict.failure().unwrap_or_else(|| panic!("{}: fixed? it no longer fails", path.display()));
+        assert_eq!(failure.checker, file.checker, "{}", path.display());
+    }
+}

@@ -29,7 +29,9 @@ pub struct HomeTasks {
 
 pub fn home_tasks<N: Nic>(nic: N, config: &Config, layout: &Layout) -> HomeTasks {
     assert!(nic.local().size_bytes() >= layout.memory_region_bytes(), "memory node region too small");
-    let directory = Arc::new(Mutex::new(Directory::new(nic.node(), layout.clone())));
+    let mut home = Directory::new(nic.node(), layout.clone());
+    home.mutant = config.mutant;
+    let directory = Arc::new(Mutex::new(home));
     let daemons = (0..config.handler_tasks)
         .map(|i| {
             let task: Task = Box::pin(run_home(nic.qp(i as u16), directory.clone(), config.clone()));

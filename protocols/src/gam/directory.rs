@@ -39,6 +39,7 @@ use crate::nic::{Nanos, Nic, NodeId};
 use super::config::Config;
 use super::layout::Layout;
 use super::message::{Grant, Msg, RequestKind, HOME_PORT, INV_PORT};
+use super::mutants::Mutant;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DirEntry {
@@ -135,6 +136,8 @@ pub struct Directory {
     queued: BTreeMap<u64, VecDeque<Request>>,
     pub stats: HomeStats,
     errors: ErrorSlot,
+    /// A planted bug ([`super::mutants`]); `None` in every real run.
+    pub mutant: Mutant,
 }
 
 fn bit(index: u8) -> u64 {
@@ -157,6 +160,7 @@ impl Directory {
             queued: BTreeMap::new(),
             stats: HomeStats::default(),
             errors: ErrorSlot::new(),
+            mutant: Mutant::None,
         }
     }
 
@@ -207,7 +211,7 @@ impl Directory {
                     "unexpected Ack from compute {index} for block {block}"
                 );
                 pending.waiting &= !bit(index);
-                if let Some(words) = data {
+                if let Some(words) = data.filter(|_| self.mutant != Mutant::RecallDataDropped) {
                     // The (former) owner's copy is the latest: memory takes it.
                     assert_eq!(words.len(), self.layout.words_per_block());
                     memory.write_words(self.layout.home_offset(block), &words);
@@ -264,7 +268,7 @@ impl Directory {
         let entry = self.entries[slot];
         let r = request.requester;
         match request.kind {
-            RequestKind::Read => match entry.owner {
+            RequestKind::Read => match entry.owner.filter(|_| self.mutant != Mutant::ReadIgnoresOwner) {
                 None => {
                     self.entries[slot].sharers |= bit(r);
                     let data = self.read_block(block, memory, fx);
@@ -288,7 +292,7 @@ impl Directory {
                 match entry.owner {
                     None => {
                         let others = entry.sharers & !bit(r);
-                        if others == 0 {
+                        if others == 0 || self.mutant == Mutant::GrantWithoutInvalidate {
                             self.entries[slot] = DirEntry { sharers: 0, owner: Some(r) };
                             let data = (!requester_has_copy).then(|| self.read_block(block, memory, fx));
                             self.reply(&request, block, Grant::Exclusive, 0, data, fx);
@@ -331,7 +335,9 @@ impl Directory {
                 if entry.owner == Some(r) {
                     let words = request.data.as_ref().expect("a write-back carries data");
                     assert_eq!(words.len(), self.layout.words_per_block());
-                    memory.write_words(self.layout.home_offset(block), words);
+                    if self.mutant != Mutant::WriteBackIgnored {
+                        memory.write_words(self.layout.home_offset(block), words);
+                    }
                     fx.copied_words += words.len() as u64;
                     self.entries[slot] = DirEntry::default();
                 } else {
@@ -359,7 +365,8 @@ impl Directory {
         match done.request.kind {
             RequestKind::Read => {
                 let owner = done.downgraded_owner.expect("a read waits only for a recall");
-                self.entries[slot] = DirEntry { sharers: bit(r) | bit(owner), owner: None };
+                let kept = if self.mutant == Mutant::DowngradedOwnerForgotten { 0 } else { bit(owner) };
+                self.entries[slot] = DirEntry { sharers: bit(r) | kept, owner: None };
                 let data = self.read_block(block, memory, fx);
                 self.reply(&done.request, block, Grant::Shared, done.invalidations, Some(data), fx);
             }

@@ -11,14 +11,52 @@ use crate::harness;
 pub enum Mutant {
     #[default]
     None,
+    GrantWithoutInvalidate,
+    ReadIgnoresOwner,
+    RecallDataDropped,
+    WriteBackIgnored,
+    DowngradedOwnerForgotten,
+    InvalidateKeepsCopy,
+}
+
+const fn m(name: &'static str, breaks: &'static str) -> harness::Mutant {
+    harness::Mutant { name, breaks }
 }
 
 /// CLI name, variant and what each mutant breaks.
-const TABLE: &[(harness::Mutant, Mutant)] = &[];
+const TABLE: &[(harness::Mutant, Mutant)] = &[
+    (
+        m(
+            "grant-without-invalidate",
+            "a write miss is granted Exclusive while other sharers keep their copies",
+        ),
+        Mutant::GrantWithoutInvalidate,
+    ),
+    (
+        m("read-ignores-owner", "a read miss is served from memory without recalling the Exclusive owner"),
+        Mutant::ReadIgnoresOwner,
+    ),
+    (
+        m("recall-data-dropped", "the home drops the data a recalled owner returns with its Ack"),
+        Mutant::RecallDataDropped,
+    ),
+    (
+        m("write-back-ignored", "an evicted Exclusive block's write-back is acknowledged but not stored"),
+        Mutant::WriteBackIgnored,
+    ),
+    (
+        m("downgraded-owner-forgotten", "after a downgrade the home forgets the former owner's Shared copy"),
+        Mutant::DowngradedOwnerForgotten,
+    ),
+    (
+        m("invalidate-keeps-copy", "a sharer acks an Invalidate but keeps reading its copy"),
+        Mutant::InvalidateKeepsCopy,
+    ),
+];
 
 /// Every mutant, for listings.
 pub const LIST: &[harness::Mutant] = &{
-    let mut out = [harness::Mutant { name: "", breaks: "" }; TABLE.len()];
+    let mut out = [m("", ""); TABLE.len()];
     let mut i = 0;
     while i < TABLE.len() {
         out[i] = TABLE[i].0;

@@ -46,6 +46,7 @@ use super::check::Oracle;
 use super::config::{Config, Variant};
 use super::layout::Layout;
 use super::message::{Grant, Msg, RequestKind, HOME_PORT, INV_PORT, REPLY_PORT_BASE};
+use super::mutants::Mutant;
 use super::stats::{AccessTrace, Stats};
 
 /// Channels (queue-pair sets): clients `1..1+T`, drainers `1+T..1+2T`, handlers from 3000.
@@ -693,7 +694,9 @@ impl<N: Nic> Node<N> {
                     if line.busy == Some(Busy::Fetching) {
                         line.invalidated_while_fetching = true;
                     }
-                    line.state = LineState::Invalid;
+                    if self.config.mutant != Mutant::InvalidateKeepsCopy {
+                        line.state = LineState::Invalid;
+                    }
                 }
                 Some(Msg::Ack { block, data: None })
             }
