@@ -18,7 +18,7 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
 use crate::common::error::{ErrorSlot, NicExt, ProtocolError, ProtocolResult};
-use crate::nic::{Nanos, Nic, NodeId, RemoteAddr};
+use crate::nic::{Nanos, Nic, NicError, NodeId, RemoteAddr, WordCond};
 use crate::sync::{Channel, Mode, Notify};
 
 use super::cache::Cache;
@@ -29,6 +29,11 @@ use super::layout::{Gaddr, Layout, WORD};
 use super::message::{parse_reply, reply_flag, InvKind, InvMsg, ReplyStatus, INVALIDATION_PORT};
 use super::stats::{OpTrace, Stats};
 use super::ComputeIndex;
+
+/// The sequence-number field of a reply flag (`message::reply_flag`: bits 16..48).
+const REPLY_SEQ_MASK: u64 = 0xffff_ffff << 16;
+/// Polls between checks that the node has not failed while waiting for replies.
+const ERROR_CHECK_POLLS: u64 = 5_000;
 
 /// Channels (queue-pair sets) per role, so each concurrent worker owns its QPs (NIC trait docs).
 pub const CHANNEL_WORKER_BASE: u16 = 1;
@@ -383,7 +388,22 @@ impl<N: Nic> Node<N> {
                 break;
             }
             self.errors.check()?;
-            w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
+            // Wait for the first pending flag rather than sleeping `poll_ns` and looking again:
+            // the NIC wakes us at the first poll time (start + k·poll_ns) at or after the reply
+            // lands, so the timing is the poll loop's without an event per poll. The bound lets
+            // a node that failed meanwhile stop waiting (checked above).
+            let next = super::latch::bits_iter(pending).next().expect("a pending target");
+            let offset = w.reply_offset + next.0 as u64 * WORD;
+            let poll = Nanos(self.config.cpu.poll_ns);
+            let until = WordCond::MaskEq { mask: REPLY_SEQ_MASK, value: (w.seq as u64) << 16 };
+            match w.nic.wait_word(offset, until, poll, Some(Nanos(poll.0 * ERROR_CHECK_POLLS))).await {
+                Ok(_) | Err(NicError::Timeout { .. }) => {}
+                Err(e) => {
+                    let at = RemoteAddr::new(self.node, offset);
+                    let verb = [crate::nic::Verb::Read { remote: at, local_bytes: offset, len_bytes: 8 }];
+                    return Err(ProtocolError::batch(self.node, w.nic.now(), &verb, "wait for reply", e));
+                }
+            }
         }
         w.op.round_trips += peer_steps as u32;
         Ok(combined.expect("at least one reply"))
