@@ -35,7 +35,7 @@ use super::layout::{setup_memory_node, Gaddr, Layout};
 use super::metrics::metrics;
 use super::recorded::recorded_worker;
 use super::stats::Stats;
-use super::{latch, ops, Config, Mode, Mutant, Node, NodeState};
+use super::{latch, ops, Config, Mode, Node, NodeState};
 use crate::common::shape::{self, ShapeFields};
 use crate::harness::{
     join_path, merge_options, parse_typed, report_error, CheckLevel, Invariants, Memory, NodeReport, NodeRun,
@@ -52,77 +52,6 @@ const MEMORY_BUDGET_BYTES: u64 = 3 << 30;
 #[derive(Clone, Copy)]
 pub struct Selcc;
 
-/// Every mutant: CLI name, variant, what it breaks.
-pub const MUTANTS: &[(crate::harness::Mutant, Mutant)] = &[
-    (
-        m(
-            "release-before-flush",
-            "exclusive release posts the latch FAA a round trip before the dirty WRITE",
-        ),
-        Mutant::ReleaseBeforeFlush,
-    ),
-    (
-        m("forward-without-dirty-bounds", "Case-1 forwarding drops the old owner's dirty bounds"),
-        Mutant::ForwardWithoutDirtyBounds,
-    ),
-    (
-        m("read-through-modified", "a reader meeting a Modified copy keeps its bit and reads stale memory"),
-        Mutant::ReadThroughModified,
-    ),
-    (
-        m("reader-keeps-bit", "a reader meeting a writer does not undo its +BIT FAA before invalidating"),
-        Mutant::ReaderKeepsBit,
-    ),
-    (
-        m(
-            "downgrade-forward-before-faa",
-            "Case 2 forwards the copy before the downgrade FAA instead of after",
-        ),
-        Mutant::DowngradeForwardBeforeFaa,
-    ),
-    (
-        m("release-without-flush", "releasing a Modified copy skips the dirty WRITE"),
-        Mutant::ReleaseWithoutFlush,
-    ),
-    (
-        m("handler-without-local-latch", "the invalidation handler serves without the frame's local latch"),
-        Mutant::HandlerWithoutLocalLatch,
-    ),
-    (
-        m(
-            "release-exclusive-by-cas",
-            "exclusive release by CAS, lost when a failed reader's bit is in the word",
-        ),
-        Mutant::ReleaseExclusiveByCas,
-    ),
-    (
-        m(
-            "reuse-frame-before-flush",
-            "batched eviction flushes from a frame that is reused before the WRITE",
-        ),
-        Mutant::ReuseFrameBeforeFlush,
-    ),
-    (m("drop-without-reply", "a dropped invalidation gets no \"dropped\" reply"), Mutant::DropWithoutReply),
-    (
-        m("upgrade-without-fallback", "upgrade retries its CAS forever instead of release-then-acquire"),
-        Mutant::UpgradeWithoutFallback,
-    ),
-];
-
-const fn m(name: &'static str, breaks: &'static str) -> crate::harness::Mutant {
-    crate::harness::Mutant { name, breaks }
-}
-
-const MUTANT_LIST: &[crate::harness::Mutant] = &{
-    let mut out = [m("", ""); MUTANTS.len()];
-    let mut i = 0;
-    while i < MUTANTS.len() {
-        out[i] = MUTANTS[i].0;
-        i += 1;
-    }
-    out
-};
-
 impl Protocol for Selcc {
     type Plan = SelccPlan;
 
@@ -135,7 +64,7 @@ impl Protocol for Selcc {
     }
 
     fn mutants(&self) -> &'static [crate::harness::Mutant] {
-        MUTANT_LIST
+        super::mutants::LIST
     }
 
     fn plan(&self, point: &PointSpec) -> Result<SelccPlan, Vec<Problem>> {
@@ -247,7 +176,7 @@ impl SelccPlan {
         };
         let mut c: Config = merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
             .map_err(|p| vec![p])?;
-        c.mutant = mutant_named(&point.mutant)
+        c.mutant = super::mutants::named(&point.mutant)
             .ok_or_else(|| vec![Problem::new("mutant", format!("SELCC has no mutant {:?}", point.mutant))])?;
         let mut out = Vec::new();
         let nodes = point.compute_nodes as u32;
@@ -451,14 +380,6 @@ pub fn invariants(
             None => Ok(()),
         }
     })
-}
-
-/// The mutant named `name` (`"none"` is the correct protocol).
-pub fn mutant_named(name: &str) -> Option<Mutant> {
-    if name == "none" {
-        return Some(Mutant::None);
-    }
-    MUTANTS.iter().find(|(m, _)| m.name == name).map(|(_, v)| *v)
 }
 
 impl Plan for SelccPlan {

@@ -37,6 +37,7 @@ pub mod latch;
 pub mod layout;
 pub mod message;
 pub mod metrics;
+pub mod mutants;
 pub mod node;
 pub mod ops;
 pub mod recorded;

@@ -25,6 +25,13 @@ pub fn sim_config_for(config: &PointConfig, seed: u64, cluster: Cluster, trace: 
         sim.cores[i] = spec.memory_node_cores;
         sim.cpu_share[i] = spec.memory_node_cpu_share;
     }
+    if let Some(cores) = spec.compute_node_cores {
+        sim.model_compute_cores(cores);
+    }
+    if spec.device_memory {
+        sim.enable_device_memory();
+    }
+    sim.ssd_bytes.iter_mut().for_each(|b| *b = spec.ssd_bytes_per_node);
     sim.time_ns_max = config.run.time_ns_max;
     sim.events_max = config.run.events_max;
     sim
@@ -64,5 +71,46 @@ pub fn require_finished(outcome: &Outcome) -> Result<(), String> {
         StopReason::Violation { message } => {
             Err(format!("invariant violated at {}: {message}", outcome.end_time))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{ClusterSpec, RunSpec};
+    use dmsim_protocols::nic::NodeKind;
+
+    #[test]
+    fn cluster_knobs_reach_the_simulator() {
+        // Goal: compute-node cores, device memory and per-node SSDs are scenario knobs.
+        let cluster = ClusterSpec {
+            memory_nodes: 1,
+            compute_nodes: 2,
+            nic_profile: "cx5_100g".into(),
+            nic_overrides: Default::default(),
+            memory_node_cores: Some(2),
+            memory_node_cpu_share: 1.0,
+            torn_large_verbs: false,
+            compute_node_cores: Some(4),
+            device_memory: true,
+            ssd_bytes_per_node: 1 << 20,
+        };
+        let config = PointConfig {
+            protocol: "x".into(),
+            cluster,
+            protocol_options: Default::default(),
+            workload: Default::default(),
+            compare_with: Default::default(),
+            run: RunSpec::default(),
+        };
+        let shape = Cluster {
+            kinds: vec![NodeKind::Memory, NodeKind::Compute, NodeKind::Compute],
+            region_size_bytes: vec![64; 3],
+        };
+        let sim = sim_config_for(&config, 1, shape, TraceSink::Off);
+        assert_eq!(sim.cores, vec![Some(2), Some(4), Some(4)]);
+        assert!(sim.device_memory_bytes[0] > 0);
+        assert_eq!(sim.device_memory_bytes[1], 0);
+        assert_eq!(sim.ssd_bytes, vec![1 << 20; 3]);
     }
 }

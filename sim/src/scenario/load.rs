@@ -173,6 +173,9 @@ pub fn check_point(config: &PointConfig, registry: &Registry) -> Vec<Problem> {
     if c.memory_nodes as u32 + c.compute_nodes as u32 > 1024 {
         out.push(Problem::new("cluster", "at most 1024 nodes"));
     }
+    if c.compute_node_cores == Some(0) {
+        out.push(Problem::new("cluster.compute_node_cores", "must be at least 1 (null: unmodelled)"));
+    }
     if c.memory_node_cores == Some(0) {
         out.push(Problem::new(
             "cluster.memory_node_cores",
@@ -186,6 +189,10 @@ pub fn check_point(config: &PointConfig, registry: &Registry) -> Vec<Problem> {
         out.push(Problem::new("cluster.memory_node_cpu_share", "must be in (0, 1]"));
     }
     match resolve_profile(c) {
+        Ok(profile) if c.device_memory && profile.device_memory_bytes == 0 => out.push(Problem::new(
+            "cluster.device_memory",
+            format!("profile {} has no NIC device memory (device_memory_bytes is 0)", c.nic_profile),
+        )),
         Ok(_) => {}
         Err(mut p) => out.append(&mut p),
     }

@@ -80,6 +80,18 @@ pub struct ClusterSpec {
     pub memory_node_cpu_share: f64,
     #[serde(default)]
     pub torn_large_verbs: bool,
+    /// Modelled cores per compute node (`null`: unmodelled, `cpu` costs time but never queues);
+    /// e.g. CMCache's manager or DEX's compute:memory core ratios.
+    #[serde(default)]
+    pub compute_node_cores: Option<u32>,
+    /// Give every memory node the profile's NIC device memory (`device_memory_bytes`), its own
+    /// address space with a faster atomic unit (Sherman's lock table).
+    #[serde(default)]
+    pub device_memory: bool,
+    /// Bytes of a storage device on every node (0: none); latency, bandwidth and queue depth
+    /// come from the profile's `ssd_*` knobs.
+    #[serde(default)]
+    pub ssd_bytes_per_node: u64,
 }
 
 fn one() -> f64 {
