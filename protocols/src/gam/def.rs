@@ -34,13 +34,14 @@ use super::directory::{Directory, HomeStats};
 use super::layout::MAX_COMPUTE_NODES;
 use super::stats::Stats;
 use super::{Config, Layout, NodeState};
-use crate::common::shape::{self, ShapeFields};
+use crate::common::shape;
 use crate::harness::{
     merge_options, parse_typed, report_error, Invariants, Memory, NodeReport, NodeRun, Plan, PointSpec,
     Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind};
 use crate::workload::micro::MicroSpec;
+use crate::workload::scenario::{MicroWorkload, SharingModel};
 
 /// The registration.
 #[derive(Clone, Copy)]
@@ -64,48 +65,6 @@ impl Protocol for Gam {
     fn plan(&self, point: &PointSpec) -> Result<GamPlan, Vec<Problem>> {
         GamPlan::new(point)
     }
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Workload {
-    gcl_count: u64,
-    #[serde(default = "gcl_2k")]
-    gcl_size_bytes: u32,
-    #[serde(default = "one_f64")]
-    sharing_ratio: f64,
-    read_ratio: f64,
-    #[serde(default)]
-    zipf_theta: f64,
-    #[serde(default)]
-    locality: f64,
-    #[serde(default)]
-    threads_per_node: Option<u32>,
-    #[serde(default)]
-    threads_total: Option<u32>,
-    #[serde(default)]
-    ops_per_thread: Option<u64>,
-    #[serde(default)]
-    ops_per_node: Option<u64>,
-    #[serde(default)]
-    cache_frames: Option<u32>,
-    #[serde(default)]
-    cache_ratio: Option<f64>,
-    #[serde(default = "eight")]
-    access_bytes: u32,
-    /// Only `fixed_total` (GAM's model); accepted so a SELCC workload can be shared.
-    #[serde(default)]
-    sharing_model: Option<String>,
-}
-
-fn gcl_2k() -> u32 {
-    2048
-}
-fn one_f64() -> f64 {
-    1.0
-}
-fn eight() -> u32 {
-    8
 }
 
 const RESERVED: &[(&str, &str)] = &[
@@ -143,31 +102,27 @@ fn problem_at(prefix: &str, text: &str) -> Problem {
 
 impl GamPlan {
     pub fn new(point: &PointSpec) -> Result<GamPlan, Vec<Problem>> {
-        let w: Workload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
+        let w: MicroWorkload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
         let presets = [("default", Config::seq()), ("seq", Config::seq()), ("tso", Config::tso())];
         let mut config: Config =
             merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
                 .map_err(|p| vec![p])?;
         let set = |field: &str| point.protocol_options.get(field).is_some();
         let mut out = Vec::new();
-        match w.sharing_model.as_deref() {
-            None | Some("fixed_total") => {}
+        if w.sharing_model == SharingModel::PerNodeWorkingSet && w.sharing_ratio != 1.0 {
             // With everything shared the models coincide.
-            Some(_) if w.sharing_ratio == 1.0 => {}
-            Some(other) => out.push(Problem::new(
-                "workload.sharing_model",
-                format!("gam supports fixed_total only, not {other:?}"),
-            )),
+            out.push(Problem::new("workload.sharing_model", "gam supports fixed_total only"));
         }
-        let fields = ShapeFields {
-            threads_per_node: w.threads_per_node,
-            threads_total: w.threads_total,
-            ops_per_thread: w.ops_per_thread,
-            ops_per_node: w.ops_per_node,
-            cache_frames: w.cache_frames,
-            cache_ratio: w.cache_ratio,
-        };
-        let run = shape::resolve(&fields, point.compute_nodes, w.gcl_count, false, &mut out);
+        for (set, field) in [
+            (w.write_only_nodes > 0, "write_only_nodes"),
+            (w.timeline_at_ns.is_some(), "timeline_at_ns"),
+            (w.timeline_node.is_some(), "timeline_node"),
+        ] {
+            if set {
+                out.push(Problem::new(format!("workload.{field}"), "gam does not support it"));
+            }
+        }
+        let run = shape::resolve(&w.shape_fields(), point.compute_nodes, w.gcl_count, false, &mut out);
         let spec = MicroSpec {
             gcl_count: w.gcl_count,
             gcl_size_bytes: w.gcl_size_bytes,

@@ -36,7 +36,7 @@ use super::metrics::metrics;
 use super::recorded::recorded_worker;
 use super::stats::Stats;
 use super::{latch, ops, Config, Mode, Node, NodeState};
-use crate::common::shape::{self, ShapeFields};
+use crate::common::shape;
 use crate::harness::{
     join_path, merge_options, parse_typed, report_error, CheckLevel, Invariants, Memory, NodeReport, NodeRun,
     OpLog, Plan, PointSpec, Problem, Protocol, Violation,
@@ -44,6 +44,7 @@ use crate::harness::{
 use crate::nic::{Cluster, Nanos, Nic, NodeKind, RemoteAddr, Task};
 use crate::workload::micro::{MicroSpec, MicroStream};
 use crate::workload::rng_for_thread;
+use crate::workload::scenario::{MicroWorkload, SharingModel};
 
 /// The most simulated memory (all regions) one point may allocate.
 const MEMORY_BUDGET_BYTES: u64 = 3 << 30;
@@ -70,68 +71,6 @@ impl Protocol for Selcc {
     fn plan(&self, point: &PointSpec) -> Result<SelccPlan, Vec<Problem>> {
         SelccPlan::new(point)
     }
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Workload {
-    /// GCLs allocated (24 M in the paper; scaled).
-    gcl_count: u64,
-    #[serde(default = "gcl_2k")]
-    gcl_size_bytes: u32,
-    #[serde(default = "one_f64")]
-    sharing_ratio: f64,
-    read_ratio: f64,
-    #[serde(default)]
-    zipf_theta: f64,
-    #[serde(default)]
-    locality: f64,
-    #[serde(default)]
-    threads_per_node: Option<u32>,
-    #[serde(default)]
-    threads_total: Option<u32>,
-    #[serde(default)]
-    ops_per_thread: Option<u64>,
-    #[serde(default)]
-    ops_per_node: Option<u64>,
-    #[serde(default)]
-    cache_frames: Option<u32>,
-    #[serde(default)]
-    cache_ratio: Option<f64>,
-    #[serde(default = "eight")]
-    access_bytes: u32,
-    #[serde(default)]
-    write_only_nodes: u16,
-    #[serde(default)]
-    timeline_at_ns: Option<u64>,
-    #[serde(default)]
-    timeline_node: Option<u16>,
-    #[serde(default)]
-    sharing_model: SharingModel,
-}
-
-/// How the sharing ratio splits the data (spec B16 [GAP]: "follows GAM's benchmark").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum SharingModel {
-    /// `gcl_count` GCLs in all: sr·G shared, the rest split into one private part per node, so
-    /// each node's working set shrinks as sr falls and nodes are added.
-    #[default]
-    FixedTotal,
-    /// `gcl_count` is each node's working set: sr·G shared by all plus (1−sr)·G private to it
-    /// (total sr·G + C·(1−sr)·G). Hit ratios then do not depend on sr, which the paper's
-    /// "great scalability regardless of the sharing ratio" for read-intensive loads implies.
-    PerNodeWorkingSet,
-}
-
-fn gcl_2k() -> u32 {
-    2048
-}
-fn one_f64() -> f64 {
-    1.0
-}
-fn eight() -> u32 {
-    8
 }
 
 /// Fields of `Config` that the workload or the harness decides (so they can never disagree).
@@ -169,7 +108,7 @@ enum Report {
 
 impl SelccPlan {
     pub fn new(point: &PointSpec) -> Result<SelccPlan, Vec<Problem>> {
-        let w: Workload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
+        let w: MicroWorkload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
         let presets: Vec<(&str, Config)> = match point.protocol.as_str() {
             "sel" => vec![("default", Config::sel())],
             _ => vec![("default", Config::selcc()), ("ablation_base", Config::ablation_base())],
@@ -180,24 +119,8 @@ impl SelccPlan {
             .ok_or_else(|| vec![Problem::new("mutant", format!("SELCC has no mutant {:?}", point.mutant))])?;
         let mut out = Vec::new();
         let nodes = point.compute_nodes as u32;
-        let fields = ShapeFields {
-            threads_per_node: w.threads_per_node,
-            threads_total: w.threads_total,
-            ops_per_thread: w.ops_per_thread,
-            ops_per_node: w.ops_per_node,
-            cache_frames: w.cache_frames,
-            cache_ratio: w.cache_ratio,
-        };
-        let run = shape::resolve(&fields, point.compute_nodes, w.gcl_count, true, &mut out);
-        if w.gcl_count == 0 {
-            out.push(Problem::new("workload.gcl_count", "must be at least 1"));
-        }
-        if !(0.0..=1.0).contains(&w.sharing_ratio) {
-            out.push(Problem::new(
-                "workload.sharing_ratio",
-                format!("{} is outside [0, 1]", w.sharing_ratio),
-            ));
-        }
+        let run = shape::resolve(&w.shape_fields(), point.compute_nodes, w.gcl_count, true, &mut out);
+        w.check(point.compute_nodes, &mut out);
         if nodes as usize > latch::MAX_COMPUTE_NODES {
             out.push(Problem::new(
                 "cluster.compute_nodes",
@@ -206,17 +129,6 @@ impl SelccPlan {
         }
         if point.memory_nodes == 0 {
             out.push(Problem::new("cluster.memory_nodes", "must be at least 1"));
-        }
-        if w.write_only_nodes > point.compute_nodes {
-            out.push(Problem::new("workload.write_only_nodes", "more than the compute nodes"));
-        }
-        if let Some(n) = w.timeline_node {
-            if n >= point.compute_nodes {
-                out.push(Problem::new("workload.timeline_node", "no such compute node"));
-            }
-        }
-        if w.timeline_node.is_some() && w.timeline_at_ns.is_none() {
-            out.push(Problem::new("workload.timeline_node", "needs workload.timeline_at_ns"));
         }
         c.gcl_size_bytes = w.gcl_size_bytes;
         c.threads_per_node = run.threads_per_node;

@@ -3,9 +3,11 @@
 //!
 //! * [`micro`] — the GAM-style micro-benchmark of SELCC §7.1 (sharing ratio, read ratio,
 //!   uniform/zipf skew, repeat-previous locality).
+//! * [`scenario`] — the micro-benchmark's `workload` section as scenarios write it.
 //! * [`zipf`] — an exact seeded Zipf sampler for any θ > 0.
 
 pub mod micro;
+pub mod scenario;
 pub mod zipf;
 
 use rand_chacha::rand_core::SeedableRng;
