@@ -106,3 +106,22 @@ fn reports_larger_than_a_message_arrive_in_chunks() {
     let per_node_log_bytes = result.metrics["history_ops"] / 2.0 * 60.0;
     assert!(per_node_log_bytes > 10.0 * dmsim_protocols::nic::MAX_MESSAGE_BYTES as f64);
 }
+
+#[test]
+fn gam_seq_plan_with_check_passes_the_history_checkers() {
+    // Goal: GAM gets the history checkers from the common client logger: under SEQ with
+    // `run.check` every operation is logged (a write with the words it replaced at the instant
+    // it took effect) and the merged history passes write chain, linearizability and SC on the
+    // hardware path (per-node logs gathered over the NIC).
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hw/vm/scenarios/selcc-3node.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    json["protocol"] = serde_json::json!("gam");
+    json["protocol_options"] = serde_json::json!({ "variant": "seq" });
+    json["run"]["check"] = serde_json::json!(true);
+    let path = std::env::temp_dir().join(format!("dmsim-hw-plan-{}-gam-check.json", std::process::id()));
+    std::fs::write(&path, json.to_string()).unwrap();
+    let point = scenario::load(&path, &registry::sim()).expect("scenario loads").points[0].clone();
+    let result = rehearse_hardware(&registry::sim(), &point).expect("run passes");
+    assert!(result.metrics["history_ops"] >= 4000.0, "{:?}", result.metrics);
+    assert!(result.metrics["history_keys_checked"] > 10.0, "{:?}", result.metrics);
+}

@@ -1,5 +1,7 @@
 //! Pieces every protocol shares, so a new protocol writes only what is its own.
 //!
+//! * [`bench`] — the micro-benchmark client's observer, the history [`bench::Logger`] and the
+//!   unique write stamps every protocol's client loop shares.
 //! * [`error`] — errors as values with their context (node, verb, address, protocol step) and
 //!   a node's first-error slot.
 //! * [`rpc`] — request/reply messaging over `Nic::send`/`recv`: request ids, reply ports,
@@ -11,6 +13,7 @@
 //! * [`metrics`] — metrics that mean the same for every protocol: per-node throughput and
 //!   fairness, cumulative operations over time, percentiles.
 
+pub mod bench;
 pub mod error;
 pub mod lookup;
 pub mod metrics;

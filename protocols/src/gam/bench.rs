@@ -10,12 +10,14 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::common::bench::{write_stamp, Logger, Observer};
+use crate::harness::OpLog;
 use crate::nic::{Nic, Task};
 use crate::workload::micro::{MicroSpec, MicroStream};
 use crate::workload::rng_for_thread;
 
 use super::check::Oracle;
-use super::config::Config;
+use super::config::{Config, Variant};
 use super::directory::{run_home, Directory};
 use super::layout::Layout;
 use super::node::Node;
@@ -59,6 +61,23 @@ pub fn node_tasks<N: Nic>(
     seed: u64,
     oracle: Option<Arc<Oracle>>,
 ) -> NodeTasks<N> {
+    node_tasks_logged(nic, config, layout, spec, seed, oracle, None)
+}
+
+/// [`node_tasks`] whose clients, with `log`, record every operation in it for the history
+/// checkers (client ids `compute index · threads + thread`). Under TSO a write takes effect at
+/// drain, after it returned, so it has no linearization point inside its interval: TSO runs
+/// are checked by the oracle and the invariants, not by histories, and `log` must be `None`.
+pub fn node_tasks_logged<N: Nic>(
+    nic: N,
+    config: &Config,
+    layout: &Layout,
+    spec: &MicroSpec,
+    seed: u64,
+    oracle: Option<Arc<Oracle>>,
+    log: Option<OpLog>,
+) -> NodeTasks<N> {
+    assert!(log.is_none() || config.variant == Variant::Seq, "GAM logs histories under SEQ only");
     assert_eq!(spec.gcl_size_bytes, config.gcl_size_bytes, "workload and protocol disagree on GCL size");
     assert_eq!(spec.threads_per_node, config.threads_per_node, "workload and protocol disagree on threads");
     assert!(spec.gcl_count <= layout.block_count, "workload uses more blocks than were laid out");
@@ -69,7 +88,14 @@ pub fn node_tasks<N: Nic>(
         .map(|thread| {
             let rng = rng_for_thread(seed, node.node.0, thread);
             let stream = MicroStream::new(spec, compute_index, compute_count, rng);
-            let task: Task = Box::pin(run_client(node.clone(), thread, stream));
+            let task: Task = match &log {
+                None => Box::pin(run_client(node.clone(), thread, stream)),
+                Some(log) => {
+                    let client = compute_index as u32 * spec.threads_per_node + thread;
+                    let logger = Logger::new(log.clone(), client, config.gcl_size_bytes as u64);
+                    Box::pin(run_observed_client(node.clone(), thread, stream, logger))
+                }
+            };
             task
         })
         .collect();
@@ -79,26 +105,53 @@ pub fn node_tasks<N: Nic>(
 /// One client thread: its operations in order, then a fence. Stops at the first error (kept
 /// in the node's [`super::NodeState::first_error`]).
 pub async fn run_client<N: Nic>(node: Arc<Node<N>>, thread: u32, stream: MicroStream) {
+    run_observed_client(node, thread, stream, ()).await
+}
+
+/// [`run_client`], telling `observer` about every operation (under SEQ a write's replaced words
+/// come from the instant it took effect; TSO writes report none).
+pub async fn run_observed_client<N: Nic, O: Observer>(
+    node: Arc<Node<N>>,
+    thread: u32,
+    stream: MicroStream,
+    mut observer: O,
+) {
     let mut w = node.worker(thread);
     let mut sequence = 0u64;
     let mut buffer = Vec::new();
+    let mut replaced = Vec::new();
     for op in stream {
         let words = (op.len_bytes / 8) as usize;
         buffer.clear();
-        if op.write {
+        let stamp = op.write.then(|| {
             sequence += 1;
-            // A value unique to this write (node, thread, sequence), so reads are checkable.
-            let stamp = (node.node.0 as u64 + 1) << 48 | (thread as u64) << 32 | sequence;
-            buffer.resize(words, stamp);
-            if node.write(&mut w, op.gcl_index, op.offset_bytes, &buffer).await.is_err() {
-                return;
+            write_stamp(node.node, thread, sequence)
+        });
+        observer.invoke(&op, stamp, w.nic.now());
+        let done = match stamp {
+            Some(stamp) => {
+                buffer.resize(words, stamp);
+                replaced.clear();
+                let seq = node.config.variant == Variant::Seq && observer.wants_replaced();
+                if seq {
+                    replaced.resize(words, 0);
+                }
+                let into = seq.then_some(replaced.as_mut_slice());
+                let r = node.write_replacing(&mut w, op.gcl_index, op.offset_bytes, &buffer, into).await;
+                observer.accessed(&op, &replaced);
+                r
             }
-        } else {
-            buffer.resize(words, 0);
-            if node.read(&mut w, op.gcl_index, op.offset_bytes, &mut buffer).await.is_err() {
-                return;
+            None => {
+                buffer.resize(words, 0);
+                let r = node.read(&mut w, op.gcl_index, op.offset_bytes, &mut buffer).await;
+                observer.accessed(&op, &buffer);
+                r
             }
+        };
+        if done.is_err() {
+            return;
         }
+        observer.complete(&op, w.nic.now());
     }
     // An error is kept in the node's slot.
     let _ = node.finish(&w).await;

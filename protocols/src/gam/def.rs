@@ -19,7 +19,9 @@
 //! | `cpu.{handler_service_ns, handler_copy_ns_per_kib}` | 600, 150 | home CPU per message / per KiB |
 //!
 //! Check mode (`Full`): every read is checked against the latest write (the oracle) and the
-//! directory's single-writer rule over every node after every event ([`super::check`]).
+//! directory's single-writer rule over every node after every event ([`super::check`]). Under
+//! SEQ, `run.check` also logs every client operation (a write with the words it replaced) for
+//! the linearizability and sequential-consistency checkers, on both backends.
 //! Metrics use SELCC's names where they mean the same (`throughput_mops`, `cache_hit_ratio`,
 //! `invalidation_ratio`), plus `rpcs_per_op`, `messages_per_op`, ….
 
@@ -28,16 +30,16 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use super::bench::{home_tasks, node_tasks};
+use super::bench::{home_tasks, node_tasks_logged};
 use super::check::{check_swmr, Oracle};
 use super::directory::{Directory, HomeStats};
 use super::layout::MAX_COMPUTE_NODES;
 use super::stats::Stats;
-use super::{Config, Layout, NodeState};
+use super::{Config, Layout, NodeState, Variant};
 use crate::common::shape;
 use crate::harness::{
-    merge_options, parse_typed, report_error, Invariants, Memory, NodeReport, NodeRun, Plan, PointSpec,
-    Problem, Protocol, Violation,
+    merge_options, parse_typed, report_error, CheckLevel, Invariants, Memory, NodeReport, NodeRun, OpLog,
+    Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind};
 use crate::workload::micro::MicroSpec;
@@ -82,6 +84,7 @@ pub struct GamPlan {
     layout: Layout,
     cluster: Cluster,
     seed: u64,
+    check: CheckLevel,
     oracle: Option<Arc<Oracle>>,
 }
 
@@ -183,7 +186,7 @@ impl GamPlan {
         let layout = Layout::new(&shape, config.gcl_size_bytes, spec.gcl_count, config.cache_frames);
         let cluster = point.cluster(layout.memory_region_bytes(), layout.compute_region_bytes());
         let oracle = point.check.full().then(|| Arc::new(Oracle::new(config.gcl_size_bytes)));
-        Ok(GamPlan { spec, config, layout, cluster, seed: point.seed, oracle })
+        Ok(GamPlan { spec, config, layout, cluster, seed: point.seed, check: point.check, oracle })
     }
 
     fn totals(reports: &[NodeReport]) -> (Stats, HomeStats) {
@@ -202,6 +205,12 @@ impl GamPlan {
     /// The resolved configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Whether clients log their operations for the history checkers: with `run.check`, under
+    /// SEQ (a TSO write returns before it takes effect; see `bench::node_tasks_logged`).
+    fn logs_histories(&self) -> bool {
+        self.check.histories() && self.config.variant == Variant::Seq
     }
 }
 
@@ -232,7 +241,9 @@ impl Plan for GamPlan {
                 state: None,
             };
         }
-        let tasks = node_tasks(nic, &self.config, &self.layout, &self.spec, self.seed, self.oracle.clone());
+        let log = self.logs_histories().then(OpLog::new);
+        let (config, layout, spec) = (&self.config, &self.layout, &self.spec);
+        let tasks = node_tasks_logged(nic, config, layout, spec, self.seed, self.oracle.clone(), log.clone());
         let node = tasks.node;
         let watched = node.clone();
         NodeRun {
@@ -242,6 +253,7 @@ impl Plan for GamPlan {
             state: Some(node.state.clone()),
             collect: Box::new(move || NodeReport {
                 error: report_error(node.first_error()),
+                history: log.map(|l| l.snapshot()).unwrap_or_default(),
                 ..report(GamReport::Compute(node.stats()))
             }),
         }

@@ -244,8 +244,17 @@ pub struct Worker<N: Nic> {
 
 /// What an access does once it holds a valid line.
 enum Access<'a> {
-    Read { offset_bytes: u32, out: &'a mut [u64] },
-    Write { offset_bytes: u32, words: &'a [u64] },
+    Read {
+        offset_bytes: u32,
+        out: &'a mut [u64],
+    },
+    /// `replaced`: filled with the words the write overwrites, at the instant it takes effect
+    /// (for the history checkers).
+    Write {
+        offset_bytes: u32,
+        words: &'a [u64],
+        replaced: Option<&'a mut [u64]>,
+    },
 }
 
 impl Access<'_> {
@@ -345,6 +354,20 @@ impl<N: Nic> Node<N> {
         offset_bytes: u32,
         words: &[u64],
     ) -> ProtocolResult<AccessTrace> {
+        self.write_replacing(w, block, offset_bytes, words, None).await
+    }
+
+    /// [`Node::write`], and under SEQ also the words it overwrote, read at the instant the write
+    /// takes effect in the only valid copy (TSO writes take effect later, at drain: `replaced`
+    /// is left untouched).
+    pub async fn write_replacing(
+        &self,
+        w: &mut Worker<N>,
+        block: u64,
+        offset_bytes: u32,
+        words: &[u64],
+        replaced: Option<&mut [u64]>,
+    ) -> ProtocolResult<AccessTrace> {
         self.check_bounds(offset_bytes, words.len());
         assert!(!words.is_empty());
         self.errors.check()?;
@@ -353,7 +376,7 @@ impl<N: Nic> Node<N> {
             Variant::Seq => {
                 self.worker_step(&w.nic).await;
                 w.nic.cpu(Nanos(self.config.cpu.access_ns)).await;
-                let access = Access::Write { offset_bytes, words };
+                let access = Access::Write { offset_bytes, words, replaced };
                 let trace = self.access(w, block, access).await.map_err(|e| self.fail(e))?;
                 self.stats.lock().unwrap().record_access(&trace);
                 trace
@@ -432,7 +455,10 @@ impl<N: Nic> Node<N> {
                     oracle.check_read(self.node, block, *offset_bytes as usize / 8, out);
                 }
             }
-            Access::Write { offset_bytes, words } => {
+            Access::Write { offset_bytes, words, replaced } => {
+                if let Some(old) = replaced {
+                    region.read_words(base + *offset_bytes as u64, old);
+                }
                 region.write_words(base + *offset_bytes as u64, words);
                 if let Some(oracle) = &self.oracle {
                     oracle.commit(block, *offset_bytes as usize / 8, words);
@@ -812,7 +838,7 @@ impl<N: Nic> Node<N> {
             };
             self.worker_step(&w.nic).await;
             w.nic.cpu(Nanos(self.config.cpu.access_ns)).await;
-            let access = Access::Write { offset_bytes: b.offset_bytes, words: &b.words };
+            let access = Access::Write { offset_bytes: b.offset_bytes, words: &b.words, replaced: None };
             let trace = match self.access(&mut w, b.block, access).await {
                 Ok(trace) => trace,
                 Err(e) => {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::nic::{Nanos, Nic, Task};
+use crate::nic::{Nic, Task};
 
 use super::check::Oracle;
 use super::config::Config;
@@ -26,7 +26,7 @@ use super::layout::Layout;
 use super::node::Node;
 use super::ops::daemons;
 use super::stats::Stats;
-use crate::workload::micro::{MicroOp, MicroSpec, MicroStream};
+use crate::workload::micro::{MicroSpec, MicroStream};
 use crate::workload::rng_for_thread;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -73,24 +73,8 @@ pub fn node_tasks<N: Nic>(
     NodeTasks { daemons: daemons(&node), node, mains }
 }
 
-/// Watches a front-end thread's operations, e.g. to log them for history checkers. Every method
-/// defaults to doing nothing; `()` is the observer that watches nothing.
-pub trait Observer: Send {
-    /// Whether `accessed` should see the words a write replaces (costs a local copy per write).
-    fn wants_replaced(&self) -> bool {
-        false
-    }
-    /// Operation `op` starts (before its lock call), at `now`; a write will store `stamp` in
-    /// every word it covers.
-    fn invoke(&mut self, _op: &MicroOp, _stamp: Option<u64>, _now: Nanos) {}
-    /// Under the latch: a read saw `words`; a write replaces `words` (empty unless
-    /// [`Observer::wants_replaced`]).
-    fn accessed(&mut self, _op: &MicroOp, _words: &[u64]) {}
-    /// Operation `op` returned (after its unlock), at `now`.
-    fn complete(&mut self, _op: &MicroOp, _now: Nanos) {}
-}
-
-impl Observer for () {}
+use crate::common::bench::write_stamp;
+pub use crate::common::bench::Observer;
 
 /// One front-end thread: lock, access, unlock, `ops_per_thread` times.
 pub async fn run_worker<N: Nic>(node: Arc<Node<N>>, thread: u32, stream: MicroStream, drain_at_end: bool) {
@@ -118,7 +102,7 @@ pub async fn run_observed_worker<N: Nic, O: Observer>(
         // A value unique to each write (node, thread, sequence), so reads are checkable.
         let stamp = op.write.then(|| {
             sequence += 1;
-            (node.node.0 as u64 + 1) << 48 | (thread as u64) << 32 | sequence
+            write_stamp(node.node, thread, sequence)
         });
         observer.invoke(&op, stamp, w.nic.now());
         if let Some(stamp) = stamp {
