@@ -196,12 +196,26 @@ fn bad_selcc_options_name_their_field() {
             "workload.cache_frames",
         ),
         ("compare_with", json!({"x": {"workload.read_ratio": 7}}), "compare_with.x.workload.read_ratio"),
+        (
+            "cluster",
+            json!({"memory_nodes": 1, "compute_nodes": 2, "symmetric_nodes": 1, "nic_profile": "cx3_fdr56"}),
+            "cluster.symmetric_nodes",
+        ),
+        (
+            "cluster",
+            json!({"memory_nodes": 1, "compute_nodes": 2, "nic_profile": "cx3_fdr56", "device_memory": true}),
+            "cluster.device_memory",
+        ),
     ];
     for (section, value, path) in cases {
         let saved = doc[section].clone();
         doc[section] = value;
         let err = scenario::load_str("t.json", &doc.to_string(), &registry::sim()).expect_err(path);
         assert!(err.problems.iter().any(|p| p.path == path), "{path}: got {err}");
-        doc[section] = saved;
+        if saved.is_null() {
+            doc.as_object_mut().unwrap().remove(section);
+        } else {
+            doc[section] = saved;
+        }
     }
 }

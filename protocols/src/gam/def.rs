@@ -173,6 +173,7 @@ impl GamPlan {
                 "GAM sharer bitmaps allow at most 64 compute nodes",
             ));
         }
+        point.no_symmetric("GAM", &mut out);
         if point.memory_nodes == 0 {
             out.push(Problem::new("cluster.memory_nodes", "must be at least 1"));
         }

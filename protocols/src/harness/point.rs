@@ -37,6 +37,9 @@ pub struct PointSpec {
     pub protocol: String,
     pub memory_nodes: u16,
     pub compute_nodes: u16,
+    /// Nodes with both a cache and memory (`NodeKind::Symmetric`, ScaleStore), after the
+    /// compute nodes. A protocol without such a role rejects them ([`PointSpec::no_symmetric`]).
+    pub symmetric_nodes: u16,
     /// Modelled cores per memory node (`None`: unmodelled).
     pub memory_node_cores: Option<u32>,
     pub protocol_options: Value,
@@ -59,6 +62,7 @@ impl PointSpec {
             protocol: protocol.to_string(),
             memory_nodes: memory,
             compute_nodes: compute,
+            symmetric_nodes: 0,
             memory_node_cores: None,
             protocol_options: Value::Null,
             workload: Value::Null,
@@ -71,11 +75,22 @@ impl PointSpec {
 }
 
 impl PointSpec {
-    /// The disaggregated cluster: memory nodes `0..m`, then compute nodes `m..m+c`, with the
-    /// given region size per kind (rounded up to whole words).
+    /// A problem if the cluster has symmetric nodes, for protocols (`name`) without that role.
+    pub fn no_symmetric(&self, name: &str, out: &mut Vec<super::Problem>) {
+        if self.symmetric_nodes > 0 {
+            out.push(super::Problem::new(
+                "cluster.symmetric_nodes",
+                format!("{name} has no symmetric (cache + memory) node role"),
+            ));
+        }
+    }
+
+    /// The cluster: memory nodes `0..m`, compute nodes `m..m+c`, then symmetric nodes, with the
+    /// given region size per kind (a symmetric node gets the memory size; rounded up to words).
     pub fn cluster(&self, memory_region_bytes: u64, compute_region_bytes: u64) -> Cluster {
         let mut kinds = vec![NodeKind::Memory; self.memory_nodes as usize];
         kinds.extend(std::iter::repeat_n(NodeKind::Compute, self.compute_nodes as usize));
+        kinds.extend(std::iter::repeat_n(NodeKind::Symmetric, self.symmetric_nodes as usize));
         let region_size_bytes = kinds
             .iter()
             .map(|k| match k {

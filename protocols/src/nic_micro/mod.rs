@@ -116,6 +116,7 @@ fn check(point: &PointSpec, w: &Workload) -> Vec<Problem> {
     if w.rpc_handlers == Some(0) {
         out.push(Problem::new("workload.rpc_handlers", "must be at least 1"));
     }
+    point.no_symmetric("nic_micro", &mut out);
     if point.memory_nodes == 0 {
         out.push(Problem::new("cluster.memory_nodes", "must be at least 1"));
     }

@@ -127,6 +127,7 @@ impl SelccPlan {
                 format!("SELCC's reader bitmap holds at most {} compute nodes", latch::MAX_COMPUTE_NODES),
             ));
         }
+        point.no_symmetric("SELCC", &mut out);
         if point.memory_nodes == 0 {
             out.push(Problem::new("cluster.memory_nodes", "must be at least 1"));
         }

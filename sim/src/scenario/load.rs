@@ -164,13 +164,13 @@ fn check_file(file: &ScenarioFile) -> Vec<Problem> {
 pub fn check_point(config: &PointConfig, registry: &Registry) -> Vec<Problem> {
     let mut out = Vec::new();
     let c = &config.cluster;
-    if c.memory_nodes == 0 {
-        out.push(Problem::new("cluster.memory_nodes", "must be at least 1"));
+    if c.memory_nodes == 0 && c.symmetric_nodes == 0 {
+        out.push(Problem::new("cluster.memory_nodes", "must be at least 1 (or give symmetric_nodes)"));
     }
-    if c.compute_nodes == 0 {
-        out.push(Problem::new("cluster.compute_nodes", "must be at least 1"));
+    if c.compute_nodes == 0 && c.symmetric_nodes == 0 {
+        out.push(Problem::new("cluster.compute_nodes", "must be at least 1 (or give symmetric_nodes)"));
     }
-    if c.memory_nodes as u32 + c.compute_nodes as u32 > 1024 {
+    if c.memory_nodes as u32 + c.compute_nodes as u32 + c.symmetric_nodes as u32 > 1024 {
         out.push(Problem::new("cluster", "at most 1024 nodes"));
     }
     if c.compute_node_cores == Some(0) {

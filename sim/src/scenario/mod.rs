@@ -68,6 +68,9 @@ pub struct ScenarioFile {
 pub struct ClusterSpec {
     pub memory_nodes: u16,
     pub compute_nodes: u16,
+    /// Nodes with both a cache and memory (ScaleStore), numbered after the compute nodes.
+    #[serde(default)]
+    pub symmetric_nodes: u16,
     pub nic_profile: String,
     /// Single-field overrides of the named profile (`{"atomic_service_ns": 300}`).
     #[serde(default)]
