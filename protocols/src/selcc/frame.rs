@@ -37,6 +37,12 @@ pub struct FrameMeta {
     /// Latch verbs for this line issued by this node are in flight: the memo may disagree with
     /// the latch word until they complete (a documented transient for invariant S3).
     pub transit: bool,
+    /// This Modified copy's flush and latch FAA are in flight, posted as one batch on one QP by
+    /// a task that holds the local latch exclusively: a Case-2 downgrade
+    /// `[WRITE dirty, FAA(−me·EX, +BIT(A)|BIT(me))]` or a release `[WRITE dirty, FAA(−me·EX)]`.
+    /// Once the FAA lands the latch no longer names us exclusive while the memo still says
+    /// Modified, until the completion arrives (invariant S2's one precise exemption, `check.rs`).
+    pub flushing: bool,
     pub lease: Lease,
     /// The one memorised (deferred) invalidation message (§5.3.2 [P], [REPO] one slot).
     pub pending: Option<InvMsg>,
@@ -57,6 +63,7 @@ impl FrameMeta {
             pins: 0,
             acquiring: false,
             transit: false,
+            flushing: false,
             lease: Lease::default(),
             pending: None,
             spin_priority: 0,

@@ -239,7 +239,11 @@ impl<N: Nic> Node<N> {
         let g = msg.gcl;
         let header_offset = self.frame_offset(frame);
         let region = self.nic.local();
-        self.cache.frame(frame).meta().transit = true;
+        {
+            let mut meta = self.cache.frame(frame).meta();
+            meta.transit = true;
+            meta.flushing = true;
+        }
         let dirty = Dirty::from_header(region.load(header_offset));
         let mut verbs: Vec<Verb> = self.flush_verb(g, dirty, header_offset + WORD).into_iter().collect();
         verbs.push(Verb::Faa { remote: Layout::latch(g), add: latch::downgrade_delta(self.me, msg.sender) });
@@ -255,6 +259,7 @@ impl<N: Nic> Node<N> {
             let mut meta = self.cache.frame(frame).meta();
             meta.memo = Memo::Shared;
             meta.transit = false;
+            meta.flushing = false;
             meta.starved_priority = 0;
         }
         self.stats.lock().unwrap().downgrades += 1;

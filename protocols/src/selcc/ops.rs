@@ -646,6 +646,7 @@ impl<N: Nic> Node<N> {
             if meta.memo != Memo::Invalid {
                 meta.transit = true;
             }
+            meta.flushing = meta.memo == Memo::Modified;
             meta.memo
         };
         if memo == Memo::Invalid {
@@ -659,6 +660,7 @@ impl<N: Nic> Node<N> {
         let mut meta = self.cache.frame(frame).meta();
         meta.memo = Memo::Invalid;
         meta.transit = false;
+        meta.flushing = false;
         meta.starved_priority = 0;
         Ok(())
     }
