@@ -1,8 +1,6 @@
 //! CI's fuzzing: 5,000 schedules per registered fuzz target on every run (random scheduling,
 //! swarm configurations), so a bug that shows in 1 of 1,000 schedules cannot hide. The
-//! correct protocols must pass; SELCC's one open bug (S2 "one Modified copy" after a Case-2
-//! downgrade-and-forward, about 1 in 900 schedules, issue #10) is tolerated by name and
-//! counted, nothing else is.
+//! correct protocols must pass with no violation at all.
 
 use dmsim::registry;
 use dmsim_sim::fuzz::campaign::{run_campaign, CampaignSpec, StrategyKind};
@@ -10,7 +8,7 @@ use dmsim_sim::fuzz::{Faults, ProtocolTarget};
 
 const SCHEDULES: u64 = 5_000;
 
-fn campaign(scenario: &str, tolerated: &[&str]) {
+fn campaign(scenario: &str) {
     let path = format!("{}/../scenarios/{scenario}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap();
     let target = ProtocolTarget::from_json(&text, &registry::sim()).unwrap();
@@ -24,21 +22,16 @@ fn campaign(scenario: &str, tolerated: &[&str]) {
     };
     let summary = run_campaign(&target, &spec).summary;
     assert_eq!(summary.schedules, SCHEDULES);
-    let unknown: Vec<_> = summary
-        .failures
-        .iter()
-        .filter(|f| !f.failure.as_ref().is_some_and(|f| tolerated.contains(&f.checker.as_str())))
-        .collect();
     eprintln!("{scenario}: {} schedules, {} violations", summary.schedules, summary.violations);
-    assert!(unknown.is_empty(), "{scenario}: {unknown:?}");
+    assert_eq!(summary.violations, 0, "{scenario}: {:?}", summary.failures);
 }
 
 #[test]
 fn selcc_five_thousand_schedules() {
-    campaign("selcc/fuzz-small.json", &["S2 one Modified copy"]);
+    campaign("selcc/fuzz-small.json");
 }
 
 #[test]
 fn gam_five_thousand_schedules() {
-    campaign("gam/fuzz-small.json", &[]);
+    campaign("gam/fuzz-small.json");
 }

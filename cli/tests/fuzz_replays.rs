@@ -170,20 +170,12 @@ fn pct_and_faults_leave_the_correct_protocol_clean() {
             &spec((1..=12).collect(), StrategyKind::Pct { depth: 3 }, "none", Faults::default()),
         )
     });
-    // SELCC has one open coherence bug: invariant S2 ("one Modified copy") breaks after a Case-2
-    // downgrade-and-forward in about 1 of 900 random schedules, more under PCT (issue #10, not
-    // yet root-caused). Any other violation is a false alarm or a new bug.
-    let known = |f: &dmsim_sim::fuzz::campaign::SeedSummary| {
-        f.failure.as_ref().is_some_and(|f| f.checker == "S2 one Modified copy")
-    };
-    let unknown: Vec<_> = pct.summary.failures.iter().filter(|f| !known(f)).collect();
-    assert!(unknown.is_empty(), "{unknown:?}");
+    assert_eq!(pct.summary.violations, 0, "{:?}", pct.summary.failures);
     assert!(pct.summary.steps_expected > 0);
     let all = Faults::parse("all").unwrap();
     let faulty = pool()
         .install(|| run_campaign(&target, &spec((1..=12).collect(), StrategyKind::Random, "none", all)));
-    let unknown: Vec<_> = faulty.summary.failures.iter().filter(|f| !known(f)).collect();
-    assert!(unknown.is_empty(), "{unknown:?}");
+    assert_eq!(faulty.summary.violations, 0, "{:?}", faulty.summary.failures);
     let crash_seeds =
         (1..=12u64).filter(|s| target.describe_swarm(*s, all).contains("crash=")).count() as u64;
     assert!(faulty.summary.crashes <= crash_seeds);

@@ -158,13 +158,18 @@ pub fn run(args: RunArgs) -> ExitCode {
         events as f64 / wall.max(1e-9)
     );
     for c in &claims {
-        let status = if c.within_tolerance() { "ok  " } else { "MISS" };
+        let status = match c.tolerance_verdict() {
+            Some(true) => "ok  ",
+            Some(false) => "MISS",
+            None => "    ",
+        };
         let trend = match c.trend_holds {
             Some(true) => " [trend holds]",
             Some(false) => " [trend FAILS]",
             None => "",
         };
-        println!("  {status} {}: paper {} sim {:.4}{trend}", c.claim, c.paper, c.sim);
+        let paper = c.paper.map_or_else(|| "–".to_string(), |p| p.to_string());
+        println!("  {status} {}: paper {paper} sim {:.4}{trend}", c.claim, c.sim);
     }
     for f in &failures {
         eprintln!("error: {f}");

@@ -18,7 +18,10 @@ use super::error::ReportError;
 pub struct PaperClaim {
     /// What is compared, e.g. "SELCC throughput at 8 CN, 64 threads (Mops)".
     pub claim: String,
-    pub paper: f64,
+    /// The paper's number; `None` for a trend-only row (a qualitative statement: the paper
+    /// gives no number, so none is invented).
+    #[serde(default)]
+    pub paper: Option<f64>,
     pub sim: f64,
     /// Allowed relative deviation: 0.25 accepts `sim` within ±25 % of `paper`.
     pub tolerance: f64,
@@ -33,16 +36,24 @@ pub struct PaperClaim {
 impl PaperClaim {
     /// `sim / paper`, or `None` when it is undefined (`paper == 0`, or either value not finite).
     pub fn ratio(&self) -> Option<f64> {
-        let ratio = self.sim / self.paper;
-        (self.paper != 0.0 && ratio.is_finite()).then_some(ratio)
+        let paper = self.paper?;
+        let ratio = self.sim / paper;
+        (paper != 0.0 && ratio.is_finite()).then_some(ratio)
     }
 
     /// `|sim - paper| <= tolerance * |paper|`. With `paper == 0` only `sim == 0` passes. A
     /// non-finite value or a negative or NaN tolerance never passes: a claim that cannot be
     /// checked must not count as reproduced.
+    /// A trend-only row (no paper number) is never within tolerance; see [`Self::tolerance_verdict`].
     pub fn within_tolerance(&self) -> bool {
-        let finite = self.paper.is_finite() && self.sim.is_finite() && self.tolerance.is_finite();
-        finite && self.tolerance >= 0.0 && (self.sim - self.paper).abs() <= self.tolerance * self.paper.abs()
+        let Some(paper) = self.paper else { return false };
+        let finite = paper.is_finite() && self.sim.is_finite() && self.tolerance.is_finite();
+        finite && self.tolerance >= 0.0 && (self.sim - paper).abs() <= self.tolerance * paper.abs()
+    }
+
+    /// [`Self::within_tolerance`] for rows with a paper number, `None` for trend-only rows.
+    pub fn tolerance_verdict(&self) -> Option<bool> {
+        self.paper.map(|_| self.within_tolerance())
     }
 
     /// The JSON object of this claim; non-finite numbers become `null`.
@@ -53,7 +64,7 @@ impl PaperClaim {
             "sim": self.sim,
             "ratio": self.ratio(),
             "tolerance": self.tolerance,
-            "within_tolerance": self.within_tolerance(),
+            "within_tolerance": self.tolerance_verdict(),
             "trend_holds": self.trend_holds,
             "note": self.note,
         })
@@ -124,7 +135,11 @@ pub fn paper_vs_sim_markdown(title: &str, claims: &[PaperClaim], calibration_not
     out.push_str("|---|---:|---:|---:|:---:|:---:|---|\n");
     for claim in claims {
         let ratio = claim.ratio().map_or_else(|| "n/a".to_string(), |ratio| format!("{ratio:.2}"));
-        let verdict = if claim.within_tolerance() { "yes" } else { "**no**" };
+        let verdict = match claim.tolerance_verdict() {
+            Some(true) => format!("yes ({})", format_tolerance(claim.tolerance)),
+            Some(false) => format!("**no** ({})", format_tolerance(claim.tolerance)),
+            None => "–".to_string(),
+        };
         let trend = match claim.trend_holds {
             Some(true) => "yes",
             Some(false) => "**no**",
@@ -132,20 +147,20 @@ pub fn paper_vs_sim_markdown(title: &str, claims: &[PaperClaim], calibration_not
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} ({}) | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             cell(&claim.claim),
-            format_number(claim.paper),
+            claim.paper.map_or_else(|| "–".to_string(), format_number),
             format_number(claim.sim),
             ratio,
             verdict,
-            format_tolerance(claim.tolerance),
             trend,
             cell(&claim.note),
         );
     }
-    let within = claims.iter().filter(|claim| claim.within_tolerance()).count();
+    let verdicts: Vec<bool> = claims.iter().filter_map(PaperClaim::tolerance_verdict).collect();
+    let within = verdicts.iter().filter(|&&ok| ok).count();
     let trends: Vec<bool> = claims.iter().filter_map(|claim| claim.trend_holds).collect();
-    let _ = write!(out, "\n**{within} of {} claims within tolerance**", claims.len());
+    let _ = write!(out, "\n**{within} of {} claims with a paper number within tolerance**", verdicts.len());
     if !trends.is_empty() {
         let holding = trends.iter().filter(|&&holds| holds).count();
         let _ = write!(out, "; trend holds for {holding} of {} checked", trends.len());
@@ -170,6 +185,7 @@ mod tests {
     use crate::report::test_support::scratch_dir;
 
     fn claim(paper: f64, sim: f64, tolerance: f64) -> PaperClaim {
+        let paper = Some(paper);
         PaperClaim {
             claim: "throughput".into(),
             paper,
@@ -228,7 +244,7 @@ mod tests {
         let claims = vec![
             PaperClaim {
                 claim: "SELCC | 8 CN".into(),
-                paper: 10.0,
+                paper: Some(10.0),
                 sim: 9.0,
                 tolerance: 0.25,
                 trend_holds: Some(true),
@@ -236,7 +252,7 @@ mod tests {
             },
             PaperClaim {
                 claim: "GAM".into(),
-                paper: 4.0,
+                paper: Some(4.0),
                 sim: 8.0,
                 tolerance: 0.25,
                 trend_holds: Some(false),

@@ -169,7 +169,7 @@ mod tests {
             .push(Panel::lines("a", "threads", "Mops").with_series(Series::new("SELCC", vec![(8.0, 12.5)])));
         let claims = vec![PaperClaim {
             claim: "SELCC at 8 threads".into(),
-            paper: 12.0,
+            paper: Some(12.0),
             sim: 12.5,
             tolerance: 0.25,
             trend_holds: None,

@@ -153,8 +153,15 @@ fn check_file(file: &ScenarioFile) -> Vec<Problem> {
                 out.push(Problem::new(format!("paper_values[{i}].tolerance"), "must be a positive fraction"));
             }
         }
-        if !pv.value.is_finite() {
-            out.push(Problem::new(format!("paper_values[{i}].value"), "must be a finite number"));
+        match pv.value {
+            Some(v) if !v.is_finite() => {
+                out.push(Problem::new(format!("paper_values[{i}].value"), "must be a finite number"))
+            }
+            None if pv.trend.is_none() => out.push(Problem::new(
+                format!("paper_values[{i}]"),
+                "needs a value (the paper's number) or a trend (a qualitative statement), or both",
+            )),
+            _ => {}
         }
     }
     out

@@ -193,11 +193,14 @@ pub struct PaperValue {
     #[serde(default)]
     pub x: Option<String>,
     pub metric: String,
-    pub value: f64,
+    /// The paper's number; absent for a trend-only row (a qualitative statement).
+    #[serde(default)]
+    pub value: Option<f64>,
     /// Relative tolerance; default 0.25.
     #[serde(default)]
     pub tolerance: Option<f64>,
     /// `higher_than:<series>` / `lower_than:<series>` at the same panel and x, or
+    /// `higher_than_x:<x>` / `lower_than_x:<x>` against another x of the same series, or
     /// `increasing` / `decreasing` along x for this series, or `above:X` / `below:X` (e.g. a
     /// speedup claim's direction: `above:1`).
     #[serde(default)]

@@ -220,6 +220,11 @@ fn trend(
 ) -> Result<bool, String> {
     let here = cells.get(cell, &pv.metric).ok_or("no simulated value")?;
     let s = &scenario.file.sweep;
+    if let Some(other) = t.strip_prefix("higher_than_x:").or_else(|| t.strip_prefix("lower_than_x:")) {
+        let xi = find(&s.x, &Some(other.to_string()))?;
+        let there = cells.get((cell.0, cell.1, xi), &pv.metric).ok_or("no value at the other x")?;
+        return Ok(if t.starts_with("higher") { here > there } else { here < there });
+    }
     if let Some(other) = t.strip_prefix("higher_than:").or_else(|| t.strip_prefix("lower_than:")) {
         let oi = find(&s.series, &Some(other.to_string()))?;
         let there = cells.get((cell.0, oi, cell.2), &pv.metric).ok_or("no value for the other series")?;
@@ -235,9 +240,10 @@ fn trend(
     match t {
         "increasing" => Ok(last > first),
         "decreasing" => Ok(last < first),
-        other => {
-            Err(format!("unknown trend {other:?} (increasing, decreasing, higher_than:S, lower_than:S)"))
-        }
+        other => Err(format!(
+            "unknown trend {other:?} (increasing, decreasing, higher_than:S, lower_than:S, \
+                 higher_than_x:X, lower_than_x:X, above:V, below:V)"
+        )),
     }
 }
 
