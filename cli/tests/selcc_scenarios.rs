@@ -172,7 +172,8 @@ fn sync_evict_repro(batched: bool) -> BTreeMap<String, f64> {
                       "threads_per_node": 2, "ops_per_node": 2000 }
     })
     .to_string();
-    let s = scenario::load_str("repro-hit-rdma.json", &text, &registry::sim()).unwrap_or_else(|e| panic!("{e}"));
+    let s =
+        scenario::load_str("repro-hit-rdma.json", &text, &registry::sim()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(s.points.len(), 1);
     run(&s.points[0])
 }

@@ -81,7 +81,15 @@ pub struct OpTrace {
 
 impl OpTrace {
     pub fn new(write: bool, started: Nanos) -> OpTrace {
-        OpTrace { case: OpCase::Hit, round_trips: 0, evict_round_trips: 0, messages: 0, retries: 0, write, started }
+        OpTrace {
+            case: OpCase::Hit,
+            round_trips: 0,
+            evict_round_trips: 0,
+            messages: 0,
+            retries: 0,
+            write,
+            started,
+        }
     }
 }
 
