@@ -32,6 +32,13 @@ fn selcc_five_thousand_schedules() {
 }
 
 #[test]
+fn selcc_synchronous_eviction_five_thousand_schedules() {
+    // fuzz-small with `batched_eviction` drawn per seed (issue #10 item 7): about half the
+    // schedules evict on the front-end thread. Same one tolerated bug.
+    campaign("selcc/fuzz-sync-evict.json", &["S2 one Modified copy"]);
+}
+
+#[test]
 fn gam_five_thousand_schedules() {
     campaign("gam/fuzz-small.json");
 }

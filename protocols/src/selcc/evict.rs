@@ -164,6 +164,11 @@ impl<N: Nic> Node<N> {
     }
 
     /// A front-end thread found no free frame and batching is off: evict one victim itself.
+    ///
+    /// Its round trips go to `w.op.evict_round_trips`, not `w.op.round_trips`: they are on the
+    /// op's critical path but acquire nothing, and the op may still turn out a hit — another
+    /// local thread that also found the cache full may evict first and load this op's GCL while
+    /// this thread's release is in flight (issue #10 item 7; `OpTrace` has the [CHOICE]).
     pub(super) async fn evict_sync(&self, w: &mut Worker<N>) -> ProtocolResult<()> {
         let Some((frame, meta)) = self.take_victims(1).pop() else {
             // Every frame is in use right now.
@@ -171,14 +176,15 @@ impl<N: Nic> Node<N> {
             return Ok(());
         };
         self.before_evict(&w.nic, &meta).await?;
+        if meta.pending.is_some() {
+            w.op.evict_round_trips += 1; // the DROPPED reply `before_evict` waited for
+        }
         if meta.memo != Memo::Invalid {
             let g = meta.gcl.unwrap();
             let frame_offset = self.frame_offset(frame);
             let dirty = Dirty::from_header(self.nic.local().load(frame_offset));
             let verbs = self.release_verbs(g, meta.memo, dirty, frame_offset + WORD);
-            // Not charged to `w.op`: eviction is not part of acquiring this op's ownership, and
-            // the op may still turn out a hit (another thread loaded the GCL meanwhile).
-            self.post_release(&w.nic, &verbs).await?;
+            w.op.evict_round_trips += self.post_release(&w.nic, &verbs).await?;
             self.end_release(g);
         }
         self.recycle_victim(frame);

@@ -2,7 +2,8 @@
 //!
 //! `throughput_mops`, `cache_hit_ratio`, `invalidation_ratio`, `latency_us_avg`,
 //! `messages_per_op`, `retries_per_op`, `rt_<case>` (mean round trips per op in that case) and
-//! `share_<case>` (fraction of ops), plus the common per-node throughput and fairness metrics
+//! `share_<case>` (fraction of ops), `rt_evict_per_op` (round trips threads spent evicting
+//! synchronously, per op; only with batched eviction off, and not in `rt_per_op`), plus the common per-node throughput and fairness metrics
 //! ([`crate::common::metrics`]) and, for Fig. 15b, `writer_vs_reader` and `timeline_cum_ops`.
 
 use std::collections::BTreeMap;
@@ -57,6 +58,9 @@ pub fn metrics(
         rt_total += s.round_trips;
     }
     m.insert("rt_per_op".into(), rt_total as f64 / ops);
+    if !config.batched_eviction {
+        m.insert("rt_evict_per_op".into(), t.evict_round_trips as f64 / ops);
+    }
     let mops: Vec<f64> = per_node.iter().map(|s| s.throughput_ops_per_s() / 1e6).collect();
     per_node_throughput(&mops, &mut m);
     let timelines: Vec<&[u64]> = per_node.iter().map(|s| s.timeline.as_slice()).collect();

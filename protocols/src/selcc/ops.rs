@@ -617,24 +617,28 @@ impl<N: Nic> Node<N> {
     }
 
     /// Post release verbs (possibly for several GCLs of one memory node) and wait for them.
-    pub(super) async fn post_release(&self, nic: &N, verbs: &[Verb]) -> ProtocolResult<()> {
+    /// Returns the number of doorbell batches waited for one after another (serial round trips).
+    pub(super) async fn post_release(&self, nic: &N, verbs: &[Verb]) -> ProtocolResult<u32> {
         if verbs.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         if self.config.mutant == Mutant::ReleaseBeforeFlush {
             // Planted bug: latch FAAs a round trip before the data they publish.
             let (atomics, writes): (Vec<Verb>, Vec<Verb>) =
                 verbs.iter().partition(|v| matches!(v, Verb::Faa { .. }));
             nic.try_batch(&atomics, "release").await?;
-            if !writes.is_empty() {
-                nic.try_batch(&writes, "release flush").await?;
+            if writes.is_empty() {
+                return Ok(1);
             }
-            return Ok(());
+            nic.try_batch(&writes, "release flush").await?;
+            return Ok(2);
         }
+        let mut batches = 0;
         for chunk in verbs.chunks(crate::nic::MAX_BATCH) {
             nic.try_batch(chunk, "release").await?;
+            batches += 1;
         }
-        Ok(())
+        Ok(batches)
     }
 
     /// Give up this node's ownership of the GCL in `frame` (SEL unlock, lease, naive conflict

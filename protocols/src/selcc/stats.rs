@@ -55,12 +55,24 @@ impl CaseStats {
 }
 
 /// What one operation did, accumulated while it runs.
+///
+/// [CHOICE] (`NEEDS.md`, synchronous eviction): `case` and `round_trips` describe how the op got
+/// its *ownership*, the quantity of the paper's 1/3/4 round-trip claims. A thread that found no
+/// free frame and evicted one itself (batched eviction off) spent round trips on its critical
+/// path that acquire nothing (§5.2: "additional RDMA round trips may be added to the critical
+/// path"); they go to `evict_round_trips`. So an op that evicted and then found its line loaded
+/// by another local thread is a hit (no ownership RDMA), like an op that waited on the local
+/// latch while that thread fetched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OpTrace {
     pub case: OpCase,
-    /// Serial network steps on the requester's critical path: its own verb batches, one per
-    /// invalidation broadcast, plus the victim's serial batches reported in the reply.
+    /// Serial network steps on the requester's critical path to ownership: its own verb
+    /// batches, one per invalidation broadcast, plus the victim's serial batches reported in the
+    /// reply.
     pub round_trips: u32,
+    /// Serial network steps this op's thread spent evicting synchronously before it had a frame
+    /// (a dropped reply to a memorised message, the release batch); 0 with batched eviction.
+    pub evict_round_trips: u32,
     pub messages: u32,
     pub retries: u32,
     pub write: bool,
@@ -69,7 +81,15 @@ pub struct OpTrace {
 
 impl OpTrace {
     pub fn new(write: bool, started: Nanos) -> OpTrace {
-        OpTrace { case: OpCase::Hit, round_trips: 0, messages: 0, retries: 0, write, started }
+        OpTrace {
+            case: OpCase::Hit,
+            round_trips: 0,
+            evict_round_trips: 0,
+            messages: 0,
+            retries: 0,
+            write,
+            started,
+        }
     }
 }
 
@@ -101,6 +121,11 @@ pub struct Stats {
     pub evictions: u64,
     pub evictions_dirty: u64,
     pub flushed_bytes: u64,
+    /// Round trips front-end threads spent evicting synchronously (`OpTrace::evict_round_trips`;
+    /// batched eviction off). Left out of a report when 0, so reports of runs with batched
+    /// eviction stay byte for byte what they were before the field existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub evict_round_trips: u64,
     pub reader_spins: u64,
     pub by_case: BTreeMap<OpCase, CaseStats>,
     /// Ops completed per `timeline_bucket_ns` bucket (Fig. 15b cumulative curves).
@@ -120,9 +145,10 @@ impl Stats {
             self.reads += 1;
         }
         if op.case == OpCase::Hit {
-            assert_eq!(op.round_trips, 0, "a hit does no RDMA");
+            assert_eq!(op.round_trips, 0, "a hit does no RDMA for ownership");
             self.hits += 1;
         }
+        self.evict_round_trips += op.evict_round_trips as u64;
         if op.messages > 0 {
             self.invalidation_ops += 1;
         }
@@ -175,6 +201,7 @@ impl Stats {
             evictions,
             evictions_dirty,
             flushed_bytes,
+            evict_round_trips,
             reader_spins,
             latency_ns_total
         );
@@ -212,6 +239,10 @@ impl Stats {
     }
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {
         0.0
@@ -241,5 +272,30 @@ mod tests {
         total.merge(&s);
         assert_eq!(total.ops, 4);
         assert_eq!(total.by_case[&OpCase::Hit].ops, 2);
+    }
+
+    #[test]
+    fn a_hit_after_a_synchronous_eviction_is_a_hit() {
+        // Goal: eviction round trips are counted, apart from the ownership round trips a hit
+        // must not have (issue #10 item 7: "a hit does no RDMA" with batched eviction off).
+        let mut s = Stats::default();
+        let mut op = OpTrace::new(false, Nanos(0));
+        op.evict_round_trips = 1;
+        s.record_op(&op, Nanos(3_000), 1_000);
+        assert_eq!((s.hits, s.evict_round_trips), (1, 1));
+        assert_eq!(s.by_case[&OpCase::Hit].round_trips, 0);
+    }
+
+    #[test]
+    fn reports_without_synchronous_eviction_keep_their_bytes() {
+        // Goal: a batched-eviction run's report has no `evict_round_trips` (its size, hence an
+        // over-the-NIC exchange, is unchanged), and an old report still parses.
+        let json = serde_json::to_string(&Stats::default()).unwrap();
+        assert!(!json.contains("evict_round_trips"), "{json}");
+        let back: Stats = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, Stats::default());
+        let s = Stats { evict_round_trips: 3, ..Stats::default() };
+        let back: Stats = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.evict_round_trips, 3);
     }
 }
