@@ -274,11 +274,28 @@ mod tests {
         assert!(text.contains("| GAM | 4 | 8 | 2.00 | **no** (±25%) | **no** |  |"), "{text}");
         assert!(text.contains("| throughput | 0 | 1 | n/a | **no** (±10%) | – |  |"), "{text}");
         assert!(
-            text.contains("**1 of 3 claims within tolerance**; trend holds for 1 of 2 checked."),
+            text.contains(
+                "**1 of 3 claims with a paper number within tolerance**; trend holds for 1 of 2 checked."
+            ),
             "{text}"
         );
         // One header, one separator, three rows.
         assert_eq!(text.lines().filter(|line| line.starts_with('|')).count(), 5);
+    }
+
+    #[test]
+    fn a_trend_only_row_has_no_paper_number_and_no_tolerance_verdict() {
+        // Goal: a qualitative statement is a trend row with no invented number: `–` in the paper
+        // and tolerance columns, left out of the tolerance tally, `null` in the JSON.
+        let mut row = claim(0.0, 0.3, 0.25);
+        row.paper = None;
+        row.trend_holds = Some(true);
+        assert_eq!(row.tolerance_verdict(), None);
+        assert_eq!(row.ratio(), None);
+        assert!(row.to_json()["within_tolerance"].is_null());
+        let text = paper_vs_sim_markdown("t", &[row, claim(10.0, 9.0, 0.25)], "");
+        assert!(text.contains("| – | 0.3 | n/a | – | yes |"), "{text}");
+        assert!(text.contains("**1 of 1 claims with a paper number within tolerance**"), "{text}");
     }
 
     #[test]
