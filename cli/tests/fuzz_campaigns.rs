@@ -42,3 +42,9 @@ fn selcc_synchronous_eviction_five_thousand_schedules() {
 fn gam_five_thousand_schedules() {
     campaign("gam/fuzz-small.json");
 }
+
+#[test]
+fn selcc_wide_swarm_five_thousand_schedules() {
+    // 2–8 compute nodes, 1–2 memory nodes, wide accesses, every optimization switch drawn.
+    campaign("selcc/fuzz-wide.json");
+}

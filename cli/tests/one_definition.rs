@@ -38,7 +38,7 @@ fn same_under_run_and_fuzz<P: Protocol>(
     let point = &loaded.points[0];
     let target = ProtocolTarget::from_json(&text, &registry).unwrap();
     let swarm = target.swarm(point.seed, Faults::default());
-    let fuzzed = target.point_config(&swarm);
+    let fuzzed = target.point_config(&swarm).unwrap();
 
     // Options and cluster: the plans each command builds from its resolved point.
     let run_plan =

@@ -32,6 +32,9 @@ use crate::scenario::load::{check_point, resolve_point};
 use crate::scenario::{PointConfig, Problem, ScenarioFile};
 use crate::trace::TraceSink;
 
+/// How many swarm combinations loading validates exhaustively.
+const COMBINATIONS_CHECKED: usize = 4096;
+
 /// A scenario, validated for fuzzing.
 #[derive(Clone)]
 pub struct ProtocolTarget {
@@ -39,7 +42,6 @@ pub struct ProtocolTarget {
     raw: Value,
     pub spec: FuzzSpec,
     protocol: Arc<dyn SimProtocol>,
-    compute_nodes: Vec<NodeId>,
 }
 
 impl ProtocolTarget {
@@ -75,13 +77,20 @@ impl ProtocolTarget {
         if !problems.is_empty() {
             return Err(problems);
         }
-        // The point itself, then every corner of the swarm alone on top of it.
-        let mut corners = vec![None];
-        corners.extend(spec.corners().into_iter().map(Some));
-        for corner in corners {
-            let overrides: Vec<(String, Value)> = corner.iter().cloned().collect();
-            let context =
-                corner.as_ref().map(|(p, v)| format!(" (with fuzz.swarm {p} = {v})")).unwrap_or_default();
+        // Every combination of the swarm's corners when there are few enough (a swarm that draws
+        // cluster sizes and cache sizes must plan in every pairing); else each corner alone.
+        let combos = spec.combinations(COMBINATIONS_CHECKED).unwrap_or_else(|| {
+            let mut alone = vec![Vec::new()];
+            alone.extend(spec.corners().into_iter().map(|c| vec![c]));
+            alone
+        });
+        for overrides in combos {
+            let context = if overrides.is_empty() {
+                String::new()
+            } else {
+                let shown: Vec<String> = overrides.iter().map(|(p, v)| format!("{p} = {v}")).collect();
+                format!(" (with fuzz.swarm {})", shown.join(", "))
+            };
             match resolve_point(&raw, &overrides) {
                 Err(p) => problems.push(Problem::new(p.path, format!("{}{context}", p.reason))),
                 Ok(config) => {
@@ -93,23 +102,32 @@ impl ProtocolTarget {
                     }
                 }
             }
+            if problems.len() >= 10 {
+                break;
+            }
         }
         if !problems.is_empty() {
             return Err(problems);
         }
-        let m = file.cluster.memory_nodes;
-        let compute_nodes = (0..file.cluster.compute_nodes).map(|i| NodeId(m + i)).collect();
-        Ok(ProtocolTarget { file, raw, spec, protocol, compute_nodes })
+        Ok(ProtocolTarget { file, raw, spec, protocol })
     }
 
     /// The swarm configuration of `seed` (a pure function of the seed and the scenario).
     pub fn swarm(&self, seed: u64, faults: Faults) -> Swarm {
-        draw(&self.spec, seed, faults, &self.compute_nodes)
+        // The nodes with clients (compute, then symmetric) of the point the overrides make.
+        let clients = |overrides: &[(String, Value)]| match resolve_point(&self.raw, overrides) {
+            Ok(point) => {
+                let c = point.cluster;
+                (0..c.compute_nodes + c.symmetric_nodes).map(|i| NodeId(c.memory_nodes + i)).collect()
+            }
+            Err(_) => vec![NodeId(self.file.cluster.memory_nodes)],
+        };
+        draw(&self.spec, seed, faults, &clients)
     }
 
     /// The point a seed runs: the scenario with the seed's swarm applied.
-    pub fn point_config(&self, swarm: &Swarm) -> PointConfig {
-        resolve_point(&self.raw, &swarm.overrides).expect("every swarm corner was validated")
+    pub fn point_config(&self, swarm: &Swarm) -> Result<PointConfig, Problem> {
+        resolve_point(&self.raw, &swarm.overrides)
     }
 
     /// Whether `name` is one of this protocol's mutants (or `"none"`).
@@ -129,7 +147,32 @@ impl FuzzTarget for ProtocolTarget {
 
     fn run(&self, request: &RunRequest) -> RunResult {
         let swarm = self.swarm(request.seed, request.faults);
-        let config = self.point_config(&swarm);
+        // A combination loading could not check exhaustively may not plan: a failed schedule
+        // naming the draw, never a crash of the campaign.
+        let unplanned = |problems: String| RunResult {
+            verdict: Verdict::Violation(Failure {
+                checker: "swarm".into(),
+                message: format!(
+                    "seed {} draws a point that does not plan ({swarm}): {problems}",
+                    request.seed
+                ),
+                at_ns: 0,
+                last_trace: Vec::new(),
+            }),
+            choice_log: Default::default(),
+            trace_hash: 0,
+            decisions: 0,
+            ready_decisions: 0,
+            events: 0,
+            end_ns: 0,
+            swarm: swarm.to_string(),
+            trace_lines: Vec::new(),
+            marks: BTreeMap::new(),
+        };
+        let config = match self.point_config(&swarm) {
+            Ok(c) => c,
+            Err(p) => return unplanned(p.to_string()),
+        };
         let spec = point_spec(&config, request.seed, CheckLevel::Full, true, &request.mutant);
         let make = |cluster| {
             let trace = if request.trace { TraceSink::Memory(Vec::new()) } else { TraceSink::Off };
@@ -146,8 +189,7 @@ impl FuzzTarget for ProtocolTarget {
         };
         let judged = match self.protocol.simulate(&spec, &make, options) {
             Ok(j) => j,
-            // Validated at load; a mutant name is checked by the CLI. Anything else is a bug.
-            Err(problems) => panic!("fuzzed point does not plan: {problems:?}"),
+            Err(problems) => return unplanned(dmsim_protocols::harness::options::problems_line(&problems)),
         };
         let outcome = &judged.run.outcome;
         let at_ns = outcome.end_time.0;

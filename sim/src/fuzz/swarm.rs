@@ -116,7 +116,36 @@ impl FuzzSpec {
         }
         out
     }
+
+    /// Every combination of the paths' corner values (a list's values, a range's ends), or
+    /// `None` when there are more than `limit`.
+    pub fn combinations(&self, limit: usize) -> Option<Vec<Vec<(String, Value)>>> {
+        let mut out: Vec<Vec<(String, Value)>> = vec![Vec::new()];
+        for (path, draw) in &self.swarm {
+            let values: Vec<Value> = match draw {
+                Draw::OneOf(values) => values.clone(),
+                Draw::Between { between } => between.iter().map(|v| Value::from(*v)).collect(),
+            };
+            if out.len().saturating_mul(values.len()) > limit {
+                return None;
+            }
+            out = out
+                .iter()
+                .flat_map(|prefix| {
+                    values.iter().map(move |v| {
+                        let mut next = prefix.clone();
+                        next.push((path.clone(), v.clone()));
+                        next
+                    })
+                })
+                .collect();
+        }
+        Some(out)
+    }
 }
+
+/// The nodes with clients of the point some overrides make.
+pub type ClientsOf<'a> = dyn Fn(&[(String, Value)]) -> Vec<NodeId> + 'a;
 
 /// What one seed drew.
 #[derive(Clone, Debug, PartialEq)]
@@ -161,9 +190,11 @@ impl std::fmt::Display for Swarm {
 /// Deliberately different from the workload streams (which use the seed directly).
 const SWARM_SALT: u64 = 0x5157_4152_4d00_0001;
 
-/// The swarm of `seed`: a pure function of the seed, the spec and the compute nodes (which
-/// pauses and crashes may hit).
-pub fn draw(spec: &FuzzSpec, seed: u64, faults: Faults, compute_nodes: &[NodeId]) -> Swarm {
+/// The swarm of `seed`: a pure function of the seed, the spec and the client nodes pauses and
+/// crashes may hit, which `clients_of` gives for the drawn overrides (a swarm may draw the
+/// cluster's size). The number of draws never depends on them, so a fixed cluster draws the
+/// same faults whatever else the swarm varies.
+pub fn draw(spec: &FuzzSpec, seed: u64, faults: Faults, clients_of: &ClientsOf) -> Swarm {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ SWARM_SALT);
     let mut unit = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
     let pick = |n: usize, u: f64| ((u * n as f64) as usize).min(n.max(1) - 1);
@@ -176,6 +207,8 @@ pub fn draw(spec: &FuzzSpec, seed: u64, faults: Faults, compute_nodes: &[NodeId]
         };
         overrides.push((path.clone(), value));
     }
+    let compute_nodes = clients_of(&overrides);
+    let compute_nodes = compute_nodes.as_slice();
     let horizon = spec.horizon_ns.max(1);
     let mut plan = FaultPlan::default();
     let (delay_rate, delay_max) = ([0, 50, 200][pick(3, unit())], [2_000, 20_000][pick(2, unit())]);
