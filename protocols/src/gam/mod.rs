@@ -25,7 +25,7 @@
 //! state rather than registered memory, and payloads are real words (checkable) in messages.
 //!
 //! Read top-down: [`config`] → [`layout`] → [`message`] → [`directory`] (home side) →
-//! [`node`] (compute side) → [`stats`], [`check`] → [`bench`].
+//! [`node`] (compute side) → [`store_buffer`] (TSO) → [`stats`], [`check`] → [`bench`].
 
 pub mod bench;
 pub mod check;
@@ -37,6 +37,7 @@ pub mod message;
 pub mod mutants;
 pub mod node;
 pub mod stats;
+pub mod store_buffer;
 
 pub use config::{Config, CpuCosts, Variant};
 pub use def::{Gam, GamPlan};

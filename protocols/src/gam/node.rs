@@ -33,7 +33,7 @@
 //! ([`NodeState::first_error`]) and wakes every waiter, so a thread waiting for a line another
 //! thread was fetching, or a fence waiting for a failed drainer, fails with it.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
@@ -48,6 +48,7 @@ use super::layout::Layout;
 use super::message::{Grant, Msg, RequestKind, HOME_PORT, INV_PORT, REPLY_PORT_BASE};
 use super::mutants::Mutant;
 use super::stats::{AccessTrace, Stats};
+use super::store_buffer::StoreBuffer;
 
 /// Channels (queue-pair sets): clients `1..1+T`, drainers `1+T..1+2T`, handlers from 3000.
 pub const CHANNEL_CLIENT_BASE: u16 = 1;
@@ -144,29 +145,6 @@ impl Cache {
     }
 }
 
-/// One buffered TSO write.
-#[derive(Clone, Debug)]
-struct Buffered {
-    id: u64,
-    block: u64,
-    offset_bytes: u32,
-    words: Vec<u64>,
-}
-
-#[derive(Default)]
-struct BufferState {
-    entries: VecDeque<Buffered>,
-    next_id: u64,
-    closed: bool,
-}
-
-/// A thread's FIFO store buffer (TSO).
-#[derive(Default)]
-pub struct StoreBuffer {
-    state: Mutex<BufferState>,
-    changed: Notify,
-}
-
 /// Non-generic shared state of one compute node (what checkers read).
 pub struct NodeState {
     pub node: NodeId,
@@ -181,8 +159,8 @@ pub struct NodeState {
     workers_free_ns: Mutex<Vec<u64>>,
     pub stats: Mutex<Stats>,
     pub oracle: Option<Arc<Oracle>>,
-    buffers: Vec<StoreBuffer>,
-    errors: ErrorSlot,
+    pub(super) buffers: Vec<StoreBuffer>,
+    pub(super) errors: ErrorSlot,
 }
 
 impl NodeState {
@@ -243,7 +221,7 @@ pub struct Worker<N: Nic> {
 }
 
 /// What an access does once it holds a valid line.
-enum Access<'a> {
+pub(super) enum Access<'a> {
     Read {
         offset_bytes: u32,
         out: &'a mut [u64],
@@ -299,7 +277,7 @@ impl<N: Nic> Node<N> {
         self.make_worker(thread, thread)
     }
 
-    fn drainer_worker(&self, thread: u32) -> Worker<N> {
+    pub(super) fn drainer_worker(&self, thread: u32) -> Worker<N> {
         self.make_worker(thread, self.config.threads_per_node + thread)
     }
 
@@ -427,7 +405,7 @@ impl<N: Nic> Node<N> {
     /// One step of the node's request worker: FIFO over `compute_workers` servers, each step
     /// `worker_ns`. This is GAM's serialized queue (§7.1.2 [P]); on hardware `cpu` is free, the
     /// work being real.
-    async fn worker_step(&self, nic: &N) {
+    pub(super) async fn worker_step(&self, nic: &N) {
         let work = self.config.cpu.worker_ns;
         if work == 0 {
             return;
@@ -475,7 +453,7 @@ impl<N: Nic> Node<N> {
 
     /// Hit, or fetch the block with the right state and then apply. On an error the line stays
     /// busy: the node is failed, and waiters for the line fail with the recorded error.
-    async fn access(
+    pub(super) async fn access(
         &self,
         w: &mut Worker<N>,
         block: u64,
@@ -742,114 +720,6 @@ impl<N: Nic> Node<N> {
                 Some(Msg::Ack { block, data: Some(self.frame_words(frame)) })
             }
             other => panic!("an invalidation handler received {other:?}"),
-        }
-    }
-
-    // ================================ TSO store buffers ================================
-
-    async fn buffer_write(
-        &self,
-        thread: u32,
-        block: u64,
-        offset_bytes: u32,
-        words: &[u64],
-    ) -> ProtocolResult<()> {
-        let buffer = &self.buffers[thread as usize];
-        loop {
-            self.errors.check()?;
-            {
-                let mut state = buffer.state.lock().unwrap();
-                assert!(!state.closed, "a write after finish");
-                if state.entries.len() < self.config.write_buffer_entries as usize {
-                    state.next_id += 1;
-                    let id = state.next_id;
-                    state.entries.push_back(Buffered { id, block, offset_bytes, words: words.to_vec() });
-                    break;
-                }
-            }
-            self.stats.lock().unwrap().buffer_stalls += 1;
-            buffer.changed.notified().await;
-        }
-        buffer.changed.notify_all();
-        Ok(())
-    }
-
-    /// Store-to-load forwarding: true if the newest overlapping buffered write covers the read
-    /// (then `out` holds its words). A partial overlap waits until that write has drained.
-    async fn read_store_buffer(
-        &self,
-        thread: u32,
-        block: u64,
-        offset_bytes: u32,
-        out: &mut [u64],
-    ) -> ProtocolResult<bool> {
-        let buffer = &self.buffers[thread as usize];
-        let (start, end) = (offset_bytes, offset_bytes + out.len() as u32 * 8);
-        loop {
-            let blocking = {
-                let state = buffer.state.lock().unwrap();
-                let newest = state.entries.iter().rev().find(|b| {
-                    b.block == block
-                        && b.offset_bytes < end
-                        && start < b.offset_bytes + b.words.len() as u32 * 8
-                });
-                match newest {
-                    None => return Ok(false),
-                    Some(b)
-                        if b.offset_bytes <= start && end <= b.offset_bytes + b.words.len() as u32 * 8 =>
-                    {
-                        let first = ((start - b.offset_bytes) / 8) as usize;
-                        out.copy_from_slice(&b.words[first..first + out.len()]);
-                        self.stats.lock().unwrap().buffer_forwards += 1;
-                        return Ok(true);
-                    }
-                    Some(b) => b.id,
-                }
-            };
-            self.stats.lock().unwrap().buffer_stalls += 1;
-            loop {
-                if !buffer.state.lock().unwrap().entries.iter().any(|b| b.id == blocking) {
-                    break;
-                }
-                self.errors.check()?;
-                buffer.changed.notified().await;
-            }
-        }
-    }
-
-    /// The drainer of thread `thread`'s store buffer: performs buffered writes one at a time,
-    /// oldest first, so they become visible in program order (TSO). Stops at its first error
-    /// (recorded on the node).
-    pub async fn run_drainer(self: Arc<Self>, thread: u32) {
-        let mut w = self.drainer_worker(thread);
-        let buffer = &self.buffers[thread as usize];
-        loop {
-            let next = {
-                let state = buffer.state.lock().unwrap();
-                match state.entries.front() {
-                    Some(b) => Some(b.clone()),
-                    None if state.closed => return,
-                    None => None,
-                }
-            };
-            let Some(b) = next else {
-                buffer.changed.notified().await;
-                continue;
-            };
-            self.worker_step(&w.nic).await;
-            w.nic.cpu(Nanos(self.config.cpu.access_ns)).await;
-            let access = Access::Write { offset_bytes: b.offset_bytes, words: &b.words, replaced: None };
-            let trace = match self.access(&mut w, b.block, access).await {
-                Ok(trace) => trace,
-                Err(e) => {
-                    self.fail(e);
-                    return;
-                }
-            };
-            self.stats.lock().unwrap().record_access(&trace);
-            let front = buffer.state.lock().unwrap().entries.pop_front().expect("only the drainer pops");
-            assert_eq!(front.id, b.id, "the drained write left the buffer out of order");
-            buffer.changed.notify_all();
         }
     }
 
