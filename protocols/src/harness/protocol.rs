@@ -38,3 +38,30 @@ pub trait Protocol: Send + Sync + 'static {
 pub fn mutant_known(mutants: &[Mutant], name: &str) -> bool {
     name == "none" || mutants.iter().any(|m| m.name == name)
 }
+
+/// A protocol's mutant table from one declaration: `LIST` (for `--list-mutants`) and
+/// `named(name)` (the variant a CLI name selects; `"none"` is `Variant::None`, the correct
+/// protocol). Used in each protocol's `mutants.rs`:
+///
+/// ```ignore
+/// dmsim_protocols::mutant_table!(Mutant {
+///     "grant-without-invalidate" => GrantWithoutInvalidate: "a write miss is granted …",
+/// });
+/// ```
+#[macro_export]
+macro_rules! mutant_table {
+    ($variant:ident { $($name:literal => $v:ident: $breaks:literal,)* }) => {
+        /// Every mutant: CLI name and what it breaks.
+        pub const LIST: &[$crate::harness::Mutant] =
+            &[$($crate::harness::Mutant { name: $name, breaks: $breaks }),*];
+
+        /// The mutant named `name` (`"none"` is the correct protocol).
+        pub fn named(name: &str) -> Option<$variant> {
+            match name {
+                "none" => Some($variant::None),
+                $($name => Some($variant::$v),)*
+                _ => None,
+            }
+        }
+    };
+}
