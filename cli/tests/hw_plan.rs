@@ -7,7 +7,7 @@ use std::path::Path;
 use dmsim::registry;
 use dmsim_protocols::harness::{Plan, Protocol};
 use dmsim_sim::runners::common::point_spec;
-use dmsim_sim::runners::{rehearse_hardware, rehearse_hardware_mutant, RunOptions};
+use dmsim_sim::runners::{rehearse_hardware, RunOptions};
 use dmsim_sim::scenario;
 use dmsim_sim::trace::TraceSink;
 
@@ -21,7 +21,7 @@ fn selcc_plan_drains_and_frees_every_latch() {
     let spec = point_spec(&point.config, point.seed, Default::default(), true, "none");
     let plan = dmsim_protocols::selcc::Selcc.plan(&spec).expect("plan builds");
     assert_eq!(plan.cluster().node_count(), 3);
-    let result = rehearse_hardware(&registry::sim(), point).expect("run finishes");
+    let result = rehearse_hardware(&registry::sim(), point, "none").expect("run finishes");
     assert_eq!(result.ops, 2 * 2 * 1000);
     assert_eq!(result.metrics["latches_held_at_end"], 0.0);
     assert!(result.metrics["throughput_mops"] > 0.0);
@@ -49,7 +49,7 @@ fn selcc_plan_with_check_passes_the_history_checkers() {
     // write-chain, linearizability and sequential-consistency checkers — the checks rank 0
     // runs after a hardware run.
     let point = selcc_point_with(serde_json::json!({}));
-    let result = rehearse_hardware(&registry::sim(), &point).expect("run passes");
+    let result = rehearse_hardware(&registry::sim(), &point, "none").expect("run passes");
     // 4000 one-word operations plus one final read per key touched.
     assert!(result.metrics["history_ops"] > 4000.0, "{:?}", result.metrics);
     assert!(result.metrics["history_keys_checked"] > 10.0, "{:?}", result.metrics);
@@ -61,8 +61,7 @@ fn selcc_plan_history_check_catches_a_lost_write_back() {
     // Goal: without the simulator's per-event oracle (hardware has none), the history alone
     // exposes a protocol bug: releasing a Modified line without flushing it loses writes.
     let point = selcc_point_with(serde_json::json!({}));
-    let err =
-        rehearse_hardware_mutant(&registry::sim(), &point, "release-without-flush").expect_err("must fail");
+    let err = rehearse_hardware(&registry::sim(), &point, "release-without-flush").expect_err("must fail");
     eprintln!("{err}");
     assert!(err.contains("history check"), "{err}");
 }
@@ -83,7 +82,7 @@ fn gam_plan_runs_the_baseline_with_its_homes_on_memory_nodes() {
     let path = std::env::temp_dir().join(format!("dmsim-hw-plan-{}-gam.json", std::process::id()));
     std::fs::write(&path, json.to_string()).unwrap();
     let point = scenario::load(&path, &registry::sim()).expect("scenario loads").points[0].clone();
-    let result = rehearse_hardware(&registry::sim(), &point).expect("run finishes");
+    let result = rehearse_hardware(&registry::sim(), &point, "none").expect("run finishes");
     let direct = dmsim_sim::runners::run(&registry::sim(), &point, RunOptions { trace: TraceSink::Off })
         .expect("runner");
     assert_eq!(result.ops, 2 * 2 * 1000);
@@ -102,7 +101,7 @@ fn reports_larger_than_a_message_arrive_in_chunks() {
     // reports far larger than MAX_MESSAGE_BYTES — here a 4000-operation history — which as one
     // SEND once hung hardware runs; the simulator enforces the same message limit.
     let point = selcc_point_with(serde_json::json!({}));
-    let result = rehearse_hardware(&registry::sim(), &point).expect("run passes");
+    let result = rehearse_hardware(&registry::sim(), &point, "none").expect("run passes");
     let per_node_log_bytes = result.metrics["history_ops"] / 2.0 * 60.0;
     assert!(per_node_log_bytes > 10.0 * dmsim_protocols::nic::MAX_MESSAGE_BYTES as f64);
 }
@@ -121,7 +120,7 @@ fn gam_seq_plan_with_check_passes_the_history_checkers() {
     let path = std::env::temp_dir().join(format!("dmsim-hw-plan-{}-gam-check.json", std::process::id()));
     std::fs::write(&path, json.to_string()).unwrap();
     let point = scenario::load(&path, &registry::sim()).expect("scenario loads").points[0].clone();
-    let result = rehearse_hardware(&registry::sim(), &point).expect("run passes");
+    let result = rehearse_hardware(&registry::sim(), &point, "none").expect("run passes");
     assert!(result.metrics["history_ops"] >= 4000.0, "{:?}", result.metrics);
     assert!(result.metrics["history_keys_checked"] > 10.0, "{:?}", result.metrics);
 }

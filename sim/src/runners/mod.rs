@@ -23,7 +23,7 @@ pub use simulate::{check_histories, simulate, Exchange, SimulateOptions, Simulat
 
 use crate::scenario::Point;
 use crate::trace::TraceSink;
-use common::{point_spec, require_finished, sim_config};
+use common::{point_spec, sim_config};
 
 /// What one point produced.
 #[derive(Clone, Debug, Serialize)]
@@ -87,51 +87,18 @@ pub fn measure(registry: &Registry, point: &Point, trace: TraceSink) -> Result<P
     let spec = point_spec(&point.config, point.seed, level, false, "none");
     let trace = Cell::new(Some(trace));
     let config = |cluster| sim_config(point, cluster, trace.take().unwrap_or(TraceSink::Off));
-    let judged =
-        protocol.simulate(&spec, &config, SimulateOptions::MEASURE).map_err(|p| problems_line(&p))?;
-    require_finished(&judged.run.outcome)?;
-    judged.run.verified.as_ref().map_err(|v| format!("end-of-run check: {v}"))?;
-    let history = judged.histories.map_err(|v| format!("history check: {v}"))?;
-    let mut metrics = judged.metrics.unwrap_or_default();
-    metrics.extend(history);
-    Ok(PointResult::simulated(&judged.run.outcome, metrics, judged.ops))
+    protocol.simulate(&spec, &config, SimulateOptions::MEASURE).map_err(|p| problems_line(&p))?.into_result()
 }
 
 /// `point` as `dmsim hw run` runs it — every node quiesces at the end, `run.check` logs
 /// histories only (no in-process oracle), the reports travel over the NIC in the end-of-run
-/// exchange — but in the simulator, so the hardware path is tested without hardware.
-pub fn rehearse_hardware(registry: &Registry, point: &Point) -> Result<PointResult, String> {
-    let protocol = registry.lookup(&point.config.protocol).map_err(|p| p.to_string())?;
-    let level = if point.config.run.check { CheckLevel::Histories } else { CheckLevel::Off };
-    let spec = point_spec(&point.config, point.seed, level, true, "none");
-    rehearse_spec(protocol, point, &spec)
-}
-
-/// [`rehearse_hardware`] with a planted mutant (tests: the hardware checks catch it).
-pub fn rehearse_hardware_mutant(
-    registry: &Registry,
-    point: &Point,
-    mutant: &str,
-) -> Result<PointResult, String> {
+/// exchange — but in the simulator, so the hardware path is tested without hardware. `mutant`
+/// plants a bug (`"none"`: the correct protocol; tests show the hardware checks catch one).
+pub fn rehearse_hardware(registry: &Registry, point: &Point, mutant: &str) -> Result<PointResult, String> {
     let protocol = registry.lookup(&point.config.protocol).map_err(|p| p.to_string())?;
     let level = if point.config.run.check { CheckLevel::Histories } else { CheckLevel::Off };
     let spec = point_spec(&point.config, point.seed, level, true, mutant);
-    rehearse_spec(protocol, point, &spec)
-}
-
-fn rehearse_spec(
-    protocol: &dyn SimProtocol,
-    point: &Point,
-    spec: &dmsim_protocols::harness::PointSpec,
-) -> Result<PointResult, String> {
     let config = |cluster| sim_config(point, cluster, TraceSink::Off);
     let options = SimulateOptions { exchange: Exchange::OverNic, invariants: false, catch_panics: false };
-    let judged = protocol.simulate(spec, &config, options).map_err(|p| problems_line(&p))?;
-    judged.protocol_error()?;
-    require_finished(&judged.run.outcome)?;
-    judged.run.verified.as_ref().map_err(|v| format!("end-of-run check: {v}"))?;
-    let history = judged.histories.map_err(|v| format!("history check: {v}"))?;
-    let mut metrics = judged.metrics.unwrap_or_default();
-    metrics.extend(history);
-    Ok(PointResult::simulated(&judged.run.outcome, metrics, judged.ops))
+    protocol.simulate(&spec, &config, options).map_err(|p| problems_line(&p))?.into_result()
 }

@@ -34,6 +34,18 @@ impl Judged {
             None => Ok(()),
         }
     }
+
+    /// The point's result, or why the run failed: the earliest protocol error, a run that did
+    /// not finish, the end-of-run check, then the history checkers, in that order.
+    pub fn into_result(self) -> Result<super::PointResult, String> {
+        self.protocol_error()?;
+        super::common::require_finished(&self.run.outcome)?;
+        self.run.verified.as_ref().map_err(|v| format!("end-of-run check: {v}"))?;
+        let history = self.histories.map_err(|v| format!("history check: {v}"))?;
+        let mut metrics = self.metrics.unwrap_or_default();
+        metrics.extend(history);
+        Ok(super::PointResult::simulated(&self.run.outcome, metrics, self.ops))
+    }
 }
 
 /// A protocol definition as the simulator, the fuzzer and the scenario loader use it.
