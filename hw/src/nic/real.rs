@@ -425,6 +425,23 @@ impl HwNic {
         }
         Ok(out)
     }
+
+    /// An SSD read (`write: false`) or write on the node's storage file. The file I/O blocks
+    /// this worker, so the task yields after it to let the others (and the CQ pollers) run.
+    fn ssd(
+        &self,
+        write: bool,
+        ssd_offset: u64,
+        local_bytes: u64,
+        len_bytes: u32,
+    ) -> impl Future<Output = NicResult<()>> + Send {
+        let node = self.node.clone();
+        async move {
+            node.ssd_io(write, ssd_offset, local_bytes, len_bytes)?;
+            crate::runtime::yield_now().await;
+            Ok(())
+        }
+    }
 }
 
 impl nic::Nic for HwNic {
@@ -505,13 +522,7 @@ impl nic::Nic for HwNic {
         local_bytes: u64,
         len_bytes: u32,
     ) -> impl Future<Output = NicResult<()>> + Send {
-        let node = self.node.clone();
-        async move {
-            node.ssd_io(false, ssd_offset, local_bytes, len_bytes)?;
-            // Blocking file I/O ran on this worker: let the others (and the CQ pollers) run.
-            crate::runtime::yield_now().await;
-            Ok(())
-        }
+        self.ssd(false, ssd_offset, local_bytes, len_bytes)
     }
     fn ssd_write(
         &self,
@@ -519,12 +530,6 @@ impl nic::Nic for HwNic {
         local_bytes: u64,
         len_bytes: u32,
     ) -> impl Future<Output = NicResult<()>> + Send {
-        let node = self.node.clone();
-        async move {
-            node.ssd_io(true, ssd_offset, local_bytes, len_bytes)?;
-            // Blocking file I/O ran on this worker: let the others (and the CQ pollers) run.
-            crate::runtime::yield_now().await;
-            Ok(())
-        }
+        self.ssd(true, ssd_offset, local_bytes, len_bytes)
     }
 }
