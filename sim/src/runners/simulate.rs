@@ -128,10 +128,11 @@ pub fn simulate<P: Plan>(plan: &P, config: SimConfig, options: SimulateOptions) 
             }
         }
     }
+    let regions: Vec<_> = (0..nodes).map(|i| sim.region(NodeId(i as u16))).collect();
     let seen: Rc<RefCell<Option<Violation>>> = Rc::new(RefCell::new(None));
     if options.invariants {
         if let Some(mut check) = plan.invariants(states) {
-            let regions: Vec<_> = (0..nodes).map(|i| sim.region(NodeId(i as u16))).collect();
+            let regions = regions.clone();
             let seen = seen.clone();
             sim.set_checker(move |_now| {
                 let word = |a: RemoteAddr| regions[a.node.index()].load(a.offset_bytes);
@@ -144,7 +145,7 @@ pub fn simulate<P: Plan>(plan: &P, config: SimConfig, options: SimulateOptions) 
         }
     }
     let (outcome, panic) = if options.catch_panics { run_guarded(&mut sim) } else { (sim.run(), None) };
-    let reports = match options.exchange {
+    let mut reports: Vec<NodeReport> = match options.exchange {
         Exchange::Direct => collects.into_iter().map(|c| c.map(|c| c()).unwrap_or_default()).collect(),
         Exchange::OverNic => {
             let result = gathered.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -154,15 +155,14 @@ pub fn simulate<P: Plan>(plan: &P, config: SimConfig, options: SimulateOptions) 
             }
         }
     };
-    let mut reports = reports;
-    if !matches!(outcome.stop, StopReason::Finished) {
+    let finished = matches!(outcome.stop, StopReason::Finished);
+    if !finished {
         // Memory is not final unless every client finished (and quiesced).
         reports.iter_mut().for_each(|r| r.final_values = None);
     }
     let invariant = seen.borrow_mut().take();
     // The end-of-run check sees memory as the run left it.
-    let verified = if matches!(outcome.stop, StopReason::Finished) && panic.is_none() {
-        let regions: Vec<_> = (0..nodes).map(|i| sim.region(NodeId(i as u16))).collect();
+    let verified = if finished && panic.is_none() {
         let word = |a: RemoteAddr| regions[a.node.index()].load(a.offset_bytes);
         plan.verify(&reports, Some(&word))
     } else {
