@@ -56,25 +56,6 @@ pub struct PointSpec {
 }
 
 impl PointSpec {
-    /// A spec with no options, for tests: `protocol` on `memory` + `compute` nodes.
-    pub fn new(protocol: &str, memory: u16, compute: u16) -> PointSpec {
-        PointSpec {
-            protocol: protocol.to_string(),
-            memory_nodes: memory,
-            compute_nodes: compute,
-            symmetric_nodes: 0,
-            memory_node_cores: None,
-            protocol_options: Value::Null,
-            workload: Value::Null,
-            seed: 1,
-            check: CheckLevel::Off,
-            quiesce: false,
-            mutant: "none".to_string(),
-        }
-    }
-}
-
-impl PointSpec {
     /// A problem if the cluster has symmetric nodes, for protocols (`name`) without that role.
     pub fn no_symmetric(&self, name: &str, out: &mut Vec<super::Problem>) {
         if self.symmetric_nodes > 0 {

@@ -34,11 +34,6 @@ pub trait Protocol: Send + Sync + 'static {
     fn plan(&self, point: &PointSpec) -> Result<Self::Plan, Vec<Problem>>;
 }
 
-/// The mutant named `name` of `mutants` (`"none"` included).
-pub fn mutant_known(mutants: &[Mutant], name: &str) -> bool {
-    name == "none" || mutants.iter().any(|m| m.name == name)
-}
-
 /// A protocol's mutant table from one declaration: `LIST` (for `--list-mutants`) and
 /// `named(name)` (the variant a CLI name selects; `"none"` is `Variant::None`, the correct
 /// protocol). Used in each protocol's `mutants.rs`:

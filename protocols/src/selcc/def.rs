@@ -35,7 +35,7 @@ use super::layout::{setup_memory_node, Gaddr, Layout};
 use super::metrics::metrics;
 use super::recorded::recorded_worker;
 use super::stats::Stats;
-use super::{latch, ops, Config, Mode, Node, NodeState};
+use super::{latch, ops, Config, Node, NodeState};
 use crate::common::shape;
 use crate::harness::{
     join_path, merge_options, parse_typed, report_error, CheckLevel, Invariants, Memory, NodeReport, NodeRun,
@@ -422,15 +422,5 @@ impl SelccPlan {
     /// The resolved protocol configuration (for tests and reports).
     pub fn config(&self) -> &Config {
         &self.config
-    }
-
-    /// The GCL layout.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
-    }
-
-    /// Whether this plan runs SEL (the uncached baseline).
-    pub fn is_sel(&self) -> bool {
-        self.config.mode == Mode::Sel
     }
 }

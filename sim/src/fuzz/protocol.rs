@@ -255,10 +255,3 @@ impl FuzzTarget for ProtocolTarget {
         }
     }
 }
-
-/// Counts of each mark label, for campaign summaries (sometimes-assertions).
-pub fn merge_marks(into: &mut BTreeMap<String, u64>, marks: &BTreeMap<&'static str, u64>) {
-    for (k, v) in marks {
-        *into.entry(k.to_string()).or_insert(0) += v;
-    }
-}

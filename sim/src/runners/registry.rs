@@ -140,10 +140,6 @@ impl Registry {
         self.entries.iter().find(|e| e.names().contains(&name)).cloned()
     }
 
-    pub fn entries(&self) -> impl Iterator<Item = &dyn SimProtocol> {
-        self.entries.iter().map(|e| e.as_ref())
-    }
-
     /// The protocol of `config`, or a problem at `protocol` listing the known names.
     pub fn lookup(&self, name: &str) -> Result<&dyn SimProtocol, Problem> {
         self.get(name).ok_or_else(|| {
