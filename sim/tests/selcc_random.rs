@@ -71,7 +71,7 @@ fn ablations_keep_every_invariant() {
             priority_matching: false,
             ..config()
         },
-        Config { upgrade_attempts: 3, handler_tasks: 2, ..config() },
+        Config { upgrade_attempts: 3, handler_tasks: Some(2), ..config() },
         Config { mode: dmsim_protocols::selcc::Mode::Sel, ..config() },
     ];
     for (i, variant) in variants.iter().enumerate() {
@@ -111,7 +111,7 @@ fn stress_many_seeds() {
         config(),
         Config { forwarding: false, batched_eviction: false, dirty_bounds: false, ..config() },
         Config { handover: false, defer_messages: false, ..config() },
-        Config { lease_gamma: Some(0), upgrade_attempts: 2, handler_tasks: 2, ..config() },
+        Config { lease_gamma: Some(0), upgrade_attempts: 2, handler_tasks: Some(2), ..config() },
         Config { lease_gamma: None, ..config() },
     ];
     for seed in 0..40u64 {

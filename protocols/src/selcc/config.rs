@@ -96,8 +96,10 @@ pub struct Config {
     pub cache_shards: u32,
     /// Front-end threads per compute node, P in §5.3.1 (sizes reply slots and the lease formula).
     pub threads_per_node: u32,
-    /// Invalidation handler tasks per compute node [GAP]; [REPO] polls with one.
-    pub handler_tasks: u32,
+    /// Invalidation handler tasks per compute node [GAP]. `None` = one per peer compute node,
+    /// each serving that peer's messages in order ([REPO] `cross_compute_message_handling_worker`,
+    /// one thread per peer QP); `Some(n)` = n tasks, sender i's messages to task i mod n.
+    pub handler_tasks: Option<u32>,
 
     // ---- §3.4 acquisition ----
     /// Upgrade CAS attempts before the fallback release-then-acquire ([GAP] K; [REPO] 1).
@@ -164,7 +166,7 @@ impl Config {
             cache_frames: 4096,
             cache_shards: 16,
             threads_per_node: 8,
-            handler_tasks: 1,
+            handler_tasks: None,
             upgrade_attempts: 1,
             retry_limit: 1_000_000,
             handover: true,
@@ -216,7 +218,7 @@ impl Config {
         if self.threads_per_node == 0 {
             problems.push("threads_per_node: must be at least 1".into());
         }
-        if self.handler_tasks == 0 && self.mode == Mode::Selcc {
+        if self.handler_tasks == Some(0) && self.mode == Mode::Selcc {
             problems.push("handler_tasks: SELCC needs at least one invalidation handler".into());
         }
         // Every thread may pin one frame and the evictor keeps L free: leave headroom.

@@ -24,7 +24,7 @@ use super::frame::Memo;
 use super::join::join;
 use super::latch;
 use super::layout::{Layout, WORD};
-use super::message::{InvKind, InvMsg, ReplyStatus, INVALIDATION_PORT};
+use super::message::{InvKind, InvMsg, ReplyStatus};
 use super::node::Node;
 
 /// What a victim does with an invalidation it is allowed to serve. Pure (§3.5 [P]).
@@ -65,11 +65,11 @@ pub fn decide(memo: Memo, kind: InvKind, handover: bool, reader_must_wait: bool)
 }
 
 impl<N: Nic> Node<N> {
-    /// A handler task: receive and serve invalidations until its first error. An idle receive
-    /// that times out (a backend's optional bound) is not an error: it waits again.
-    pub async fn run_handler(self: Arc<Self>, nic: N) {
+    /// A handler task on `port`: receive and serve invalidations until its first error. An idle
+    /// receive that times out (a backend's optional bound) is not an error: it waits again.
+    pub async fn run_handler(self: Arc<Self>, nic: N, port: u16) {
         loop {
-            let message = match nic.try_recv(INVALIDATION_PORT, "invalidation handler").await {
+            let message = match nic.try_recv(port, "invalidation handler").await {
                 Ok(message) => message,
                 Err(e) if matches!(e.source, NicError::Timeout { .. }) => continue,
                 Err(e) => {
@@ -80,6 +80,7 @@ impl<N: Nic> Node<N> {
             let msg = InvMsg::decode(&message.bytes);
             assert_eq!(self.layout.compute_node(msg.sender), message.from, "message sender mismatch");
             assert!(msg.sender != self.me, "a node never invalidates itself");
+            assert_eq!(self.invalidation_port(msg.sender), port, "message on another sender's port");
             nic.cpu(Nanos(self.config.cpu.handler_ns)).await;
             if let Err(e) = self.on_invalidation(&nic, msg).await {
                 self.fail(e);

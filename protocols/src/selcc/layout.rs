@@ -25,8 +25,12 @@ use super::ComputeIndex;
 pub const WORD: u64 = 8;
 /// Bytes before the first GCL on a memory node (the bump word, padded to a cache line).
 pub const MEMORY_HEADER_BYTES: u64 = 64;
-/// Reply flags per worker: one word per possible responder (Case 3 has several).
-pub const REPLY_SLOT_BYTES: u64 = MAX_COMPUTE_NODES as u64 * WORD;
+/// Reply flags per worker: one word per possible responder for the requests it waits on (Case 3
+/// has several responders), then as many again for Case-3 requests it does not wait on
+/// ([`SHARER_REPLIES_OFFSET`]), so a late answer to those never overwrites an awaited one.
+pub const REPLY_SLOT_BYTES: u64 = 2 * SHARER_REPLIES_OFFSET;
+/// Offset of the Case-3 (not awaited) reply words within a worker's reply slot.
+pub const SHARER_REPLIES_OFFSET: u64 = MAX_COMPUTE_NODES as u64 * WORD;
 
 /// A global GCL address: the node and byte offset of its latch word (§2 [P] "8-byte global
 /// pointer (NodeID, offset)").

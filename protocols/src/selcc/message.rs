@@ -14,7 +14,8 @@ use crate::nic::{Nanos, NodeId, RemoteAddr};
 
 use super::ComputeIndex;
 
-/// The invalidation port on compute nodes.
+/// The first invalidation port on compute nodes: handler task k serves `INVALIDATION_PORT + k`
+/// (see `Node::invalidation_port`).
 pub const INVALIDATION_PORT: u16 = 7;
 
 /// The three conflict cases of §3.5.

@@ -14,6 +14,7 @@
 //! * [`frame`], [`cache`] — §3.2 frames, memos, MSI mapping; §2 sharded hash + LRU;
 //! * [`ops`] — Table 1 API; §3.3–3.4 acquire, upgrade, release;
 //! * [`message`], [`handler`] — §3.5 invalidations, the three cases, drop/defer/resend;
+//!   `sharers.rs` — Case 3 without waiting: the writer keeps CASing while sharers release;
 //! * [`fairness`] — §5.3 lease, priority slot, priority matching;
 //! * [`dirty`], [`evict`] — §5.2 dirty bounds, batched eviction with a ring per QP;
 //! * [`stats`], [`check`] — metrics; invariants and the read-latest oracle for check mode;
@@ -41,6 +42,7 @@ pub mod mutants;
 pub mod node;
 pub mod ops;
 pub mod recorded;
+mod sharers;
 pub mod stats;
 
 pub use config::{Config, Mode, Mutant};

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::common::error::{ErrorSlot, NicExt, ProtocolError, ProtocolResult};
 use crate::nic::{Nanos, Nic, NicError, NodeId, RemoteAddr, WordCond};
-use crate::sync::{Channel, Mode, Notify};
+use crate::sync::{join_all, Channel, Mode, Notify};
 
 use super::cache::Cache;
 use super::check::Oracle;
@@ -323,6 +323,70 @@ impl<N: Nic> Node<N> {
         ]
     }
 
+    /// The ports of this node's handler tasks, one task each.
+    pub(super) fn handler_ports(&self) -> Vec<u16> {
+        match self.config.handler_tasks {
+            None => (0..self.layout.compute_count())
+                .map(|i| ComputeIndex(i as u8))
+                .filter(|&i| i != self.me)
+                .map(|i| self.invalidation_port(i))
+                .collect(),
+            Some(n) => (0..n).map(|k| INVALIDATION_PORT + k as u16).collect(),
+        }
+    }
+
+    /// The port `sender`'s invalidations go to on every compute node: one sender's messages
+    /// stay on one port, so one handler serves them in order ([REPO]: a handler per peer QP).
+    pub(super) fn invalidation_port(&self, sender: ComputeIndex) -> u16 {
+        match self.config.handler_tasks {
+            None => INVALIDATION_PORT + sender.0 as u16,
+            Some(n) => INVALIDATION_PORT + (sender.0 as u32 % n.max(1)) as u16,
+        }
+    }
+
+    /// A new invalidation of `kind` for `targets` (a compute-index bitmap), answered in the reply
+    /// words at `reply_offset`, with the worker's next seq; counts its messages.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new_invalidation(
+        &self,
+        w: &mut Worker<N>,
+        targets: u64,
+        kind: InvKind,
+        g: Gaddr,
+        frame: u32,
+        priority: u8,
+        reply_offset: u64,
+    ) -> InvMsg {
+        assert!(
+            targets != 0 && targets & super::latch::bit(self.me) == 0,
+            "invalidating nobody or ourselves"
+        );
+        w.seq = w.seq.wrapping_add(1).max(1);
+        let count = targets.count_ones();
+        w.op.messages += count;
+        self.stats.lock().unwrap().messages_sent += count as u64;
+        InvMsg {
+            kind,
+            priority: if self.config.priority_aging { priority } else { 0 },
+            sender: self.me,
+            gcl: g,
+            frame_offset: self.frame_offset(frame),
+            reply_offset,
+            seq: w.seq,
+        }
+    }
+
+    /// SEND `msg` to every compute index in `targets`, posted together (as a thread posts several
+    /// SENDs before polling their completions).
+    pub(super) async fn post_invalidations(&self, nic: &N, targets: u64, msg: &InvMsg) -> ProtocolResult<()> {
+        let bytes = msg.encode();
+        let port = self.invalidation_port(self.me);
+        let sends: Vec<_> = super::latch::bits_iter(targets)
+            .map(|target| nic.try_send(self.layout.compute_node(target), port, bytes.clone(), "invalidation"))
+            .collect();
+        join_all(sends).await.into_iter().collect()
+    }
+
     /// Send one invalidation to every compute index in `targets` and wait for all replies.
     /// Returns the combined status: `Forwarded`/`Granted` from a single owner, `Released` if
     /// every sharer released, else `Dropped`. Gives up if the node failed meanwhile.
@@ -335,31 +399,12 @@ impl<N: Nic> Node<N> {
         frame: u32,
         priority: u8,
     ) -> ProtocolResult<ReplyStatus> {
-        assert!(
-            targets != 0 && targets & super::latch::bit(self.me) == 0,
-            "invalidating nobody or ourselves"
-        );
-        w.seq = w.seq.wrapping_add(1).max(1);
-        let msg = InvMsg {
-            kind,
-            priority: if self.config.priority_aging { priority } else { 0 },
-            sender: self.me,
-            gcl: g,
-            frame_offset: self.frame_offset(frame),
-            reply_offset: w.reply_offset,
-            seq: w.seq,
-        };
-        let bytes = msg.encode();
-        let mut count = 0;
-        for target in super::latch::bits_iter(targets) {
-            let node = self.layout.compute_node(target);
-            w.nic.try_send(node, INVALIDATION_PORT, bytes.clone(), "invalidation").await?;
-            count += 1;
-        }
-        w.op.messages += count;
+        let count = targets.count_ones();
+        let reply_offset = w.reply_offset;
+        let msg = self.new_invalidation(w, targets, kind, g, frame, priority, reply_offset);
+        self.post_invalidations(&w.nic, targets, &msg).await?;
         // One step for the (parallel) sends.
         w.op.round_trips += 1;
-        self.stats.lock().unwrap().messages_sent += count as u64;
         // Poll the reply flags (§3.5 [P]: "the sender busy-polls").
         let mut pending = targets;
         let mut combined: Option<ReplyStatus> = None;

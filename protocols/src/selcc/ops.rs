@@ -16,10 +16,12 @@ use super::cache::Lookup;
 use super::config::{Mode as ProtocolMode, Mutant};
 use super::dirty::{flush_range, Dirty};
 use super::frame::{FrameMeta, Memo};
+use super::join::join;
 use super::latch::{self, AcquireStep};
 use super::layout::{Gaddr, Layout, WORD};
 use super::message::{priority_level, resend_interval, InvKind, ReplyStatus};
 use super::node::{Handle, Node, Worker};
+use super::sharers::SharerAsks;
 use super::stats::OpCase;
 
 impl<N: Nic> Node<N> {
@@ -286,9 +288,14 @@ impl<N: Nic> Node<N> {
         }
     }
 
+    /// The lease is due past γ — and, when messages are memorised, only with one memorised: a
+    /// release nobody waits for would give up a line a starved writer won (priority matching)
+    /// to no one ([REPO] processes the lease only while a message is buffered). Without
+    /// memorising, the senders of dropped messages retry, and the release is what they need.
     pub(super) fn lease_due(&self, meta: &FrameMeta) -> bool {
         self.config.mode == ProtocolMode::Selcc
             && meta.memo != Memo::Invalid
+            && (meta.pending.is_some() || !self.config.defer_messages)
             && meta.lease.exceeded(self.config.threads_per_node, self.config.lease_gamma)
     }
 
@@ -361,6 +368,9 @@ impl<N: Nic> Node<N> {
         let messages = self.config.mode == ProtocolMode::Selcc;
         w.op.case = OpCase::RemoteFetch;
         let mut retries = 0u32;
+        let mut sharer_asks = SharerAsks::default();
+        // Case-3 invalidations go out with the next CAS, not before it (`sharers.rs`).
+        let mut asks_due = None;
         loop {
             self.wait_not_releasing(g).await?;
             let verbs = [
@@ -368,7 +378,15 @@ impl<N: Nic> Node<N> {
                 self.read_body(g, frame),
             ];
             let start = w.nic.now();
-            let old = w.nic.try_batch(&verbs, "acquire exclusive").await?.get(0);
+            let cas = w.nic.try_batch(&verbs, "acquire exclusive");
+            let old = match asks_due.take() {
+                Some((targets, msg)) => {
+                    let (cas, sent) = join(cas, self.post_invalidations(&w.nic, targets, &msg)).await;
+                    sent?;
+                    cas?.get(0)
+                }
+                None => cas.await?.get(0),
+            };
             let rtt = w.nic.now().saturating_sub(start);
             w.op.round_trips += 1;
             let priority = priority_level(retries);
@@ -400,11 +418,12 @@ impl<N: Nic> Node<N> {
                     }
                 }
                 AcquireStep::InvalidateSharers(sharers) if messages => {
-                    // Case 3: each sharer releases; we keep retrying the CAS (no handover).
+                    // Case 3 (§4.4.3 [P]): each sharer releases while we keep retrying the CAS;
+                    // no handover, and no waiting for their answers (`sharers.rs`).
                     w.op.case = OpCase::WriterVsShared;
-                    let status =
-                        self.invalidate(w, sharers, InvKind::WriterVsShared, g, frame, priority).await?;
-                    retry_now = status == ReplyStatus::Released;
+                    let t = resend_interval(self.config.resend_c, rtt, retries);
+                    asks_due = self.sharers_to_ask(w, &mut sharer_asks, sharers, g, frame, priority, t);
+                    retry_now = true;
                 }
                 _ => {}
             }
@@ -674,9 +693,9 @@ impl<N: Nic> Node<N> {
 pub fn daemons<N: Nic>(node: &Arc<Node<N>>) -> Vec<crate::nic::Task> {
     let mut tasks: Vec<crate::nic::Task> = Vec::new();
     if node.config.mode == ProtocolMode::Selcc {
-        for h in 0..node.config.handler_tasks {
+        for (h, port) in node.handler_ports().into_iter().enumerate() {
             let nic = node.nic.qp(super::node::CHANNEL_HANDLER_BASE + h as u16);
-            tasks.push(Box::pin(node.clone().run_handler(nic)));
+            tasks.push(Box::pin(node.clone().run_handler(nic, port)));
         }
         let nic = node.nic.qp(super::node::CHANNEL_RETRY);
         tasks.push(Box::pin(node.clone().run_retry_server(nic)));

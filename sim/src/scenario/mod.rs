@@ -201,6 +201,7 @@ pub struct PaperValue {
     pub tolerance: Option<f64>,
     /// `higher_than:<series>` / `lower_than:<series>` at the same panel and x, or
     /// `higher_than_x:<x>` / `lower_than_x:<x>` against another x of the same series, or
+    /// `higher_than_panel:<panel>` / `lower_than_panel:<panel>` at the same series and x, or
     /// `increasing` / `decreasing` along x for this series, or `above:X` / `below:X` (e.g. a
     /// speedup claim's direction: `above:1`).
     #[serde(default)]
