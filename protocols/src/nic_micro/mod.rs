@@ -9,12 +9,14 @@
 //!   message limit, as an application would fragment it);
 //! * `rpc`: a request served by a memory-node handler that charges `rpc_service_ns` of CPU on
 //!   the node's modelled cores, then a reply — throughput follows the cores;
-//! * `spin_lock`: every thread takes one lock word on memory node 0 by `CAS(0 → me)`, retrying
-//!   a failed CAS after `backoff_c`·RTT/retries (SELCC's T = C·RTT/N_r; 0 = at once), holds it
-//!   for `hold_ns`, then releases by `FAA(−me)` (SELCC's exclusive release). With
-//!   `payload_bytes` above 8, each attempt is `batch[CAS, READ payload]` and the release
-//!   `batch[WRITE payload, FAA]`, as SEL's exclusive latch over a GCL. One op is one
-//!   acquisition; `cas_per_acquire` counts the CAS it took. With `one_spinner_per_node`, the
+//! * `spin_lock`: SEL's shared-exclusive latch word reduced to the NIC: writer id in the high
+//!   32 bits, reader count in the low 32 (the SELCC authors' SEL build uses the top byte).
+//!   Exclusive: `CAS(0 → me)`, retried after `backoff_c`·RTT/retries (SELCC's T = C·RTT/N_r;
+//!   0 = at once), held for `hold_ns`, released by `FAA(−me)`. Shared (a `read_ratio` share of
+//!   the acquisitions): `FAA(+1)`; on a writer `FAA(−1)` and retry; released by `FAA(−1)`. With
+//!   `payload_bytes` above 8 each attempt batches a READ of the data behind the word and an
+//!   exclusive release batches its WRITE first. One op is one acquisition;
+//!   `attempts_per_acquire` counts the attempts it took. With `one_spinner_per_node`, the
 //!   threads of a compute node first take a node-local latch per lock, as the SEL baseline does
 //!   (`protocols/src/selcc/config.rs`), so at most one thread per node spins on a word. With
 //!   `locks` > 1 each acquisition picks lock k (Zipf `zipf_theta` over ranks, 0 = uniform),
@@ -32,7 +34,7 @@ use crate::harness::{
 };
 use crate::nic::{Cluster, Nanos, Nic, NicError, NodeId, RemoteAddr, Verb, MAX_MESSAGE_BYTES};
 use crate::sync::{Latch, Mode};
-use crate::workload::zipf::Zipf;
+use crate::workload::zipf::{unit_f64, Zipf};
 
 /// The registration.
 #[derive(Clone, Copy)]
@@ -100,6 +102,9 @@ struct Workload {
     /// `spin_lock` with `locks` > 1: Zipf exponent of the lock choice (0 = uniform).
     #[serde(default)]
     zipf_theta: f64,
+    /// `spin_lock`: share of acquisitions that are shared (reader) ones.
+    #[serde(default)]
+    read_ratio: f64,
 }
 
 fn eight() -> u32 {
@@ -149,11 +154,14 @@ fn check(point: &PointSpec, w: &Workload) -> Vec<Problem> {
         ));
     }
     let lock_fields = w.hold_ns != 0 || w.backoff_c != 0 || w.one_spinner_per_node || w.locks != 1;
-    if w.verb != MicroVerb::SpinLock && (lock_fields || w.zipf_theta != 0.0) {
+    if w.verb != MicroVerb::SpinLock && (lock_fields || w.zipf_theta != 0.0 || w.read_ratio != 0.0) {
         out.push(Problem::new(
             "workload",
-            "hold_ns, backoff_c, one_spinner_per_node, locks, zipf_theta: spin_lock only",
+            "hold_ns, backoff_c, one_spinner_per_node, locks, zipf_theta, read_ratio: spin_lock only",
         ));
+    }
+    if !(0.0..=1.0).contains(&w.read_ratio) {
+        out.push(Problem::new("workload.read_ratio", "must be in [0, 1]"));
     }
     if w.locks == 0 || w.locks > 1 << 20 {
         out.push(Problem::new("workload.locks", "must be in 1..=1048576"));
@@ -234,7 +242,7 @@ impl Plan for MicroPlan {
         let spin = w.verb == MicroVerb::SpinLock;
         let node_latches: Arc<Vec<Latch>> =
             Arc::new((0..if spin { w.locks } else { 0 }).map(|_| Latch::new()).collect());
-        let cas_attempts = Arc::new(AtomicU64::new(0));
+        let attempts = Arc::new(AtomicU64::new(0));
         for t in 0..w.threads_per_node {
             let global = c as u64 * w.threads_per_node as u64 + t as u64;
             let nic = nic.qp(t as u16);
@@ -244,7 +252,7 @@ impl Plan for MicroPlan {
             let local = t as u64 * self.slot_bytes();
             let lock = SpinLockCtx {
                 node_latches: node_latches.clone(),
-                cas_attempts: cas_attempts.clone(),
+                attempts: attempts.clone(),
                 memory_nodes: spec.memory_nodes,
                 rng: crate::workload::rng_for_thread(spec.seed, nic.node().0, t),
             };
@@ -267,7 +275,7 @@ impl Plan for MicroPlan {
                 samples: std::mem::take(&mut *latencies.lock().unwrap_or_else(|e| e.into_inner())),
                 extra: serde_json::json!({
                     "errors": errors,
-                    "cas_attempts": cas_attempts.load(AtomicOrdering::Relaxed),
+                    "attempts": attempts.load(AtomicOrdering::Relaxed),
                 }),
                 ..NodeReport::default()
             }
@@ -303,8 +311,8 @@ impl Plan for MicroPlan {
             .insert("bandwidth_gbps".into(), ops as f64 * self.w.payload_bytes as f64 * 8.0 / seconds / 1e9);
         if self.w.verb == MicroVerb::SpinLock {
             let attempts: u64 =
-                reports.iter().filter_map(|r| r.extra.get("cas_attempts").and_then(|a| a.as_u64())).sum();
-            metrics.insert("cas_per_acquire".into(), attempts as f64 / ops.max(1) as f64);
+                reports.iter().filter_map(|r| r.extra.get("attempts").and_then(|a| a.as_u64())).sum();
+            metrics.insert("attempts_per_acquire".into(), attempts as f64 / ops.max(1) as f64);
         }
         metrics
     }
@@ -413,7 +421,7 @@ async fn lane_loop<N: Nic>(
 /// What a `spin_lock` thread needs: its node's latches and CAS counter, its lock-choice stream.
 struct SpinLockCtx {
     node_latches: Arc<Vec<Latch>>,
-    cas_attempts: Arc<AtomicU64>,
+    attempts: Arc<AtomicU64>,
     memory_nodes: u16,
     rng: rand_chacha::ChaCha8Rng,
 }
@@ -424,9 +432,9 @@ fn lock_stride(w: &Workload) -> u64 {
 }
 
 /// One `spin_lock` thread: `ops_per_thread` acquisitions, each of one lock word (the only one,
-/// or drawn by Zipf), `CAS(0 → me)` until it succeeds, `hold_ns` held, `FAA(−me)` to release
-/// (with a READ / WRITE of the data behind the word when `payload_bytes` > 8). Records each
-/// acquisition's latency (first CAS posted to release completed).
+/// or drawn by Zipf), shared or exclusive as the module doc says, retried until granted,
+/// `hold_ns` held, then released. Records each acquisition's latency (first attempt posted to
+/// release completed).
 async fn spin_lock_loop<N: Nic>(
     nic: N,
     w: &Workload,
@@ -437,7 +445,8 @@ async fn spin_lock_loop<N: Nic>(
     use rand_chacha::rand_core::Rng as _;
     let with_data = w.payload_bytes > 8;
     let len = w.payload_bytes;
-    let me = global + 1;
+    // Latch word: writer in the high 32 bits, reader count in the low 32 (as SELCC's SEL build).
+    let writer = (global + 1) << 32;
     let zipf = (w.locks > 1 && w.zipf_theta > 0.0).then(|| Zipf::new(w.locks as u64, w.zipf_theta));
     let mn_count = ctx.memory_nodes.max(1) as u64;
     let mut out = Vec::with_capacity(w.ops_per_thread as usize);
@@ -447,6 +456,7 @@ async fn spin_lock_loop<N: Nic>(
             None if w.locks > 1 => ((ctx.rng.next_u64() as u128 * w.locks as u128) >> 64) as u64,
             None => 0,
         };
+        let shared = w.read_ratio > 0.0 && unit_f64(ctx.rng.next_u64()) < w.read_ratio;
         let mn = NodeId((k % mn_count) as u16);
         let word = RemoteAddr::new(mn, k / mn_count * lock_stride(w));
         let data = word.add(8);
@@ -457,19 +467,29 @@ async fn spin_lock_loop<N: Nic>(
         let mut retries = 0u64;
         let result = loop {
             let sent = nic.now();
-            let cas = Verb::Cas { remote: word, expect: 0, swap: me };
-            let attempt = if with_data {
-                nic.batch(&[cas, Verb::Read { remote: data, local_bytes: local, len_bytes: len }]).await
+            let atomic = if shared {
+                Verb::Faa { remote: word, add: 1 }
             } else {
-                nic.batch(&[cas]).await
+                Verb::Cas { remote: word, expect: 0, swap: writer }
+            };
+            let attempt = if with_data {
+                nic.batch(&[atomic, Verb::Read { remote: data, local_bytes: local, len_bytes: len }]).await
+            } else {
+                nic.batch(&[atomic]).await
             };
             let old = match attempt {
                 Ok(result) => result.get(0),
                 Err(e) => break Err(e),
             };
-            ctx.cas_attempts.fetch_add(1, AtomicOrdering::Relaxed);
-            if old == 0 {
+            ctx.attempts.fetch_add(1, AtomicOrdering::Relaxed);
+            if shared && old >> 32 == 0 || !shared && old == 0 {
                 break Ok(());
+            }
+            if shared {
+                // A writer holds it: take our reader count back, then retry.
+                if let Err(e) = nic.faa(word, 1u64.wrapping_neg()).await {
+                    break Err(e);
+                }
             }
             retries += 1;
             if w.backoff_c > 0 {
@@ -482,8 +502,8 @@ async fn spin_lock_loop<N: Nic>(
                 if w.hold_ns > 0 {
                     nic.sleep(Nanos(w.hold_ns)).await;
                 }
-                let release = Verb::Faa { remote: word, add: me.wrapping_neg() };
-                if with_data {
+                let release = Verb::Faa { remote: word, add: if shared { 1 } else { writer }.wrapping_neg() };
+                if with_data && !shared {
                     let write = Verb::Write { remote: data, local_bytes: local, len_bytes: len };
                     nic.batch(&[write, release]).await.map(|_| ())
                 } else {
