@@ -170,6 +170,39 @@ fn same_address_atomics_saturate_and_different_addresses_scale() {
     assert!(spread16 > 8.0 * spread1, "spread scales: 1 client {spread1}, 16 clients {spread16}");
 }
 
+/// Lock acquisitions (Mops) of `clients` compute nodes sharing one CAS spin
+/// lock: `CAS(0 → me)` until it succeeds, no backoff, release by `FAA(−me)`.
+fn spin_lock_mops(clients: usize) -> f64 {
+    let ops = 20;
+    let mut sim = Sim::new(config(clients, quiet_profile()));
+    for c in 1..=clients {
+        let nic = sim.nic(NodeId(c as u16));
+        sim.spawn_main(NodeId(c as u16), async move {
+            let word = RemoteAddr::new(MN, 0);
+            for _ in 0..ops {
+                while nic.cas(word, 0, c as u64).await.unwrap() != 0 {}
+                nic.faa(word, (c as u64).wrapping_neg()).await.unwrap();
+            }
+        });
+    }
+    let out = sim.run();
+    assert_eq!(out.stop, StopReason::Finished);
+    (clients * ops) as f64 / out.end_time.0 as f64 * 1e3
+}
+
+#[test]
+fn same_word_atomics_stay_flat_but_a_cas_spin_lock_collapses_with_spinners() {
+    // Goal: the shape of issue #10's "atomic storms" in the model, with no storm-specific
+    // mechanism. (1) Always-succeeding FAA on one word saturates and then stays flat as clients
+    // grow (pure serialization: no published measurement shows a drop, see the profile notes).
+    // (2) A CAS spin lock's goodput falls roughly as 1/spinners: every failed CAS still takes
+    // the word's atomic unit, so the holder's release FAA queues behind the spinners' CAS.
+    let (faa8, faa64) = (atomic_mops(8, true), atomic_mops(64, true));
+    assert!(faa64 > 0.95 * faa8, "same-word FAA must not collapse: 8 clients {faa8}, 64 clients {faa64}");
+    let (lock8, lock64) = (spin_lock_mops(8), spin_lock_mops(64));
+    assert!(lock64 < lock8 / 4.0, "spin lock goodput must fall: 8 spinners {lock8}, 64 spinners {lock64}");
+}
+
 #[test]
 fn messages_arrive_in_order_and_memory_node_cores_queue() {
     // Goal: SEND/RECV between nodes keeps per-pair order; `cpu` on a 1-core memory node
