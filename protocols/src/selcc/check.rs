@@ -2,13 +2,20 @@
 //! can call after every event, plus the [`Oracle`] that checks every read against the latest
 //! write in XUnLock order (S4).
 //!
-//! Documented transients (where a memo may legitimately disagree with the latch word):
-//! * a frame with `transit` set has latch verbs in flight from its node;
-//! * a frame with `acquiring` set belongs to a thread inside a global acquire (its CAS/FAA may
-//!   have landed before the completion arrived, or a victim's handover/downgrade named it);
-//! * a GCL in a node's `releasing` map has release verbs in flight from that node;
+//! Documented transients (where a memo may legitimately disagree with the latch word). Each is
+//! exempt only while the copy is *sealed*: its task holds the frame's local latch exclusively and
+//! no thread is in a section, so nobody can read or write the copy; a wrong memo is caught the
+//! moment the latch opens.
+//! * a sealed Shared copy with `transit` set has its release FAA in flight (Case 3, a lease);
+//! * a sealed Shared copy with `acquiring` set belongs to a thread inside an upgrade (its CAS
+//!   may have landed before the completion arrived) or an upgrade fallback's release;
+//! * a sealed Modified copy with `flushing` set has its flush + latch FAA in flight (a Case-2
+//!   downgrade or a release): memory already holds its data;
 //! * a Case-1 handover in a node's `handovers` map: the new owner may hold the forwarded copy as
-//!   Modified before the handover FAA lands (spec §4 S3 "careful").
+//!   Modified before the handover FAA lands (spec §4 S3 "careful");
+//! * for directory soundness only (liveness, not safety): a GCL in a node's `releasing` map has
+//!   release verbs in flight, and a node mid-transition (`transit`/`acquiring`) may not yet know
+//!   what the latch names.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -50,6 +57,9 @@ struct Copy {
     /// release), with the frame's local latch held exclusively and no thread in a section:
     /// nobody can read or write this copy, and memory already holds its data.
     flushing: bool,
+    /// The frame's local latch is held exclusively and no thread is in a section: nobody can
+    /// read or write the copy (the window every documented transient lives in).
+    sealed: bool,
     readers: u32,
     writers: u32,
 }
@@ -120,11 +130,8 @@ fn check_coherence_with(
                     meta.pending,
                 )
             };
-            let flushing = flushing
-                && memo == Memo::Modified
-                && readers == 0
-                && writers == 0
-                && frame.latch.snapshot().1;
+            let sealed = readers == 0 && writers == 0 && frame.latch.snapshot().1;
+            let flushing = flushing && memo == Memo::Modified && sealed;
             if let Some(msg) = pending {
                 if frame.latch.snapshot() == (0, false, 0) && !queued.contains_key(&g) {
                     return Err(stranded_message(state, g, &msg));
@@ -138,6 +145,7 @@ fn check_coherence_with(
                 transit,
                 acquiring,
                 flushing,
+                sealed,
                 readers,
                 writers,
             });
@@ -209,21 +217,24 @@ fn check_line(
     // this check off pass linearizability, sequential consistency, the read-latest oracle and
     // the quiescence check (memory = latest writes, every latch free).
     let modified = copies.iter().filter(|c| c.memo == Memo::Modified && !c.flushing).count();
-    // A Shared memo mid-transition (`transit`: a Case-3 release FAA in flight; `acquiring`: an
-    // upgrade fallback's release FAA in flight) may outlive its latch bit by the completion's
-    // flight time, while its task holds the local latch exclusively so nobody reads the copy.
-    // Found by `dmsim fuzz scenarios/selcc/fuzz-small.json` (seeds 79, 164, 217 of 300).
-    let shared = copies.iter().filter(|c| c.memo == Memo::Shared && !c.transit && !c.acquiring).count();
+    // A sealed Shared memo mid-transition (`transit`: a Case-3 or lease release FAA in flight;
+    // `acquiring`: an upgrade's CAS or its fallback's release FAA in flight) may outlive its
+    // latch bit by the completion's flight time; nobody can read the copy meanwhile. Found by
+    // `dmsim fuzz scenarios/selcc/fuzz-small.json` (seeds 79, 164, 217 of 300).
+    let shared = copies.iter().filter(|c| c.memo == Memo::Shared && !shared_in_transition(c)).count();
     if modified > 1 || (modified == 1 && shared > 0) {
         return fail("S2 one Modified copy", format!("{modified} Modified and {shared} Shared copies"));
     }
     // S3: memo soundness with respect to the latch word.
     let word = latch_word(g);
     let holder = latch::exclusive_holder(word, n);
-    // A copy in transit or mid-acquire (its CAS/FAA may have landed, e.g. an upgrade) is
-    // exempt until its thread observes the completion.
-    for c in copies.iter().filter(|c| !c.transit && !c.acquiring) {
+    for c in copies {
         match c.memo {
+            // A Modified memo is set only once its CAS (or the forward) completed and dropped
+            // only after its release completed: no exemption beyond a flush in flight and a
+            // handover to us in flight.
+            Memo::Modified if c.flushing => {}
+            Memo::Shared if shared_in_transition(c) => {}
             Memo::Modified => {
                 // A forwarded owner may see its copy before the handover FAA (possibly one of
                 // a chain of handovers) lands.
@@ -268,6 +279,11 @@ fn check_line(
         }
     }
     Ok(())
+}
+
+/// A Shared copy whose latch verb is in flight, sealed so nobody reads it (see the module docs).
+fn shared_in_transition(c: &Copy) -> bool {
+    c.sealed && (c.transit || c.acquiring)
 }
 
 fn stranded_message(state: &NodeState, g: Gaddr, msg: &super::message::InvMsg) -> Violation {
