@@ -1,7 +1,7 @@
 //! SELCC's metrics from its compute nodes' statistics.
 //!
 //! `throughput_mops`, `cache_hit_ratio`, `invalidation_ratio`, `latency_us_avg`,
-//! `messages_per_op`, `retries_per_op`, `rt_<case>` (mean round trips per op in that case) and
+//! `messages_per_op`, `retries_per_op`, `rt_<case>` (mean round trips per op in that case; `_min`/`_max` the fewest/most) and
 //! `share_<case>` (fraction of ops), `rt_evict_per_op` (round trips threads spent evicting
 //! synchronously, per op; only with batched eviction off, and not in `rt_per_op`), plus the common per-node throughput and fairness metrics
 //! ([`crate::common::metrics`]) and, for Fig. 15b, `writer_vs_reader` and `timeline_cum_ops`.
@@ -54,6 +54,8 @@ pub fn metrics(
         let name = case_name(*case);
         m.insert(format!("rt_{name}"), s.mean());
         m.insert(format!("rt_{name}_max"), s.round_trips_max as f64);
+        // The fewest: the case's path without contention (what the paper's Fig. 7-8 draw).
+        m.insert(format!("rt_{name}_min"), s.round_trips_min as f64);
         m.insert(format!("share_{name}"), s.ops as f64 / ops);
         rt_total += s.round_trips;
     }

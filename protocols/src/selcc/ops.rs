@@ -388,10 +388,19 @@ impl<N: Nic> Node<N> {
                 None => cas.await?.get(0),
             };
             let rtt = w.nic.now().saturating_sub(start);
-            w.op.round_trips += 1;
             let priority = priority_level(retries);
             let mut retry_now = false;
-            match latch::after_exclusive_cas(old, me, n) {
+            let step = latch::after_exclusive_cas(old, me, n);
+            // Round trips count the critical path (§4.4.3: Case 3 ≤ RPC + 1). Once sharers were
+            // asked, the CASes that fail while they release overlap that release and are not on
+            // the path CAS → SEND → sharer's release FAA → CAS: the winning CAS counts, plus
+            // one step for the release it waited on.
+            if !sharer_asks.sent_any {
+                w.op.round_trips += 1;
+            } else if step == AcquireStep::Acquired {
+                w.op.round_trips += 2;
+            }
+            match step {
                 AcquireStep::Acquired => {
                     self.set_owned(frame, Memo::Modified, priority);
                     return Ok(());

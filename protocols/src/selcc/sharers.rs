@@ -34,7 +34,8 @@ struct Ask {
 #[derive(Debug)]
 pub struct SharerAsks {
     asks: [Option<Ask>; MAX_COMPUTE_NODES],
-    /// Whether any message went out yet (the first send is a step on the critical path).
+    /// Whether any message went out yet (from then on, failed CASes overlap the sharers'
+    /// release and are not counted as round trips).
     pub sent_any: bool,
 }
 
@@ -96,10 +97,8 @@ impl<N: Nic> Node<N> {
         if due == 0 {
             return None;
         }
-        if !asks.sent_any {
-            // The messages are one step on the critical path, however many CASes overlap them.
-            w.op.round_trips += 1;
-        }
+        // Each round of messages is one step on the critical path, however many CASes overlap.
+        w.op.round_trips += 1;
         let msg = self.new_invalidation(w, due, InvKind::WriterVsShared, g, frame, priority, replies);
         asks.record(due, msg.seq, priority, w.nic.now());
         Some((due, msg))
