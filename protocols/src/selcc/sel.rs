@@ -117,9 +117,9 @@ impl<N: Nic> Node<N> {
         let acquired = loop {
             let verbs = match mode {
                 Mode::Exclusive => {
-                    [Verb::Cas { remote: Layout::latch(g), expect: 0, swap: latch::ex(me) }, read.clone()]
+                    [Verb::Cas { remote: Layout::latch(g), expect: 0, swap: latch::ex(me) }, read]
                 }
-                Mode::Shared => [Verb::Faa { remote: Layout::latch(g), add: ONE_READER }, read.clone()],
+                Mode::Shared => [Verb::Faa { remote: Layout::latch(g), add: ONE_READER }, read],
             };
             let during = if mode == Mode::Exclusive { "SEL acquire exclusive" } else { "SEL acquire shared" };
             let old = match w.nic.try_batch(&verbs, during).await {
