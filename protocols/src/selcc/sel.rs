@@ -315,3 +315,39 @@ fn check_line<'a>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::NodeId;
+
+    fn seen(node: u8, mode: Mode, step: Step) -> Seen {
+        Seen { node: ComputeIndex(node), hold: Hold { gcl: RemoteAddr::new(NodeId(0), 64), mode, step } }
+    }
+
+    fn check(word: u64, holds: &[Seen]) -> Result<(), &'static str> {
+        check_line(word, holds.iter(), 4, 8).map_err(|(invariant, _)| invariant)
+    }
+
+    #[test]
+    fn reader_count_and_writer_field_match_the_holds() {
+        // Goal: the checker accepts exactly the words a correct SEL can produce.
+        let a = ComputeIndex(1);
+        let (sh, ex) = (Mode::Shared, Mode::Exclusive);
+        assert_eq!(check(latch::ex(a), &[seen(1, ex, Step::Held)]), Ok(()));
+        // Two threads of one node reading: a count of 2, not a bit.
+        assert_eq!(check(2, &[seen(1, sh, Step::Held), seen(1, sh, Step::Held)]), Ok(()));
+        // A failed reader's transient +1 beside the writer.
+        let transient = latch::ex(a) + 1;
+        assert_eq!(check(transient, &[seen(1, ex, Step::Held), seen(2, sh, Step::Acquiring)]), Ok(()));
+        assert_eq!(
+            check(transient, &[seen(1, ex, Step::Held), seen(2, sh, Step::Held)]),
+            Err("S1 single writer")
+        );
+        assert_eq!(check(2, &[seen(1, sh, Step::Held)]), Err("SEL reader count matches shared holders"));
+        assert_eq!(check(latch::ex(a), &[]), Err("SEL latch owner knows"));
+        assert_eq!(check(0, &[seen(1, ex, Step::Held)]), Err("SEL exclusive holder named by the latch"));
+        assert_eq!(check(latch::ex(ComputeIndex(9)), &[]), Err("SEL latch not torn"));
+        assert_eq!(check(9, &[]), Err("SEL latch not torn"));
+    }
+}
