@@ -78,11 +78,6 @@ impl SelThreads {
     fn set(&self, thread: u32, hold: Option<Hold>) {
         self.holds.lock().unwrap()[thread as usize] = hold;
     }
-
-    /// Every thread's current hold.
-    pub fn holds(&self) -> Vec<Option<Hold>> {
-        self.holds.lock().unwrap().clone()
-    }
 }
 
 /// SEL's reader count: the low bits of the word (`latch.rs`, SEL's encoding).
