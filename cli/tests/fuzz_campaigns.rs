@@ -48,3 +48,10 @@ fn selcc_wide_swarm_five_thousand_schedules() {
     // 2–8 compute nodes, 1–2 memory nodes, wide accesses, every optimization switch drawn.
     campaign("selcc/fuzz-wide.json");
 }
+
+#[test]
+fn sel_five_thousand_schedules() {
+    // SEL per thread (reader count, immediate retries), with the old node-latch SEL drawn in a
+    // third of the seeds.
+    campaign("selcc/fuzz-sel.json");
+}

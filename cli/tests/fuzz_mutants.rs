@@ -69,6 +69,23 @@ fn every_mutant_is_caught_within_the_budget() {
     assert!(missed.is_empty(), "mutants not caught in {BUDGET} schedules: {missed:?}");
 }
 
+/// The SELCC mutants that break a step SEL shares (`protocols/src/selcc/sel.rs`).
+const SEL_MUTANTS: &[&str] =
+    &["release-before-flush", "release-without-flush", "release-exclusive-by-cas", "read-through-modified"];
+
+#[test]
+fn sel_mutants_are_caught_within_the_budget() {
+    let target = target("selcc/fuzz-sel.json");
+    let missed: Vec<&str> = SEL_MUTANTS
+        .iter()
+        .copied()
+        .filter(|name| campaign(&target, name, true).first_failing_seed.is_none())
+        .collect();
+    assert!(missed.is_empty(), "SEL mutants not caught in {BUDGET} schedules: {missed:?}");
+    let summary = campaign(&target, "none", false);
+    assert_eq!(summary.violations, 0, "SEL: false alarm: {:?}", summary.failures);
+}
+
 #[test]
 fn the_correct_protocols_pass_the_same_campaign() {
     for scenario in SCENARIOS {

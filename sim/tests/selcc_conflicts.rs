@@ -262,3 +262,40 @@ fn sel_releases_after_every_access() {
     let latch = h.sim.region(h.memory[0]).load(h.layout.gcl(0).offset_bytes);
     assert_eq!(latch, 0, "SEL leaves the latch free");
 }
+
+#[test]
+fn sel_threads_of_one_node_share_and_retry_on_their_own() {
+    // SEL as the authors run it (`sel.rs`): two threads of one node hold the line shared at
+    // once (a reader count, no local latch), and a writer of the same node keeps retrying its
+    // CAS until both readers have left.
+    let config = Config { threads_per_node: 3, cache_frames: 64, gcl_size_bytes: 256, ..Config::sel() };
+    let mut h = harness(1, 1, &config, 4, Strategy::Default);
+    let log: Log = Default::default();
+    let a = h.node(0);
+    for (thread, label) in [(0u32, "r0"), (1, "r1")] {
+        let (a, log) = (a.clone(), log.clone());
+        h.sim.spawn_main(h.compute[0], async move {
+            let mut w = a.worker(thread);
+            w.nic.sleep(Nanos::from_us(thread as u64)).await;
+            let g = a.layout.gcl(0);
+            let start = w.nic.now();
+            let held = a.slock(&mut w, g).await.unwrap();
+            let waited = w.nic.now().0 - start.0;
+            w.nic.sleep(Nanos::from_us(20)).await;
+            a.sunlock(&mut w, held).await.unwrap();
+            log.lock().unwrap().push((label, *w.last_op(), waited));
+        });
+    }
+    h.sim.spawn_main(h.compute[0], write_at(a, 2, 5, 7, log.clone(), "w"));
+    assert_finished(&h.run());
+    for label in ["r0", "r1"] {
+        let (trace, waited) = entry(&log, label);
+        assert_eq!((trace.case, trace.retries), (OpCase::RemoteFetch, 0), "{label}");
+        assert!(waited < 10_000, "{label} waited {waited} ns: readers of one node must not serialise");
+    }
+    let (w, _) = entry(&log, "w");
+    assert_eq!(w.case, OpCase::Retried);
+    assert!(w.retries > 1, "the writer retries at once while the readers hold: {w:?}");
+    let latch = h.sim.region(h.memory[0]).load(h.layout.gcl(0).offset_bytes);
+    assert_eq!(latch, 0, "SEL leaves the latch free");
+}

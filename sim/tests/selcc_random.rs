@@ -73,6 +73,7 @@ fn ablations_keep_every_invariant() {
         },
         Config { upgrade_attempts: 3, handler_tasks: Some(2), ..config() },
         Config { mode: dmsim_protocols::selcc::Mode::Sel, ..config() },
+        Config { mode: dmsim_protocols::selcc::Mode::Sel, sel_node_latch: true, ..config() },
     ];
     for (i, variant) in variants.iter().enumerate() {
         run(variant, &spec(0.5, 0.99), 10 + i as u64).unwrap_or_else(|e| panic!("variant {i}: {e}"));

@@ -9,8 +9,9 @@ pub enum Mode {
     /// Lazy latch release, invalidation messages, cached copies (Fig. 3b).
     Selcc,
     /// Same latch word, no caching: acquire, access, release on every operation; conflicts are
-    /// retried with backoff, never messaged. [CHOICE] accesses to one line from threads of the
-    /// same node are serialised by the local latch (the node owns one reader bit).
+    /// retried, never messaged. As [REPO] (`ACCESS_MODE 0`): every thread acquires the global
+    /// latch itself into a private buffer, readers are counted, retries are immediate (`sel.rs`).
+    /// With `Config::sel_node_latch` dmsim's earlier SEL instead.
     Sel,
 }
 
@@ -145,6 +146,12 @@ pub struct Config {
     /// Lowest priority level counted as "high" (starved) for spin-waiting and matching [GAP].
     pub starvation_level_min: u8,
 
+    /// SEL only: dmsim's earlier SEL instead of [REPO]'s — [CHOICE] threads of a node serialised
+    /// on the frame's local latch (the node owns one reader bit), retries after C·RTT/N_r.
+    /// Off (default) = `sel.rs`: per-thread acquisition, reader count, immediate retries.
+    #[serde(default)]
+    pub sel_node_latch: bool,
+
     pub cpu: CpuCosts,
     /// Width of the per-node ops-over-time buckets.
     pub timeline_bucket_ns: u64,
@@ -184,6 +191,7 @@ impl Config {
             reader_spin_ns_per_level: 16_000,
             priority_matching: true,
             starvation_level_min: 2,
+            sel_node_latch: false,
             cpu: CpuCosts::default(),
             timeline_bucket_ns: 1_000_000,
             mutant: Mutant::None,
@@ -198,6 +206,11 @@ impl Config {
     /// Fig. 18's starting point: forwarding, batched eviction and dirty bounds all off.
     pub fn ablation_base() -> Config {
         Config { forwarding: false, batched_eviction: false, dirty_bounds: false, ..Config::selcc() }
+    }
+
+    /// SEL as [REPO] runs it (`sel.rs`): each thread acquires the global latch itself.
+    pub fn sel_per_thread(&self) -> bool {
+        self.mode == Mode::Sel && !self.sel_node_latch
     }
 
     /// Free-list threshold L in frames.
@@ -220,6 +233,12 @@ impl Config {
         }
         if self.handler_tasks == Some(0) && self.mode == Mode::Selcc {
             problems.push("handler_tasks: SELCC needs at least one invalidation handler".into());
+        }
+        if self.sel_per_thread() && self.cache_frames < self.threads_per_node {
+            problems.push(format!(
+                "cache_frames: SEL uses frames 0..{} as its threads' private page buffers, has {}",
+                self.threads_per_node, self.cache_frames
+            ));
         }
         // Every thread may pin one frame and the evictor keeps L free: leave headroom.
         let needed = 2 * self.threads_per_node + 2 * self.free_frames_min;

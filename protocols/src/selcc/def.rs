@@ -272,6 +272,9 @@ pub fn invariants(
     oracle: Arc<Oracle>,
     gcl_count: u64,
 ) -> Invariants {
+    if states.first().is_some_and(|s| s.config.sel_per_thread()) {
+        return super::sel::invariants(layout, states, oracle, gcl_count);
+    }
     let layout = layout.clone();
     let compute = layout.compute_count();
     let valid = if compute >= 64 { u64::MAX } else { (1u64 << compute) - 1 };

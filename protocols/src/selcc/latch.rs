@@ -26,6 +26,15 @@
 //! 2. `ex = B − A` (mod 64) when the new owner A's release FAA lands before old owner B's
 //!    handover FAA. With the +1 offset this may decode to a valid index; such a word only leads
 //!    to stale invalidation messages, which the receiver drops because its memo disagrees.
+//!
+//! SEL's encoding (`sel.rs`, [REPO] `ACCESS_MODE 0`): the same exclusive field, and the low 58
+//! bits hold a reader **count** instead of the bitmap — every thread that holds the GCL shared
+//! added 1 (`FAA(+1)`), so several threads of one node may read at once. [REPO] puts
+//! `node_id/2 + 100` in the top byte and the count below it; here the field is SELCC's
+//! (index + 1 in bits 58..63), so `ex`, `ex_field` and `exclusive_holder` serve both. Exclusive
+//! acquire is `CAS(0 → ex(me))`, so it fails while any reader (or a failed reader's transient
+//! `+1`) is counted; exclusive release is `FAA(−ex(me))`, which commutes with those transients.
+//! The count cannot reach bit 58 (at most one per thread), so no carry reaches the field.
 
 use super::ComputeIndex;
 

@@ -15,6 +15,8 @@
 //! A frame mirrors the GCL minus its latch word, so one READ of `header | data` fills it and one
 //! WRITE forwards it (header included: it carries the dirty bounds, which a Case-1 handover must
 //! pass on — spec S7). The header word in memory is always 0 ("clean").
+//! SEL (`sel.rs`) caches nothing: frame number `t` is thread `t`'s private page buffer, so SEL
+//! needs `cache_frames ≥ threads_per_node` (`Config::validate`).
 
 use crate::nic::{Cluster, NodeId, NodeKind, RemoteAddr};
 

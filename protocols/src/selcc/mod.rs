@@ -18,6 +18,7 @@
 //! * [`fairness`] — §5.3 lease, priority slot, priority matching;
 //! * [`dirty`], [`evict`] — §5.2 dirty bounds, batched eviction with a ring per QP;
 //! * [`stats`], [`check`] — metrics; invariants and the read-latest oracle for check mode;
+//! * [`sel`] — SEL as the authors run it: per-thread global latch, reader count, no backoff;
 //! * [`bench`] — per-node tasks for the §7.1 micro-benchmark.
 //!
 //! Spec disagreements and choices are marked [CHOICE]/[GAP] where they are made; the main ones
@@ -42,6 +43,7 @@ pub mod mutants;
 pub mod node;
 pub mod ops;
 pub mod recorded;
+pub mod sel;
 mod sharers;
 pub mod stats;
 

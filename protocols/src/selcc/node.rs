@@ -74,6 +74,8 @@ pub struct NodeState {
     pub freed: Mutex<Vec<Gaddr>>,
     /// The first error any of this node's tasks hit (see the module docs).
     pub errors: ErrorSlot,
+    /// SEL as [REPO] runs it: what each thread holds (`sel.rs`; unused otherwise).
+    pub sel: super::sel::SelThreads,
 }
 
 impl NodeState {
@@ -178,6 +180,7 @@ impl<N: Nic> Node<N> {
             workers_running: Mutex::new(0),
             freed: Mutex::new(Vec::new()),
             errors: ErrorSlot::new(),
+            sel: super::sel::SelThreads::new(config.threads_per_node),
             config,
             layout,
         };
@@ -496,7 +499,7 @@ impl<N: Nic> Node<N> {
         let dirty =
             super::dirty::Dirty::from_header(region.load(header)).mark(offset_bytes, words.len() as u32 * 8);
         region.store(header, dirty.to_header());
-        {
+        if !self.config.sel_per_thread() {
             let meta = self.cache.frame(h.frame).meta();
             assert_eq!(meta.memo, Memo::Modified, "writing without Modified ownership");
         }

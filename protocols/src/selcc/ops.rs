@@ -74,6 +74,13 @@ impl<N: Nic> Node<N> {
     /// `Free(gaddr)` [GAP] (spec B11): take the GCL exclusively (invalidating every cached copy),
     /// release it, and keep it for this node's next `allocate`.
     pub async fn free(&self, w: &mut Worker<N>, g: Gaddr) -> ProtocolResult<()> {
+        if self.config.sel_per_thread() {
+            // SEL caches nothing: taking and giving back the latch is all there is to wait for.
+            let h = self.xlock(w, g).await?;
+            self.xunlock(w, h).await?;
+            self.freed.lock().unwrap().push(g);
+            return Ok(());
+        }
         let h = self.xlock(w, g).await?;
         let frame = h.frame;
         if let Err(e) = self.release_global(&w.nic, frame, g).await {
@@ -124,6 +131,9 @@ impl<N: Nic> Node<N> {
     pub async fn lock(&self, w: &mut Worker<N>, g: Gaddr, mode: Mode) -> ProtocolResult<Handle> {
         assert!(self.layout.is_gcl(g), "{g} is not a GCL");
         self.errors.check()?;
+        if self.config.sel_per_thread() {
+            return self.sel_lock(w, g, mode).await;
+        }
         w.op = super::stats::OpTrace::new(mode == Mode::Exclusive, w.nic.now());
         w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
         let frame = self.pin_frame(w, g).await.map_err(|e| self.fail(e))?;
@@ -230,6 +240,9 @@ impl<N: Nic> Node<N> {
     /// latch too; a lease past γ releases it early (§5.3.1). The local latch and pin are given
     /// back even when the global release fails.
     pub async fn unlock(&self, w: &mut Worker<N>, h: Handle) -> ProtocolResult<()> {
+        if self.config.sel_per_thread() {
+            return self.sel_unlock(w, h).await;
+        }
         let f = self.cache.frame(h.frame);
         {
             let mut meta = f.meta();
@@ -245,6 +258,7 @@ impl<N: Nic> Node<N> {
         }
         let mut released = Ok(());
         if self.config.mode == ProtocolMode::Sel {
+            // `sel_node_latch`: dmsim's earlier SEL.
             assert_eq!(h.latch_mode, Mode::Exclusive);
             released = self.release_global(&w.nic, h.frame, h.gcl).await;
         } else if h.latch_mode == Mode::Exclusive && self.lease_due(&f.meta()) {
