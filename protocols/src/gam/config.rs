@@ -69,6 +69,12 @@ pub struct Config {
     pub inv_handlers: u32,
     /// TSO store-buffer entries per thread; a full buffer blocks the writer.
     pub write_buffer_entries: u32,
+    /// TSO writes of one thread in flight at once (drainer tasks per thread). 1 = strict TSO,
+    /// one write at a time in program order. GAM's `Write` is asynchronous ([REPO]
+    /// ooibc88/gam `GAlloc::Write` sets `ASYNC` and returns once the worker queued it) and the
+    /// GAM paper enforces PSO, so SELCC's GAM (TSO) series set it to the whole buffer (16); one
+    /// block's writes stay ordered either way.
+    pub drain_depth: u32,
     pub cpu: CpuCosts,
     /// A deliberately planted bug ([`super::mutants`]); `None` is the correct protocol.
     #[serde(default)]
@@ -92,6 +98,7 @@ impl Config {
             compute_workers: 1,
             inv_handlers: 1,
             write_buffer_entries: 16,
+            drain_depth: 1,
             cpu: CpuCosts::default(),
             mutant: Mutant::None,
         }
@@ -104,7 +111,8 @@ impl Config {
     /// Frames the protocol can pin at once: each client thread (and each TSO drainer) fetches
     /// one block and may be evicting another.
     pub fn frames_needed(&self) -> u32 {
-        let actors = self.threads_per_node * if self.variant == Variant::Tso { 2 } else { 1 };
+        let drainers = if self.variant == Variant::Tso { self.drain_depth } else { 0 };
+        let actors = self.threads_per_node * (1 + drainers);
         2 * actors + 2
     }
 
@@ -130,10 +138,24 @@ impl Config {
             ("compute_workers", self.compute_workers),
             ("inv_handlers", self.inv_handlers),
             ("write_buffer_entries", self.write_buffer_entries),
+            ("drain_depth", self.drain_depth),
         ] {
             if value == 0 {
                 problems.push(format!("{name}: must be at least 1"));
             }
+        }
+        if self.drain_depth > self.write_buffer_entries {
+            problems.push(format!(
+                "drain_depth: {} exceeds write_buffer_entries ({}): a drainer would never have work",
+                self.drain_depth, self.write_buffer_entries
+            ));
+        }
+        // Client threads and drainers each own a QP and a reply port (node.rs `make_worker`).
+        if self.threads_per_node.saturating_mul(1 + self.drain_depth) > 2_900 {
+            problems.push(format!(
+                "drain_depth: {} drainers for each of {} threads exceed the node's 2,900 client channels",
+                self.drain_depth, self.threads_per_node
+            ));
         }
         problems
     }

@@ -15,6 +15,7 @@
 //! | `compute_workers` | 1 | request-worker servers per compute node (1 = GAM's serialized queue) |
 //! | `inv_handlers` | 1 | invalidation handler tasks per compute node |
 //! | `write_buffer_entries` | 16 | TSO store-buffer entries per thread |
+//! | `drain_depth` | 1 | TSO writes of one thread in flight at once (1 = strict TSO; more = GAM's asynchronous writes, PSO across blocks) |
 //! | `cpu.{worker_ns, access_ns, enqueue_ns}` | 200, 100, 50 | compute-side CPU costs |
 //! | `cpu.{handler_service_ns, handler_copy_ns_per_kib}` | 600, 150 | home CPU per message / per KiB |
 //!

@@ -277,8 +277,10 @@ impl<N: Nic> Node<N> {
         self.make_worker(thread, thread)
     }
 
-    pub(super) fn drainer_worker(&self, thread: u32) -> Worker<N> {
-        self.make_worker(thread, self.config.threads_per_node + thread)
+    /// Drainer `k` of `thread` gets its own QP and reply slot, after the client threads'.
+    pub(super) fn drainer_worker(&self, thread: u32, k: u32) -> Worker<N> {
+        let c = &self.config;
+        self.make_worker(thread, c.threads_per_node + thread * c.drain_depth + k)
     }
 
     fn make_worker(&self, thread: u32, slot: u32) -> Worker<N> {
@@ -732,7 +734,9 @@ impl<N: Nic> Node<N> {
         }
         if self.config.variant == Variant::Tso {
             for thread in 0..self.config.threads_per_node {
-                tasks.push(Box::pin(self.clone().run_drainer(thread)));
+                for k in 0..self.config.drain_depth {
+                    tasks.push(Box::pin(self.clone().run_drainer(thread, k)));
+                }
             }
         }
         tasks

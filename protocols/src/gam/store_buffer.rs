@@ -1,7 +1,11 @@
 //! GAM's TSO store buffers (SELCC §6 [P]: "TSO vs SEQ differ by write buffering"): each client
-//! thread's writes go into its own FIFO buffer and return; a drainer task per thread performs
-//! them one at a time, oldest first, so they become visible in program order. A thread's reads
-//! look in its own buffer first (store-to-load forwarding).
+//! thread's writes go into its own FIFO buffer and return. `drain_depth` drainer tasks per
+//! thread perform them, each taking the oldest write not yet taken whose block has no older
+//! buffered write: with one drainer, writes become visible in program order (TSO); with more,
+//! writes to different blocks are in flight together and may become visible out of order,
+//! which is GAM's own model (its `Write` is asynchronous and returns at once; the GAM paper
+//! enforces partial store order), while one block's writes stay in program order. A thread's
+//! reads look in its own buffer first (store-to-load forwarding).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -19,6 +23,8 @@ pub(super) struct Buffered {
     block: u64,
     offset_bytes: u32,
     words: Vec<u64>,
+    /// A drainer is performing it.
+    taken: bool,
 }
 
 #[derive(Default)]
@@ -52,7 +58,13 @@ impl<N: Nic> Node<N> {
                 if state.entries.len() < self.config.write_buffer_entries as usize {
                     state.next_id += 1;
                     let id = state.next_id;
-                    state.entries.push_back(Buffered { id, block, offset_bytes, words: words.to_vec() });
+                    state.entries.push_back(Buffered {
+                        id,
+                        block,
+                        offset_bytes,
+                        words: words.to_vec(),
+                        taken: false,
+                    });
                     break;
                 }
             }
@@ -106,18 +118,21 @@ impl<N: Nic> Node<N> {
         }
     }
 
-    /// The drainer of thread `thread`'s store buffer: performs buffered writes one at a time,
-    /// oldest first, so they become visible in program order (TSO). Stops at its first error
-    /// (recorded on the node).
-    pub async fn run_drainer(self: Arc<Self>, thread: u32) {
-        let mut w = self.drainer_worker(thread);
+    /// Drainer `k` of thread `thread`'s store buffer: performs the oldest write no other
+    /// drainer has taken and whose block has no older write still buffered (so one block's
+    /// writes keep program order). Stops at its first error (recorded on the node).
+    pub async fn run_drainer(self: Arc<Self>, thread: u32, k: u32) {
+        let mut w = self.drainer_worker(thread, k);
         let buffer = &self.buffers[thread as usize];
         loop {
             let next = {
-                let state = buffer.state.lock().unwrap();
-                match state.entries.front() {
-                    Some(b) => Some(b.clone()),
-                    None if state.closed => return,
+                let mut state = buffer.state.lock().unwrap();
+                match next_drainable(&state.entries) {
+                    Some(i) => {
+                        state.entries[i].taken = true;
+                        Some(state.entries[i].clone())
+                    }
+                    None if state.closed && state.entries.is_empty() => return,
                     None => None,
                 }
             };
@@ -136,9 +151,44 @@ impl<N: Nic> Node<N> {
                 }
             };
             self.stats.lock().unwrap().record_access(&trace);
-            let front = buffer.state.lock().unwrap().entries.pop_front().expect("only the drainer pops");
-            assert_eq!(front.id, b.id, "the drained write left the buffer out of order");
+            {
+                let mut state = buffer.state.lock().unwrap();
+                let i = state
+                    .entries
+                    .iter()
+                    .position(|e| e.id == b.id)
+                    .expect("only its drainer removes a write");
+                state.entries.remove(i);
+            }
             buffer.changed.notify_all();
         }
+    }
+}
+
+/// The oldest write not taken by a drainer whose block has no older write in the buffer.
+fn next_drainable(entries: &VecDeque<Buffered>) -> Option<usize> {
+    entries
+        .iter()
+        .enumerate()
+        .find(|(i, e)| !e.taken && !entries.iter().take(*i).any(|older| older.block == e.block))
+        .map(|(i, _)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(id: u64, block: u64, taken: bool) -> Buffered {
+        Buffered { id, block, offset_bytes: 0, words: vec![id], taken }
+    }
+
+    #[test]
+    fn a_block_with_an_older_buffered_write_waits_and_other_blocks_go_ahead() {
+        let entries: VecDeque<_> = [write(1, 7, true), write(2, 7, false), write(3, 9, false)].into();
+        assert_eq!(next_drainable(&entries), Some(2), "block 7's second write waits for its first");
+        let entries: VecDeque<_> = [write(1, 7, false), write(2, 9, false)].into();
+        assert_eq!(next_drainable(&entries), Some(0), "oldest first");
+        let entries: VecDeque<_> = [write(1, 7, true), write(2, 7, false)].into();
+        assert_eq!(next_drainable(&entries), None);
     }
 }
