@@ -104,6 +104,17 @@ impl Lru {
         }
     }
 
+    /// The least recently used frame, if any.
+    pub fn tail(&self) -> Option<u32> {
+        (self.tail != NIL).then_some(self.tail)
+    }
+
+    /// The frame used just more recently than `i` (towards the head), if any.
+    pub fn more_recent(links: &[AtomicU64], i: u32) -> Option<u32> {
+        let prev = get(links, i).0;
+        (prev != NIL).then_some(prev)
+    }
+
     /// From least to most recently used.
     pub fn iter_from_tail<'a>(&self, links: &'a [AtomicU64]) -> impl Iterator<Item = u32> + 'a {
         let mut cur = self.tail;
@@ -216,11 +227,14 @@ impl Cache {
             }
             let s = (*cursor + step) % shard_count;
             let mut shard = self.shards[s].lock().unwrap();
-            let candidates: Vec<u32> = shard.lru.iter_from_tail(&self.links).collect();
-            for i in candidates {
+            // Walk from the tail without copying the list: a removed frame's more recent
+            // neighbour is read before the removal.
+            let mut next = shard.lru.tail();
+            while let Some(i) = next {
                 if victims.len() >= max {
                     break;
                 }
+                next = Lru::more_recent(&self.links, i);
                 let frame = &self.frames[i as usize];
                 let mut meta = frame.meta();
                 if meta.pins > 0 || meta.acquiring || meta.transit || frame.latch.snapshot() != (0, false, 0)
