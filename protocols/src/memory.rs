@@ -101,8 +101,9 @@ impl Region {
         // Bounds of the last word, checked once for the whole range.
         self.index(target_offset_bytes + len_bytes - WORD_BYTES);
         source.index(source_offset_bytes + len_bytes - WORD_BYTES);
-        for i in 0..count {
-            self.words[t + i].store(source.words[s + i].load(Relaxed), Relaxed);
+        // Slices first, so the loop carries no per-word bounds check.
+        for (to, from) in self.words[t..t + count].iter().zip(&source.words[s..s + count]) {
+            to.store(from.load(Relaxed), Relaxed);
         }
     }
 
