@@ -70,7 +70,7 @@ fn bad_scenarios_name_the_field_and_exit_2() {
             "\"nic_profile\": \"cx3_fdr56\", \"nic_overrides\": {\"link_bandwidth_gbps\": -1}",
         ),
         "cluster.nic_overrides.link_bandwidth_gbps",
-        "positive",
+        "must be a number in [0.001, 100000], got -1.0",
     );
     assert_bad_input("sweep", &t.replace("[1, 2]", "[1, 0]"), "workload.threads_per_node", "x 0");
     assert_bad_input("protocol", &t.replace("nic_micro", "selcc9"), "protocol", "unknown protocol");
@@ -147,6 +147,9 @@ fn compare_puts_two_runs_side_by_side_and_rejects_what_it_cannot_read() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(text.contains("| point | metric | one | two | two/one |"), "{text}");
     assert!(text.lines().filter(|l| l.starts_with("| 0")).count() > 1, "{text}");
+    let o = dmsim(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--metrics", "nosuch"]);
+    assert_eq!(o.status.code(), Some(2), "a metric no point has is a typo");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nosuch"));
     let o = dmsim(&["compare", a.to_str().unwrap(), dir.join("missing").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -154,6 +157,25 @@ fn compare_puts_two_runs_side_by_side_and_rejects_what_it_cannot_read() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+#[test]
+fn duplicate_keys_and_endless_inputs_are_bad_input() {
+    // Goal: a key given twice (serde_json would keep the last silently) and a file with no end
+    // are exit 2 with one line naming the problem, for run, fuzz and replay alike.
+    let dir = scratch("strict-input");
+    let file = dir.join("dup.json");
+    std::fs::write(&file, tiny().replacen("{", "{\"name\": \"twice\",", 1)).unwrap();
+    for args in [vec!["run", file.to_str().unwrap()], vec!["fuzz", file.to_str().unwrap(), "--seeds", "1"]] {
+        let o = dmsim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("duplicate key \"name\""), "{args:?}");
+    }
+    for args in [["run", "/dev/zero"], ["replay", "/dev/zero"]] {
+        let o = dmsim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("larger than 64 MiB"), "{args:?}");
+    }
 }
 
 #[test]

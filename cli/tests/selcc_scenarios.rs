@@ -270,3 +270,33 @@ fn bad_selcc_options_name_their_field() {
         }
     }
 }
+
+#[test]
+fn out_of_range_profile_values_and_a_zero_poll_are_one_error_each_not_one_per_point() {
+    // Goal: values that would overflow the clock (a 2^64 − 1 jitter, a 1e-300 Mops rate) or
+    // stop it (poll every 0 ns) are refused at load, each as one line however many points share it.
+    let base = std::fs::read_to_string(scenario_path("gcl-size.json")).unwrap();
+    let cases = [
+        (
+            "cluster",
+            "nic_overrides",
+            json!({"jitter_ns_max": u64::MAX}),
+            "cluster.nic_overrides.jitter_ns_max",
+        ),
+        (
+            "cluster",
+            "nic_overrides",
+            json!({"rate_mops_read": 1e-300}),
+            "cluster.nic_overrides.rate_mops_read",
+        ),
+        ("protocol_options", "cpu", json!({"poll_ns": 0}), "protocol_options.cpu.poll_ns"),
+    ];
+    for (section, field, value, path) in cases {
+        let mut doc: Value = serde_json::from_str(&base).unwrap();
+        doc[section][field] = value;
+        let err = scenario::load_str("t.json", &doc.to_string(), &registry::sim()).expect_err(path);
+        assert_eq!(err.problems.len(), 1, "{path}: {err}");
+        assert_eq!(err.problems[0].path, path);
+        assert!(err.problems[0].reason.ends_with("and 9 more points"), "{path}: {err}");
+    }
+}

@@ -37,7 +37,8 @@ struct PointMetrics {
 
 fn load(path: &Path) -> Result<(String, Vec<PointMetrics>), String> {
     let file = if path.is_dir() { path.join("summary.json") } else { path.to_path_buf() };
-    let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", shown(&file)))?;
+    let text =
+        dmsim_sim::scenario::strict_json::read_input(&file).map_err(|e| format!("{}: {e}", shown(&file)))?;
     let json: Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", shown(&file)))?;
     let results = json
         .get("results")
@@ -88,6 +89,15 @@ pub fn table(args: &CompareArgs) -> Result<String, String> {
         shown(&args.a),
         shown(&args.b)
     );
+    // A metric neither side has anywhere is a typo, not an empty column.
+    let unknown: Vec<&String> = args
+        .metrics
+        .iter()
+        .filter(|m| !a.iter().chain(&b).any(|p| p.metrics.contains_key(m.as_str())))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!("--metrics: no point on either side has {unknown:?}"));
+    }
     let mut matched = 0;
     for pa in &a {
         let Some(pb) = b.iter().find(|p| p.index == pa.index) else { continue };

@@ -133,8 +133,8 @@ fn list_mutants(scenario: Option<&Path>) -> ExitCode {
 }
 
 fn load_target(path: &Path) -> Result<(ProtocolTarget, String), ExitCode> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| bad(format!("{}: cannot read: {e}", shown(path))))?;
+    let text = dmsim_sim::scenario::strict_json::read_input(path)
+        .map_err(|e| bad(format!("{}: cannot read: {e}", shown(path))))?;
     match ProtocolTarget::from_json(&text, &registry::sim()) {
         Ok(t) => Ok((t, text)),
         Err(problems) => {
@@ -296,7 +296,7 @@ fn write_summary(path: &Path, summary: &CampaignSummary) -> Result<(), String> {
 fn merge(files: &[PathBuf]) -> ExitCode {
     let mut parts = Vec::new();
     for f in files {
-        let text = match std::fs::read_to_string(f) {
+        let text = match dmsim_sim::scenario::strict_json::read_input(f) {
             Ok(t) => t,
             Err(e) => return bad(format!("{}: cannot read: {e}", shown(f))),
         };
@@ -346,7 +346,7 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
     if !target.knows_mutant(&mutant) {
         return bad(format!("--mutant: {} has no mutant {mutant:?}", target.file.protocol));
     }
-    if let Ok(on_disk) = std::fs::read_to_string(&file.scenario_path) {
+    if let Ok(on_disk) = dmsim_sim::scenario::strict_json::read_input(&file.scenario_path) {
         if serde_json::from_str::<serde_json::Value>(&on_disk).ok().as_ref() != Some(&file.scenario) {
             eprintln!(
                 "note: {} has changed since this replay was recorded; replaying the embedded copy",

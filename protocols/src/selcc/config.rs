@@ -257,6 +257,10 @@ impl Config {
         if self.resend_c == 0 {
             problems.push("resend_c: must be at least 1".into());
         }
+        // A zero poll interval re-polls at the same instant forever (virtual time stands still).
+        if self.cpu.poll_ns == 0 {
+            problems.push("cpu.poll_ns: must be at least 1 (0 re-polls without time passing)".into());
+        }
         if !(0.0..=0.5).contains(&self.free_frames_ratio) {
             problems.push(format!("free_frames_ratio: {} is outside [0, 0.5]", self.free_frames_ratio));
         }
@@ -273,8 +277,14 @@ mod tests {
         assert!(Config::selcc().validate().is_empty());
         assert!(Config::sel().validate().is_empty());
         assert!(Config::ablation_base().validate().is_empty());
-        let bad = Config { gcl_size_bytes: 12, cache_frames: 1, ..Config::selcc() };
+        let bad = Config {
+            gcl_size_bytes: 12,
+            cache_frames: 1,
+            cpu: CpuCosts { poll_ns: 0, ..CpuCosts::default() },
+            ..Config::selcc()
+        };
         let problems = bad.validate();
+        assert!(problems.iter().any(|p| p.starts_with("cpu.poll_ns")));
         assert!(problems.iter().any(|p| p.starts_with("gcl_size_bytes")));
         assert!(problems.iter().any(|p| p.starts_with("cache_frames")));
     }

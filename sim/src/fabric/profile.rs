@@ -96,6 +96,11 @@ const NAMED: &[(&str, &str)] = &[
     ("cx5_100g", include_str!("../../profiles/cx5_100g.json")),
 ];
 
+/// The smallest rate or bandwidth a profile may state (its unit: Mops, Gb/s, MB/s).
+const RATE_MIN: f64 = 0.001;
+/// The longest duration a profile may state: one second.
+const DURATION_MAX_NS: u64 = 1_000_000_000;
+
 impl Profile {
     /// The compiled-in profile `name`, or `None`.
     pub fn named(name: &str) -> Option<Profile> {
@@ -111,26 +116,50 @@ impl Profile {
     /// Every problem with the values, as (field, reason).
     pub fn problems(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        let mut positive_f = |field: &str, v: f64| {
-            if !(v.is_finite() && v > 0.0) {
-                out.push((field.to_string(), format!("must be a positive number, got {v}")));
+        // Rates and bandwidths: positive and within a physical range, so that one operation's
+        // service time stays a sane number of picoseconds (1e-300 Mops would overflow them).
+        let mut rate = |field: &str, v: f64, max: f64| {
+            if !(v.is_finite() && (RATE_MIN..=max).contains(&v)) {
+                out.push((field.to_string(), format!("must be a number in [{RATE_MIN}, {max}], got {v:?}")));
             }
         };
-        positive_f("link_bandwidth_gbps", self.link_bandwidth_gbps);
-        positive_f("rate_mops_read", self.rate_mops_read);
-        positive_f("rate_mops_write", self.rate_mops_write);
-        positive_f("rate_mops_atomic", self.rate_mops_atomic);
-        positive_f("rate_mops_send", self.rate_mops_send);
-        positive_f("ssd_bandwidth_mbps", self.ssd_bandwidth_mbps);
+        rate("link_bandwidth_gbps", self.link_bandwidth_gbps, 100_000.0);
+        rate("rate_mops_read", self.rate_mops_read, 100_000.0);
+        rate("rate_mops_write", self.rate_mops_write, 100_000.0);
+        rate("rate_mops_atomic", self.rate_mops_atomic, 100_000.0);
+        rate("rate_mops_send", self.rate_mops_send, 100_000.0);
+        rate("ssd_bandwidth_mbps", self.ssd_bandwidth_mbps, 100_000_000.0);
         for (field, v) in [
             ("latency_ns_read", self.latency_ns_read),
             ("latency_ns_write", self.latency_ns_write),
             ("latency_ns_atomic", self.latency_ns_atomic),
             ("latency_ns_send", self.latency_ns_send),
         ] {
-            if v < 2 {
-                out.push((field.to_string(), format!("a round trip must be at least 2 ns, got {v}")));
+            if !(2..=DURATION_MAX_NS).contains(&v) {
+                out.push((
+                    field.to_string(),
+                    format!("a round trip must be in [2, {DURATION_MAX_NS}] ns, got {v}"),
+                ));
             }
+        }
+        // Every other duration: at most one second (a 2^64 − 1 jitter would wrap the clock).
+        for (field, v) in [
+            ("atomic_service_ns", self.atomic_service_ns),
+            ("jitter_ns_max", self.jitter_ns_max),
+            ("cpu_ns_local_access", self.cpu_ns_local_access),
+            ("cpu_ns_per_kib_copy", self.cpu_ns_per_kib_copy),
+            ("ssd_latency_ns_read", self.ssd_latency_ns_read),
+            ("ssd_latency_ns_write", self.ssd_latency_ns_write),
+            ("device_latency_saving_ns", self.device_latency_saving_ns),
+            ("device_atomic_service_ns", self.device_atomic_service_ns),
+            ("masked_atomic_service_ns", self.masked_atomic_service_ns),
+        ] {
+            if v > DURATION_MAX_NS {
+                out.push((field.to_string(), format!("must be at most {DURATION_MAX_NS} ns (1 s), got {v}")));
+            }
+        }
+        if self.header_bytes > 1 << 20 {
+            out.push(("header_bytes".into(), format!("must be at most 1 MiB, got {}", self.header_bytes)));
         }
         for (field, v) in [
             ("qp_outstanding_max", self.qp_outstanding_max),

@@ -28,7 +28,7 @@ use super::target::{
 use crate::engine::StopReason;
 use crate::runners::common::{point_spec, sim_config_for};
 use crate::runners::{Exchange, Registry, SimProtocol, SimulateOptions};
-use crate::scenario::load::{check_point, resolve_point};
+use crate::scenario::load::{check_point, resolve_point, DistinctProblems};
 use crate::scenario::{PointConfig, Problem, ScenarioFile};
 use crate::trace::TraceSink;
 
@@ -47,9 +47,8 @@ pub struct ProtocolTarget {
 impl ProtocolTarget {
     /// Parse and validate a scenario (its JSON text); every problem carries its field path.
     pub fn from_json(text: &str, registry: &Registry) -> Result<ProtocolTarget, Vec<Problem>> {
-        let raw: Value = serde_json::from_str(text).map_err(|e| {
-            vec![Problem::new("", format!("malformed JSON at line {} column {}: {e}", e.line(), e.column()))]
-        })?;
+        let raw: Value = crate::scenario::strict_json::parse(text)
+            .map_err(|e| vec![Problem::new("", format!("malformed JSON: {e}"))])?;
         let file: ScenarioFile = crate::scenario::load::parse_typed(&raw, "").map_err(|p| vec![p])?;
         let mut problems = Vec::new();
         if file.sweep.panels.is_some() || file.sweep.series.is_some() || file.sweep.x.is_some() {
@@ -84,30 +83,30 @@ impl ProtocolTarget {
             alone.extend(spec.corners().into_iter().map(|c| vec![c]));
             alone
         });
+        let mut distinct = DistinctProblems::default();
         for overrides in combos {
-            let context = if overrides.is_empty() {
-                String::new()
-            } else {
-                let shown: Vec<String> = overrides.iter().map(|(p, v)| format!("{p} = {v}")).collect();
-                format!(" (with fuzz.swarm {})", shown.join(", "))
+            let context = || {
+                if overrides.is_empty() {
+                    String::new()
+                } else {
+                    let shown: Vec<String> = overrides.iter().map(|(p, v)| format!("{p} = {v}")).collect();
+                    format!(" (with fuzz.swarm {})", shown.join(", "))
+                }
             };
             match resolve_point(&raw, &overrides) {
-                Err(p) => problems.push(Problem::new(p.path, format!("{}{context}", p.reason))),
+                Err(p) => distinct.add(p, context, "swarm combinations"),
                 Ok(config) => {
                     for p in check_point(&config, registry) {
-                        let p = Problem::new(p.path, format!("{}{context}", p.reason));
-                        if !problems.contains(&p) {
-                            problems.push(p);
-                        }
+                        distinct.add(p, context, "swarm combinations");
                     }
                 }
             }
-            if problems.len() >= 10 {
+            if distinct.len() >= 10 {
                 break;
             }
         }
-        if !problems.is_empty() {
-            return Err(problems);
+        if !distinct.is_empty() {
+            return Err(distinct.into_problems());
         }
         Ok(ProtocolTarget { file, raw, spec, protocol })
     }

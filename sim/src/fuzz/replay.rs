@@ -66,10 +66,11 @@ pub fn git_commit() -> String {
 
 impl ReplayFile {
     pub fn read(path: &Path) -> Result<ReplayFile, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let text = crate::scenario::strict_json::read_input(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let file: ReplayFile = crate::scenario::load::parse_typed(
-            &serde_json::from_str(&text).map_err(|e| format!("{}: malformed JSON: {e}", path.display()))?,
+            &crate::scenario::strict_json::parse(&text)
+                .map_err(|e| format!("{}: malformed JSON: {e}", path.display()))?,
             "",
         )
         .map_err(|p| format!("{}: {}: {}", path.display(), p.path, p.reason))?;

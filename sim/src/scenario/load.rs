@@ -33,7 +33,7 @@ impl std::error::Error for ScenarioError {}
 
 pub fn load(path: &Path, registry: &Registry) -> Result<Scenario, ScenarioError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+    let text = super::strict_json::read_input(path).map_err(|e| ScenarioError {
         file: file.clone(),
         problems: vec![Problem::new("", format!("cannot read: {e}"))],
     })?;
@@ -53,38 +53,69 @@ fn load_in(
     registry: &Registry,
 ) -> Result<Scenario, ScenarioError> {
     let fail = |problems: Vec<Problem>| ScenarioError { file: file.to_string(), problems };
-    let mut raw: Value = serde_json::from_str(text).map_err(|e| {
-        fail(vec![Problem::new(
-            "",
-            format!("malformed JSON at line {} column {}: {e}", e.line(), e.column()),
-        )])
-    })?;
+    let mut raw: Value = super::strict_json::parse(text)
+        .map_err(|e| fail(vec![Problem::new("", format!("malformed JSON: {e}"))]))?;
     if let (Some(base), Some(Value::String(name))) = (base, raw.pointer_mut("/cluster/nic_profile")) {
         if is_profile_path(name) && Path::new(name.as_str()).is_relative() {
             *name = base.join(name.as_str()).display().to_string();
         }
     }
     let parsed: ScenarioFile = parse_typed(&raw, "").map_err(|p| fail(vec![p]))?;
-    let mut problems = check_file(&parsed);
+    let problems = check_file(&parsed);
     if !problems.is_empty() {
         return Err(fail(problems));
     }
     let points = expand(&raw, &parsed).map_err(|p| fail(vec![p]))?;
+    let mut distinct = DistinctProblems::default();
     for point in &points {
         for p in check_point(&point.config, registry) {
-            let p = Problem::new(p.path, format!("{}{}", p.reason, point_context(point)));
-            if !problems.contains(&p) {
-                problems.push(p);
-            }
+            distinct.add(p, || point_context(point), "points");
         }
     }
-    if !problems.is_empty() {
-        return Err(fail(problems));
+    if !distinct.is_empty() {
+        return Err(fail(distinct.into_problems()));
     }
     Ok(Scenario { file: parsed, source: text.to_string(), points })
 }
 
 pub use dmsim_protocols::harness::{join_path, parse_typed};
+
+/// Problems met at many points of one file (sweep points, swarm combinations): each distinct
+/// (path, reason) once, with the context of the first point that showed it and how many more
+/// did — so one bad field is one line, not one per point.
+#[derive(Default)]
+pub(crate) struct DistinctProblems {
+    found: Vec<(Problem, String, &'static str, usize)>,
+}
+
+impl DistinctProblems {
+    /// `context` (e.g. " (at series x)") is built only for a problem not seen before; `unit`
+    /// names what the others are ("points", "combinations").
+    pub fn add(&mut self, problem: Problem, context: impl FnOnce() -> String, unit: &'static str) {
+        match self.found.iter_mut().find(|(p, ..)| *p == problem) {
+            Some(entry) => entry.3 += 1,
+            None => self.found.push((problem, context(), unit, 0)),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.found.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.found.len()
+    }
+
+    pub fn into_problems(self) -> Vec<Problem> {
+        self.found
+            .into_iter()
+            .map(|(p, context, unit, more)| {
+                let more = if more > 0 { format!(" and {more} more {unit}") } else { String::new() };
+                Problem::new(p.path, format!("{}{context}{more}", p.reason))
+            })
+            .collect()
+    }
+}
 
 fn point_context(point: &Point) -> String {
     let mut parts = Vec::new();
@@ -216,9 +247,9 @@ fn is_profile_path(name: &str) -> bool {
 /// A profile JSON file (as `dmsim hw calibrate --out` writes).
 fn profile_file(path: &str) -> Result<Profile, Problem> {
     let at = "cluster.nic_profile";
-    let text = std::fs::read_to_string(path).map_err(|e| Problem::new(at, format!("{path}: {e}")))?;
-    let value: Value =
-        serde_json::from_str(&text).map_err(|e| Problem::new(at, format!("{path}: malformed JSON: {e}")))?;
+    let text = super::strict_json::read_input(path).map_err(|e| Problem::new(at, format!("{path}: {e}")))?;
+    let value: Value = super::strict_json::parse(&text)
+        .map_err(|e| Problem::new(at, format!("{path}: malformed JSON: {e}")))?;
     parse_typed(&value, "")
         .map_err(|p| Problem::new(at, format!("{path}: not a NIC profile: {}: {}", p.path, p.reason)))
 }

@@ -13,6 +13,7 @@
 
 pub mod load;
 pub mod results;
+pub mod strict_json;
 
 use std::collections::BTreeMap;
 
