@@ -160,6 +160,26 @@ fn compare_puts_two_runs_side_by_side_and_rejects_what_it_cannot_read() {
 }
 
 #[test]
+fn a_run_replaces_its_results_directory_whole() {
+    // Goal: the results directory is the new run's, all of it: a file an earlier run left there
+    // is gone, and no staging directory is left beside it.
+    let dir = scratch("whole-dir");
+    let file = dir.join("scenario.json");
+    std::fs::write(&file, tiny()).unwrap();
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("stale.csv"), "from an older run").unwrap();
+    let o = dmsim(&["run", file.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.join("summary.json").exists() && !out.join("stale.csv").exists());
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.contains("dmsim-tmp")), "staging litter: {names:?}");
+}
+
+#[test]
 fn duplicate_keys_and_endless_inputs_are_bad_input() {
     // Goal: a key given twice (serde_json would keep the last silently) and a file with no end
     // are exit 2 with one line naming the problem, for run, fuzz and replay alike.

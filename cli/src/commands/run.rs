@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rayon::prelude::*;
 
 use super::{exit, shown};
-use dmsim_sim::report::{ResultsDir, RunReport};
+use dmsim_sim::report::{ResultsDir, RunReport, Staging};
 use dmsim_sim::runners::{self, PointResult, RunOptions};
 use dmsim_sim::scenario::{self, results, Point};
 use dmsim_sim::trace::{mix, TraceSink};
@@ -61,13 +61,15 @@ pub fn run(args: RunArgs) -> ExitCode {
         Some(out) => ResultsDir::at(out),
         None => ResultsDir::for_scenario("results", &scenario.file.paper, &scenario.file.name),
     };
-    let dir = match dir {
-        Ok(d) => d,
+    // Everything (traces included) goes to a staging sibling that replaces `dir` at the end.
+    let staging = match dir.and_then(|d| Staging::beside(d.path())) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(exit::IO);
         }
     };
+    let dir = staging.dir().clone();
     let trace_dir = dir.file("traces");
     if args.trace {
         if let Err(e) = std::fs::create_dir_all(&trace_dir) {
@@ -145,12 +147,13 @@ pub fn run(args: RunArgs) -> ExitCode {
         calibration_note: &note,
         summary,
     };
-    if let Err(e) = dir.write_all(report) {
+    let target = staging.target().to_path_buf();
+    if let Err(e) = dir.write_all(report).and_then(|_| staging.publish()) {
         eprintln!("error: {e}");
         return ExitCode::from(exit::IO);
     }
     let events: u64 = ok.iter().map(|r| r.events).sum();
-    println!("wrote {}", shown(dir.path()));
+    println!("wrote {}", shown(&target));
     println!(
         "points: {} ok, {} failed; {events} events in {wall:.2}s wall ({:.0} events/s)",
         ok.len(),

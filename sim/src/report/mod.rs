@@ -12,8 +12,9 @@
 //! - This module knows nothing about scenarios, protocols or the engine; callers hand it plain
 //!   data. Scenario-specific knowledge (which metric goes on which axis) lives in the runner.
 //! - Every file is written atomically (temporary file, then rename), so a crashed or killed run
-//!   never leaves a truncated result, and every error names the path it concerns. Nothing here
-//!   panics on I/O.
+//!   never leaves a truncated result, and every error names the path it concerns; `dmsim run`
+//!   writes the whole directory into a [`Staging`] sibling and renames it into place, so a failed
+//!   run never mixes new files with old ones. Nothing here panics on I/O.
 //! - Output is a pure function of the input: no timestamps or host names, so reruns of a
 //!   deterministic scenario produce byte-identical files.
 
@@ -24,6 +25,7 @@ mod csv;
 mod error;
 mod figure;
 mod results_dir;
+mod staging;
 mod svg;
 #[cfg(test)]
 mod test_support;
@@ -34,4 +36,5 @@ pub use csv::{write_csv, Table, Value};
 pub use error::{ReportError, ReportErrorCause};
 pub use figure::{Figure, Panel, PanelKind, Scale, Series};
 pub use results_dir::{write_summary_json, ResultsDir, RunReport};
+pub use staging::Staging;
 pub use svg::{render_svg, write_svg, PANEL_HEIGHT_PX, PANEL_WIDTH_PX};
