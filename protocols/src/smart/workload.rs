@@ -1,0 +1,225 @@
+//! The index workload SMART's scenarios run: a bulk-loaded key set and a seeded stream of
+//! lookups, updates, inserts, deletes and scans per thread, uniform or Zipfian with YCSB's
+//! scrambled key choice (hot ranks spread over the key space). YCSB's named mixes (A–E, LOAD)
+//! are this op mix with YCSB's ratios; when the shared YCSB generator lands
+//! (`workload/ycsb.rs`), its stream replaces [`IndexStream`] behind the same [`IndexOp`].
+
+use rand_chacha::rand_core::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
+
+use super::stats::OpKind;
+use crate::common::shape::ShapeFields;
+use crate::harness::Problem;
+use crate::workload::zipf::{unit_f64, Zipf};
+
+/// `workload` of a SMART scenario.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexWorkload {
+    /// Keys bulk-loaded before the run (scaled down from the papers' 60–200 M).
+    pub key_count: u64,
+    /// `hashed` (8-byte keys spread over the whole space, as YCSB's hashed keys) or `dense`
+    /// (1..=key_count, SMART's integer keys).
+    #[serde(default)]
+    pub key_layout: KeyLayout,
+    /// Fractions of lookups, updates, inserts, deletes and scans (summing to 1).
+    #[serde(default)]
+    pub mix: Mix,
+    /// 0: uniform; else Zipf θ over the loaded keys (YCSB uses 0.99), scrambled.
+    #[serde(default)]
+    pub zipf_theta: f64,
+    #[serde(default = "hundred")]
+    pub scan_length: u32,
+    /// Cache size as a fraction of the data (keys × 16 B), as DEX states it (256 MB of 3.2 GB);
+    /// `protocol_options.cache_bytes` when absent.
+    #[serde(default)]
+    pub cache_ratio: Option<f64>,
+    #[serde(default)]
+    pub threads_per_node: Option<u32>,
+    #[serde(default)]
+    pub threads_total: Option<u32>,
+    #[serde(default)]
+    pub ops_per_thread: Option<u64>,
+    #[serde(default)]
+    pub ops_per_node: Option<u64>,
+}
+
+fn hundred() -> u32 {
+    100
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyLayout {
+    #[default]
+    Hashed,
+    Dense,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Mix {
+    pub lookup: f64,
+    pub update: f64,
+    pub insert: f64,
+    pub delete: f64,
+    pub scan: f64,
+}
+
+impl Default for Mix {
+    fn default() -> Self {
+        Mix { lookup: 1.0, update: 0.0, insert: 0.0, delete: 0.0, scan: 0.0 }
+    }
+}
+
+impl Mix {
+    fn parts(&self) -> [(OpKind, f64); 5] {
+        [
+            (OpKind::Lookup, self.lookup),
+            (OpKind::Update, self.update),
+            (OpKind::Insert, self.insert),
+            (OpKind::Delete, self.delete),
+            (OpKind::Scan, self.scan),
+        ]
+    }
+}
+
+impl IndexWorkload {
+    pub fn shape_fields(&self) -> ShapeFields {
+        ShapeFields {
+            threads_per_node: self.threads_per_node,
+            threads_total: self.threads_total,
+            ops_per_thread: self.ops_per_thread,
+            ops_per_node: self.ops_per_node,
+            cache_frames: None,
+            cache_ratio: None,
+        }
+    }
+
+    pub fn check(&self, out: &mut Vec<Problem>) {
+        let parts = self.mix.parts();
+        if parts.iter().any(|(_, f)| !(0.0..=1.0).contains(f))
+            || (parts.iter().map(|p| p.1).sum::<f64>() - 1.0).abs() > 1e-9
+        {
+            out.push(Problem::new("workload.mix", "fractions must lie in [0, 1] and sum to 1"));
+        }
+        if self.key_count == 0 {
+            out.push(Problem::new("workload.key_count", "must be at least 1"));
+        }
+        if self.key_count > 1 << 32 {
+            out.push(Problem::new("workload.key_count", "at most 2^32 keys"));
+        }
+        if !(self.zipf_theta >= 0.0 && self.zipf_theta.is_finite()) {
+            out.push(Problem::new("workload.zipf_theta", "must be finite and ≥ 0"));
+        }
+        if self.scan_length == 0 && self.mix.scan > 0.0 {
+            out.push(Problem::new("workload.scan_length", "must be at least 1 when scans run"));
+        }
+        if let Some(r) = self.cache_ratio {
+            if !(0.0..=1.0).contains(&r) {
+                out.push(Problem::new("workload.cache_ratio", "must lie in [0, 1]"));
+            }
+        }
+    }
+
+    /// The bytes of data `cache_ratio` refers to.
+    pub fn data_bytes(&self) -> u64 {
+        self.key_count * 16
+    }
+}
+
+/// A bijective 64-bit mix (splitmix64's finalizer): distinct ordinals get distinct keys.
+pub fn mix64(mut x: u64) -> u64 {
+    x = (x ^ x >> 30).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ x >> 27).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ x >> 31
+}
+
+/// The key of ordinal `i` (0-based) under `layout`.
+pub fn key_of(layout: KeyLayout, i: u64) -> u64 {
+    match layout {
+        KeyLayout::Dense => i + 1,
+        KeyLayout::Hashed => mix64(i + 1),
+    }
+}
+
+/// The bulk-loaded keys, sorted.
+pub fn loaded_keys(w: &IndexWorkload) -> Vec<u64> {
+    let mut keys: Vec<u64> = (0..w.key_count).map(|i| key_of(w.key_layout, i)).collect();
+    keys.sort_unstable();
+    keys
+}
+
+/// One operation of a client thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexOp {
+    pub kind: OpKind,
+    pub key: u64,
+}
+
+/// One thread's operations.
+pub struct IndexStream {
+    w: IndexWorkload,
+    zipf: Option<Zipf>,
+    rng: ChaCha8Rng,
+    left: u64,
+    /// Ordinals of this thread's fresh inserts: `next_insert`, then + `stride`.
+    next_insert: u64,
+    stride: u64,
+}
+
+impl IndexStream {
+    /// `client` of `clients` (globally unique), `ops` operations.
+    pub fn new(w: &IndexWorkload, client: u64, clients: u64, ops: u64, rng: ChaCha8Rng) -> IndexStream {
+        let zipf = (w.zipf_theta > 0.0).then(|| Zipf::new(w.key_count, w.zipf_theta));
+        IndexStream {
+            w: w.clone(),
+            zipf,
+            rng,
+            left: ops,
+            next_insert: w.key_count + client,
+            stride: clients.max(1),
+        }
+    }
+
+    fn existing(&mut self) -> u64 {
+        let ordinal = match &self.zipf {
+            // YCSB's scrambled Zipfian: rank r's item is hash(r) mod n.
+            Some(z) => mix64(z.sample(|| self.rng.next_u64())) % self.w.key_count,
+            None => self.rng.next_u64() % self.w.key_count,
+        };
+        key_of(self.w.key_layout, ordinal)
+    }
+}
+
+impl Iterator for IndexStream {
+    type Item = IndexOp;
+
+    fn next(&mut self) -> Option<IndexOp> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let mut u = unit_f64(self.rng.next_u64());
+        let mut kind = OpKind::Lookup;
+        for (k, f) in self.w.mix.parts() {
+            if f > 0.0 {
+                kind = k;
+                if u < f {
+                    break;
+                }
+                u -= f;
+            }
+        }
+        let key = match kind {
+            OpKind::Insert => {
+                let ordinal = self.next_insert;
+                self.next_insert += self.stride;
+                key_of(self.w.key_layout, ordinal)
+            }
+            _ => self.existing(),
+        };
+        Some(IndexOp { kind, key })
+    }
+}
