@@ -377,10 +377,11 @@ impl<N: Nic> Tree<N> {
             if c.cached.is_some() && !f.type_correct {
                 self.invalidate(key, &c);
             }
-            self.admit(w, key, &c, &f).await;
             if f.header.mismatch(key).is_some() {
                 return Ok(0);
             }
+            // Only after the prefix matched: the cache files the copy under the key's prefix.
+            self.admit(w, key, &c, &f).await;
             let depth = f.header.depth() + f.header.partial_len();
             let byte = key_byte(key, depth);
             let Some(i) = f.slots.iter().position(|e| !e.is_null() && e.partial() == byte) else {
@@ -514,7 +515,6 @@ impl<N: Nic> Tree<N> {
             if c.cached.is_some() && !f.type_correct {
                 self.invalidate(key, &c);
             }
-            self.admit(w, key, &c, &f).await;
             let mismatch =
                 f.header.mismatch(key).filter(|_| self.config.mutant != Mutant::InsertIgnoresPrefix);
             if let Some(i) = mismatch {
@@ -551,6 +551,7 @@ impl<N: Nic> Tree<N> {
                     }
                 }
             }
+            self.admit(w, key, &c, &f).await;
             let depth = f.header.depth() + f.header.partial_len();
             let byte = key_byte(key, depth);
             let node = c.entry.addr();

@@ -19,8 +19,9 @@ use crate::workload::zipf::{unit_f64, Zipf};
 pub struct IndexWorkload {
     /// Keys bulk-loaded before the run (scaled down from the papers' 60–200 M).
     pub key_count: u64,
-    /// `hashed` (8-byte keys spread over the whole space, as YCSB's hashed keys) or `dense`
-    /// (1..=key_count, SMART's integer keys).
+    /// `hashed` (8-byte keys spread over the whole space, as YCSB's hashed keys), `dense`
+    /// (1..=key_count, SMART's integer keys) or `clustered` (groups of 8 keys under one long
+    /// shared prefix; inserted keys leave their group's prefix, so inserts split headers).
     #[serde(default)]
     pub key_layout: KeyLayout,
     /// Fractions of lookups, updates, inserts, deletes and scans (summing to 1).
@@ -29,6 +30,10 @@ pub struct IndexWorkload {
     /// 0: uniform; else Zipf θ over the loaded keys (YCSB uses 0.99), scrambled.
     #[serde(default)]
     pub zipf_theta: f64,
+    /// Lookups, updates and deletes also draw keys that inserts are to add (not yet inserted
+    /// ones read as absent, and an update of one inserts it), so reads meet fresh keys.
+    #[serde(default)]
+    pub touch_inserted: bool,
     #[serde(default = "hundred")]
     pub scan_length: u32,
     /// Cache size as a fraction of the data (keys × 16 B), as DEX states it (256 MB of 3.2 GB);
@@ -55,6 +60,7 @@ pub enum KeyLayout {
     #[default]
     Hashed,
     Dense,
+    Clustered,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
@@ -136,17 +142,29 @@ pub fn mix64(mut x: u64) -> u64 {
     x ^ x >> 31
 }
 
-/// The key of ordinal `i` (0-based) under `layout`.
-pub fn key_of(layout: KeyLayout, i: u64) -> u64 {
+/// The key of ordinal `i` (0-based) under `layout`, with `loaded` keys bulk-loaded.
+pub fn key_of(layout: KeyLayout, loaded: u64, i: u64) -> u64 {
     match layout {
         KeyLayout::Dense => i + 1,
         KeyLayout::Hashed => mix64(i + 1),
+        KeyLayout::Clustered => {
+            // Bytes: 0x01, 0, 0, 0, 0, group, sub, member. Loaded keys have sub 0; the n-th
+            // inserted key goes to group n mod groups with a sub byte ≥ 1.
+            let groups = loaded.div_ceil(8).clamp(1, 256);
+            let (group, sub, member) = if i < loaded {
+                (i / 8 % 256, 0, i % 8 + (i / 2048) * 8)
+            } else {
+                let n = i - loaded;
+                (n % groups, 1 + (n / groups) % 255, n / (groups * 255))
+            };
+            1 << 56 | group << 16 | sub << 8 | (member & 0xff) | (member >> 8) << 24
+        }
     }
 }
 
 /// The bulk-loaded keys, sorted.
 pub fn loaded_keys(w: &IndexWorkload) -> Vec<u64> {
-    let mut keys: Vec<u64> = (0..w.key_count).map(|i| key_of(w.key_layout, i)).collect();
+    let mut keys: Vec<u64> = (0..w.key_count).map(|i| key_of(w.key_layout, w.key_count, i)).collect();
     keys.sort_unstable();
     keys
 }
@@ -167,13 +185,18 @@ pub struct IndexStream {
     /// Ordinals of this thread's fresh inserts: `next_insert`, then + `stride`.
     next_insert: u64,
     stride: u64,
+    /// Ordinals lookups, updates and deletes draw from.
+    span: u64,
 }
 
 impl IndexStream {
     /// `client` of `clients` (globally unique), `ops` operations.
     pub fn new(w: &IndexWorkload, client: u64, clients: u64, ops: u64, rng: ChaCha8Rng) -> IndexStream {
-        let zipf = (w.zipf_theta > 0.0).then(|| Zipf::new(w.key_count, w.zipf_theta));
+        let inserts = (ops as f64 * clients as f64 * w.mix.insert).ceil() as u64;
+        let span = if w.touch_inserted { w.key_count + inserts } else { w.key_count };
+        let zipf = (w.zipf_theta > 0.0).then(|| Zipf::new(span, w.zipf_theta));
         IndexStream {
+            span,
             w: w.clone(),
             zipf,
             rng,
@@ -186,10 +209,10 @@ impl IndexStream {
     fn existing(&mut self) -> u64 {
         let ordinal = match &self.zipf {
             // YCSB's scrambled Zipfian: rank r's item is hash(r) mod n.
-            Some(z) => mix64(z.sample(|| self.rng.next_u64())) % self.w.key_count,
-            None => self.rng.next_u64() % self.w.key_count,
+            Some(z) => mix64(z.sample(|| self.rng.next_u64())) % self.span,
+            None => self.rng.next_u64() % self.span,
         };
-        key_of(self.w.key_layout, ordinal)
+        key_of(self.w.key_layout, self.w.key_count, ordinal)
     }
 }
 
@@ -216,10 +239,23 @@ impl Iterator for IndexStream {
             OpKind::Insert => {
                 let ordinal = self.next_insert;
                 self.next_insert += self.stride;
-                key_of(self.w.key_layout, ordinal)
+                key_of(self.w.key_layout, self.w.key_count, ordinal)
             }
             _ => self.existing(),
         };
         Some(IndexOp { kind, key })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_layout_gives_distinct_keys() {
+        for layout in [KeyLayout::Hashed, KeyLayout::Dense, KeyLayout::Clustered] {
+            let keys: std::collections::BTreeSet<u64> = (0..5000).map(|i| key_of(layout, 24, i)).collect();
+            assert_eq!(keys.len(), 5000, "{layout:?}");
+        }
     }
 }
