@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::layout::TOMBSTONE;
 use super::stats::OpKind;
 use super::tree::Tree;
-use super::workload::IndexStream;
+use super::workload::OpStream;
 use crate::common::bench::write_stamp;
 use crate::harness::{LoggedOp, OpLog};
 use crate::nic::{Nanos, Nic};
@@ -21,16 +21,19 @@ pub struct Logging {
     pub client: u32,
 }
 
+/// Coroutine `coro` of client thread `thread` (SMART runs 8 per thread on the thread's QP).
 pub async fn run_client<N: Nic>(
     tree: Arc<Tree<N>>,
     thread: u32,
-    stream: IndexStream,
-    scan_length: u32,
+    coro: u32,
+    stream: OpStream,
     logging: Option<Logging>,
 ) {
-    let mut w = tree.worker(thread);
+    let mut w = tree.worker(thread, coro);
+    // Stamps are unique per (node, thread, sequence): a thread's coroutines interleave theirs.
+    let coros = tree.config.coroutines_per_thread as u64;
     let node = w.nic.node();
-    let mut sequence = 0u64;
+    let mut sequence = coro as u64;
     for op in stream {
         if tree.errors.is_set() {
             return;
@@ -38,7 +41,7 @@ pub async fn run_client<N: Nic>(
         let start = w.nic.now();
         let write = match op.kind {
             OpKind::Update | OpKind::Insert | OpKind::Delete => {
-                sequence += 1;
+                sequence += coros;
                 let stamp = write_stamp(node, thread, sequence);
                 Some(if op.kind == OpKind::Delete { stamp | TOMBSTONE } else { stamp })
             }
@@ -58,7 +61,7 @@ pub async fn run_client<N: Nic>(
         });
         w.nic.cpu(Nanos(tree.config.cpu.op_ns)).await;
         let (result, shared) = match (op.kind, write) {
-            (OpKind::Scan, _) => match tree.scan(&mut w, op.key, scan_length as usize).await {
+            (OpKind::Scan, _) => match tree.scan(&mut w, op.key, op.scan_len as usize).await {
                 Ok(rows) => {
                     if rows.windows(2).any(|p| p[0].0 >= p[1].0) {
                         tree.note_scan_disorder();
@@ -77,7 +80,7 @@ pub async fn run_client<N: Nic>(
                     log[i].seen = Some(seen);
                     log[i].return_ns = Some(w.nic.now().0);
                 }
-                tree.record(&mut w, op.kind, start, shared);
+                tree.record(&mut w, op.kind, start, shared, op.warmup);
             }
             Err(e) => {
                 tree.errors.record(e);

@@ -46,6 +46,9 @@ pub struct Config {
     pub write_combining: bool,
     /// Client threads per compute node (from the workload).
     pub threads_per_node: u32,
+    /// Concurrent operations per client thread, sharing its QP (SMART's benchmark runs
+    /// `kCoroCnt = 8` coroutines per thread, `test/ycsb_test.cpp`).
+    pub coroutines_per_thread: u32,
     /// Spare bytes per compute node per memory node for new leaves and nodes, beyond what
     /// the run's writes are expected to allocate.
     pub arena_slack_bytes: u64,
@@ -68,6 +71,7 @@ impl Config {
             read_delegation: true,
             write_combining: true,
             threads_per_node: 1,
+            coroutines_per_thread: 8,
             arena_slack_bytes: 64 << 10,
             cpu: CpuCosts::default(),
             mutant: Mutant::None,
@@ -88,6 +92,9 @@ impl Config {
         let mut out = Vec::new();
         if self.value_bytes == 0 || !self.value_bytes.is_multiple_of(8) || self.value_bytes > 1024 {
             out.push(format!("value_bytes: {} must be a multiple of 8 in 8..=1024", self.value_bytes));
+        }
+        if self.coroutines_per_thread == 0 || self.coroutines_per_thread > 64 {
+            out.push(format!("coroutines_per_thread: {} must be in 1..=64", self.coroutines_per_thread));
         }
         if self.threads_per_node == 0 {
             out.push("threads_per_node: must be at least 1".into());

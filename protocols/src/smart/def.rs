@@ -11,6 +11,7 @@
 //! | `fine_grain_nodes` | true | node types 4/8/…/256 (SMART's build) or 4/16/48/256 |
 //! | `cache` / `cache_bytes` | true / 1 MiB | the internal-node cache (`workload.cache_ratio` wins) |
 //! | `read_delegation` / `write_combining` | true / true | sharing remote work per key per node |
+//! | `coroutines_per_thread` | 8 | concurrent operations per thread on its QP (SMART's `kCoroCnt`); `ops_per_thread` is per coroutine |
 //! | `arena_slack_bytes` | 64 KiB | spare allocation room per compute node per memory node |
 //! | `cpu.{op_ns, node_search_ns, cache_lookup_ns, cache_admit_ns}` | 100, 40, 60, 250 | compute CPU |
 //!
@@ -31,12 +32,12 @@ use super::config::Config;
 use super::layout::{Layout, LEAF_HEADER_WORDS, NODE_BYTES};
 use super::stats::{OpKind, Stats};
 use super::tree::{scratch_bytes, Tree};
-use super::workload::{loaded_keys, IndexStream, IndexWorkload};
+use super::workload::Workload;
 use crate::common::metrics::percentile;
 use crate::common::shape;
 use crate::harness::{
-    merge_options, parse_typed, report_error, CheckLevel, Memory, NodeReport, NodeRun, OpLog, Plan,
-    PointSpec, Problem, Protocol, Violation,
+    merge_options, report_error, CheckLevel, Memory, NodeReport, NodeRun, OpLog, Plan, PointSpec, Problem,
+    Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind};
 use crate::workload::rng_for_thread;
@@ -71,7 +72,7 @@ const RESERVED: &[(&str, &str)] = &[
 ];
 
 pub struct SmartPlan {
-    workload: IndexWorkload,
+    workload: Workload,
     config: Config,
     layout: Arc<Layout>,
     image: Arc<Image>,
@@ -96,7 +97,7 @@ fn problem_at(prefix: &str, text: &str) -> Problem {
 
 impl SmartPlan {
     pub fn new(point: &PointSpec) -> Result<SmartPlan, Vec<Problem>> {
-        let w: IndexWorkload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
+        let w = Workload::parse(&point.workload).map_err(|p| vec![p])?;
         let presets =
             [("default", Config::smart()), ("smart", Config::smart()), ("no_rdwc", Config::no_rdwc())];
         let mut config: Config =
@@ -104,10 +105,10 @@ impl SmartPlan {
                 .map_err(|p| vec![p])?;
         let mut out = Vec::new();
         w.check(&mut out);
-        let run = shape::resolve(&w.shape_fields(), point.compute_nodes, w.key_count, false, &mut out);
+        let run = shape::resolve(&w.shape_fields(), point.compute_nodes, w.loaded_count(), false, &mut out);
         config.threads_per_node = run.threads_per_node;
-        if let Some(ratio) = w.cache_ratio {
-            config.cache_bytes = (ratio * w.data_bytes() as f64) as u64;
+        if let Some(bytes) = w.cache_bytes() {
+            config.cache_bytes = bytes;
         }
         config.mutant = super::mutants::named(&point.mutant)
             .ok_or_else(|| vec![Problem::new("mutant", format!("SMART has no mutant {:?}", point.mutant))])?;
@@ -129,11 +130,12 @@ impl SmartPlan {
             return Err(out);
         }
         let mns: Vec<_> = point.cluster(0, 0).memory_nodes();
-        let image = build(&loaded_keys(&w), &mns, config.value_words(), config.fine_grain_nodes);
+        let image = build(&w.loaded_keys(), &mns, config.value_words(), config.fine_grain_nodes);
         // Room for what the run's inserts can allocate (a leaf and a node each, twice over for
         // lost races), spread over the memory nodes, plus slack.
         let leaf_bytes = ((LEAF_HEADER_WORDS + config.value_words()) * 8) as u64;
-        let inserts = (run.ops_per_thread * run.threads_per_node as u64) as f64 * w.mix.insert;
+        let lanes = run.threads_per_node as u64 * config.coroutines_per_thread as u64;
+        let inserts = (run.ops_per_thread * lanes) as f64 * w.insert_fraction();
         let per_mn = (2.0 * inserts * (NODE_BYTES + leaf_bytes) as f64 / mns.len() as f64) as u64;
         let layout = Layout {
             memory_nodes: mns,
@@ -142,7 +144,8 @@ impl SmartPlan {
             compute_count: point.compute_nodes as usize,
             value_words: config.value_words(),
         };
-        let compute_bytes = scratch_bytes(&layout) * run.threads_per_node as u64;
+        let compute_bytes =
+            scratch_bytes(&layout) * run.threads_per_node as u64 * config.coroutines_per_thread as u64;
         let cluster = point.cluster(layout.memory_region_bytes(), compute_bytes);
         Ok(SmartPlan {
             workload: w,
@@ -196,20 +199,26 @@ impl Plan for SmartPlan {
         }
         let compute_index = nic.node().index() - self.layout.memory_nodes.len();
         let threads = self.config.threads_per_node;
-        let clients = (self.layout.compute_count as u64) * threads as u64;
         let tree = Arc::new(Tree::new(nic.clone(), self.config.clone(), self.layout.clone(), compute_index));
         let log = self.check.histories().then(OpLog::new);
-        let mains = (0..threads)
-            .map(|thread| {
-                let client = compute_index as u64 * threads as u64 + thread as u64;
-                let rng = rng_for_thread(self.seed, nic.node().0, thread);
-                let stream = IndexStream::new(&self.workload, client, clients, self.ops_per_thread, rng);
-                let logging = log.clone().map(|log| Logging { log, client: client as u32 });
+        // Each coroutine is its own client: its own stream (threads × coroutines "threads" to
+        // the generators) and history client id.
+        let coros = self.config.coroutines_per_thread;
+        let computes = self.layout.compute_count as u16;
+        let mut mains = Vec::new();
+        for thread in 0..threads {
+            for coro in 0..coros {
+                let lane = thread * coros + coro;
+                let client = compute_index as u32 * threads * coros + lane;
+                let rng = rng_for_thread(self.seed, nic.node().0, lane);
+                let (ops, lanes) = (self.ops_per_thread, threads * coros);
+                let stream = self.workload.stream(compute_index as u16, computes, lane, lanes, ops, rng);
+                let logging = log.clone().map(|log| Logging { log, client });
                 let task: crate::nic::Task =
-                    Box::pin(run_client(tree.clone(), thread, stream, self.workload.scan_length, logging));
-                task
-            })
-            .collect();
+                    Box::pin(run_client(tree.clone(), thread, coro, stream, logging));
+                mains.push(task);
+            }
+        }
         let watched = tree.clone();
         NodeRun {
             mains,
@@ -265,7 +274,7 @@ impl Plan for SmartPlan {
         m.insert("cache_bytes_used".into(), total.cache_bytes as f64);
         m.insert("scan_order_violations".into(), total.scan_order_violations as f64);
         let region: u64 = self.layout.memory_region_bytes() * self.layout.memory_nodes.len() as u64;
-        m.insert("memory_bytes_per_key".into(), region as f64 / self.workload.key_count as f64);
+        m.insert("memory_bytes_per_key".into(), region as f64 / self.workload.loaded_count().max(1) as f64);
         m.insert("bulk_nodes".into(), self.image.nodes as f64);
         m
     }
@@ -285,7 +294,7 @@ impl Plan for SmartPlan {
         let Some(memory) = memory else { return Ok(()) };
         let tree = walk(memory, self.layout.root_entry(), self.layout.root_ptr(), self.layout.value_words)
             .map_err(|m| Violation::new("tree structure", m))?;
-        for key in loaded_keys(&self.workload) {
+        for key in self.workload.loaded_keys() {
             if !tree.contains_key(&key) {
                 return Err(Violation::new(
                     "no lost key",

@@ -29,7 +29,7 @@ crate::mutant_table!(Mutant {
     "growth-type-not-published" => GrowthTypeNotPublished:
         "after inserting behind a full node, the larger node type is never CASed into the parent slot and header",
     "stale-cache-type-used" => StaleCacheTypeUsed:
-        "a node read through a cached entry whose type is older than the node's trusts the cached type (skips the slots added by growth)",
+        "a node read through a cached entry whose type is older than the node's trusts the cached type (skips the slots added by growth) and keeps the stale entry cached",
     "rev-ptr-not-moved" => RevPtrNotMoved:
         "a split moves a leaf or node under a new node without updating its rev_ptr, so cached copies of the old slot still validate it",
     "delegation-after-read" => DelegationAfterRead:

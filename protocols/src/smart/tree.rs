@@ -104,11 +104,13 @@ impl<N: Nic> Tree<N> {
         }
     }
 
-    pub fn worker(&self, thread: u32) -> Worker<N> {
+    /// Coroutine `coro` of client thread `thread`: the thread's QP, its own buffers.
+    pub fn worker(&self, thread: u32, coro: u32) -> Worker<N> {
+        let slot = thread as u64 * self.config.coroutines_per_thread as u64 + coro as u64;
         Worker {
             nic: self.nic.qp(thread as u16),
             thread,
-            scratch: thread as u64 * scratch_bytes(&self.layout),
+            scratch: slot * scratch_bytes(&self.layout),
             op: OpCounters::default(),
         }
     }
@@ -121,9 +123,13 @@ impl<N: Nic> Tree<N> {
         s
     }
 
-    /// Record a finished operation of `kind` that started at `start`.
-    pub fn record(&self, w: &mut Worker<N>, kind: OpKind, start: Nanos, shared: bool) {
+    /// Record a finished operation of `kind` that started at `start` (a warm-up one is only
+    /// forgotten).
+    pub fn record(&self, w: &mut Worker<N>, kind: OpKind, start: Nanos, shared: bool, warmup: bool) {
         let op = std::mem::take(&mut w.op);
+        if warmup {
+            return;
+        }
         let latency = w.nic.now().saturating_sub(start).0;
         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         stats.first_op_start_ns = Some(stats.first_op_start_ns.map_or(start.0, |s| s.min(start.0)));
@@ -374,7 +380,7 @@ impl<N: Nic> Tree<N> {
                 c.cached = None;
                 continue;
             };
-            if c.cached.is_some() && !f.type_correct {
+            if c.cached.is_some() && !f.type_correct && self.config.mutant != Mutant::StaleCacheTypeUsed {
                 self.invalidate(key, &c);
             }
             if f.header.mismatch(key).is_some() {
@@ -512,7 +518,7 @@ impl<N: Nic> Tree<N> {
                 c.cached = None;
                 continue;
             };
-            if c.cached.is_some() && !f.type_correct {
+            if c.cached.is_some() && !f.type_correct && self.config.mutant != Mutant::StaleCacheTypeUsed {
                 self.invalidate(key, &c);
             }
             let mismatch =

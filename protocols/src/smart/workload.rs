@@ -1,8 +1,11 @@
-//! The index workload SMART's scenarios run: a bulk-loaded key set and a seeded stream of
-//! lookups, updates, inserts, deletes and scans per thread, uniform or Zipfian with YCSB's
-//! scrambled key choice (hot ranks spread over the key space). YCSB's named mixes (A–E, LOAD)
-//! are this op mix with YCSB's ratios; when the shared YCSB generator lands
-//! (`workload/ycsb.rs`), its stream replaces [`IndexStream`] behind the same [`IndexOp`].
+//! The workloads SMART's scenarios run, behind one [`IndexOp`] stream per thread:
+//!
+//! * **YCSB** (`workload.keyspace` present): the shared generator of `workload/ycsb.rs`
+//!   (A–E, LOAD, DEX's insert/scan-intensive mixes, uniform / scrambled Zipfian / latest, bulk
+//!   load, warm-up) — the paper figures' workload.
+//! * **Op mix** ([`IndexWorkload`]): explicit fractions of lookups, updates, inserts, deletes and
+//!   scans over a bulk-loaded key set in three key layouts, and `touch_inserted` so reads meet
+//!   fresh keys — the fuzz scenarios' workload, shaped to exercise splits and growth.
 
 use rand_chacha::rand_core::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -10,7 +13,8 @@ use serde::Deserialize;
 
 use super::stats::OpKind;
 use crate::common::shape::ShapeFields;
-use crate::harness::Problem;
+use crate::harness::{parse_typed, Problem};
+use crate::workload::ycsb::{OpKind as YcsbKind, YcsbStream, YcsbWorkload};
 use crate::workload::zipf::{unit_f64, Zipf};
 
 /// `workload` of a SMART scenario.
@@ -174,6 +178,129 @@ pub fn loaded_keys(w: &IndexWorkload) -> Vec<u64> {
 pub struct IndexOp {
     pub kind: OpKind,
     pub key: u64,
+    /// Records a scan returns at most.
+    pub scan_len: u32,
+    /// Warm-up: run (and checked) but not measured.
+    pub warmup: bool,
+}
+
+/// A scenario's `workload`, either spelling.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    Mix(IndexWorkload),
+    Ycsb(YcsbWorkload),
+}
+
+impl Workload {
+    pub fn parse(value: &serde_json::Value) -> Result<Workload, Problem> {
+        if value.get("keyspace").is_some() {
+            parse_typed(value, "workload").map(Workload::Ycsb)
+        } else {
+            parse_typed(value, "workload").map(Workload::Mix)
+        }
+    }
+
+    pub fn shape_fields(&self) -> ShapeFields {
+        match self {
+            Workload::Mix(w) => w.shape_fields(),
+            Workload::Ycsb(w) => ShapeFields { cache_frames: None, cache_ratio: None, ..w.shape_fields() },
+        }
+    }
+
+    pub fn check(&self, out: &mut Vec<Problem>) {
+        match self {
+            Workload::Mix(w) => w.check(out),
+            Workload::Ycsb(w) => {
+                w.check(out);
+                if w.cache_frames.is_some() {
+                    out.push(Problem::new(
+                        "workload.cache_frames",
+                        "SMART sizes its cache in bytes: use cache_ratio",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The bulk-loaded keys, sorted.
+    pub fn loaded_keys(&self) -> Vec<u64> {
+        match self {
+            Workload::Mix(w) => loaded_keys(w),
+            Workload::Ycsb(w) => w.load_keys(),
+        }
+    }
+
+    pub fn loaded_count(&self) -> u64 {
+        match self {
+            Workload::Mix(w) => w.key_count,
+            Workload::Ycsb(w) => w.bulk_load(),
+        }
+    }
+
+    /// Fraction of operations that insert.
+    pub fn insert_fraction(&self) -> f64 {
+        match self {
+            Workload::Mix(w) => w.mix.insert,
+            Workload::Ycsb(w) => w.proportions().insert,
+        }
+    }
+
+    /// Cache bytes from `cache_ratio` over the data (keyspace × 16 B), if given.
+    pub fn cache_bytes(&self) -> Option<u64> {
+        let (ratio, keys) = match self {
+            Workload::Mix(w) => (w.cache_ratio, w.key_count),
+            Workload::Ycsb(w) => (w.cache_ratio, w.keyspace),
+        };
+        ratio.map(|r| (r * (keys * 16) as f64) as u64)
+    }
+
+    /// Thread `thread` of compute node `compute` (of `computes`, `threads` each): its stream.
+    pub fn stream(
+        &self,
+        compute: u16,
+        computes: u16,
+        thread: u32,
+        threads: u32,
+        ops: u64,
+        rng: ChaCha8Rng,
+    ) -> OpStream {
+        match self {
+            Workload::Mix(w) => {
+                let client = compute as u64 * threads as u64 + thread as u64;
+                let clients = computes as u64 * threads as u64;
+                OpStream::Mix(IndexStream::new(w, client, clients, ops, rng))
+            }
+            Workload::Ycsb(w) => {
+                OpStream::Ycsb(YcsbStream::new(w, compute, computes, thread, threads, ops, rng))
+            }
+        }
+    }
+}
+
+/// A thread's operations from either generator.
+pub enum OpStream {
+    Mix(IndexStream),
+    Ycsb(YcsbStream),
+}
+
+impl Iterator for OpStream {
+    type Item = IndexOp;
+
+    fn next(&mut self) -> Option<IndexOp> {
+        match self {
+            OpStream::Mix(s) => s.next(),
+            OpStream::Ycsb(s) => s.next().map(|op| {
+                let (kind, scan_len) = match op.kind {
+                    YcsbKind::Read => (OpKind::Lookup, 0),
+                    YcsbKind::Update => (OpKind::Update, 0),
+                    YcsbKind::Insert => (OpKind::Insert, 0),
+                    YcsbKind::Delete => (OpKind::Delete, 0),
+                    YcsbKind::Scan { len } => (OpKind::Scan, len),
+                };
+                IndexOp { kind, key: op.key, scan_len, warmup: op.warmup }
+            }),
+        }
+    }
 }
 
 /// One thread's operations.
@@ -243,7 +370,7 @@ impl Iterator for IndexStream {
             }
             _ => self.existing(),
         };
-        Some(IndexOp { kind, key })
+        Some(IndexOp { kind, key, scan_len: self.w.scan_length, warmup: false })
     }
 }
 
