@@ -536,17 +536,23 @@ impl<N: Nic> Tree<N> {
                 match self.split(w, key, value, &c, lcp, f.header.partial(i)).await? {
                     None => {
                         self.invalidate(key, &c);
+                        // A plain CAS of the whole header (SMART masks out the type bits): a
+                        // concurrent growth only changes the type, so retry with it.
                         let header_at = c.entry.addr().add(8);
-                        let split = f.header.split(i);
-                        let mask = !Header::TYPE_MASK;
-                        let verb = Verb::MaskedCas {
-                            remote: header_at,
-                            expect: f.header.0,
-                            compare_mask: mask,
-                            swap: split.0,
-                            swap_mask: mask,
-                        };
-                        self.io(w, &[verb], "shorten split header").await?;
+                        let mut current = f.header;
+                        loop {
+                            let verb =
+                                Verb::Cas { remote: header_at, expect: current.0, swap: current.split(i).0 };
+                            let old = Header(self.io(w, &[verb], "shorten split header").await?.get(0));
+                            if old == current
+                                || old.with_type(current.node_type())
+                                    != f.header.with_type(current.node_type())
+                            {
+                                break;
+                            }
+                            w.op.retries += 1;
+                            current = old;
+                        }
                         return Ok(0);
                     }
                     Some(old) => {
@@ -689,21 +695,17 @@ impl<N: Nic> Tree<N> {
             return Ok(());
         }
         let node = c.entry.addr();
-        let mut expect = header.0;
-        loop {
-            let verb = Verb::MaskedCas {
-                remote: node.add(8),
-                expect,
-                compare_mask: Header::TYPE_MASK,
-                swap: header.with_type(next).0,
-                swap_mask: Header::TYPE_MASK,
-            };
+        // A plain CAS of the whole header word as read (SMART uses a masked CAS on the type
+        // bits; a plain one needs no extended atomics, so it runs on Soft-RoCE too).
+        let mut current = header;
+        while current.node_type() < next {
+            let verb = Verb::Cas { remote: node.add(8), expect: current.0, swap: current.with_type(next).0 };
             let old = Header(self.io(w, &[verb], "grow: header type").await?.get(0));
-            if (old.0 ^ expect) & Header::TYPE_MASK == 0 || old.node_type() >= next {
+            if old == current {
                 break;
             }
             w.op.retries += 1;
-            expect = old.0;
+            current = old;
         }
         let (mut at, mut entry) = (c.at, c.entry);
         loop {
