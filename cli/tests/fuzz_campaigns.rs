@@ -44,6 +44,13 @@ fn gam_five_thousand_schedules() {
 }
 
 #[test]
+fn smart_five_thousand_schedules() {
+    // Leaf splits, header splits, node growth, in-place updates with torn reads, the cache,
+    // read delegation and write combining, each drawn per seed.
+    campaign("smart/fuzz-small.json");
+}
+
+#[test]
 fn selcc_wide_swarm_five_thousand_schedules() {
     // 2–8 compute nodes, 1–2 memory nodes, wide accesses, every optimization switch drawn.
     campaign("selcc/fuzz-wide.json");

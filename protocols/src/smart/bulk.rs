@@ -1,0 +1,95 @@
+//! Bulk load: the tree a run starts from, built on the compute side of the planner as plain
+//! words, so every memory node's `setup` writes its part before any task runs (no simulated
+//! events, identical on both backends). The shape is exactly what inserting the keys one by one
+//! would converge to: compressed prefixes, the smallest node type holding each node's children,
+//! leaves whose rev_ptr names their slot. Bulk-loaded values are 0, the histories' initial value.
+
+use super::layout::{
+    key_byte, leaf_words, pack_addr, Entry, Header, NodeType, LEAF_HEADER_WORDS, NODE_BYTES, RESERVED_BYTES,
+    ROOT_OFFSET, SLOTS_OFFSET,
+};
+use crate::nic::{NodeId, RemoteAddr};
+
+/// Words to write per memory node, and where each node's image ends.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Image {
+    /// Per memory node index: `(offset, words)` chunks.
+    pub chunks: Vec<Vec<(u64, Vec<u64>)>>,
+    pub end: Vec<u64>,
+    pub nodes: u64,
+    pub leaves: u64,
+}
+
+struct Builder<'a> {
+    mns: &'a [NodeId],
+    value_words: usize,
+    fine: bool,
+    next: Vec<u64>,
+    turn: usize,
+    image: Image,
+}
+
+impl Builder<'_> {
+    fn alloc(&mut self, bytes: u64) -> (usize, RemoteAddr) {
+        let m = self.turn % self.mns.len();
+        self.turn += 1;
+        let at = self.next[m];
+        self.next[m] += bytes.next_multiple_of(8);
+        (m, RemoteAddr::new(self.mns[m], at))
+    }
+
+    /// Place `keys` (sorted, sharing bytes `0..depth`) under the slot at `at`; its entry.
+    fn place(&mut self, keys: &[u64], depth: usize, at: RemoteAddr) -> Entry {
+        let byte = key_byte(keys[0], depth - 1);
+        if keys.len() == 1 {
+            let leaf_bytes = ((LEAF_HEADER_WORDS + self.value_words) * 8) as u64;
+            let (m, addr) = self.alloc(leaf_bytes);
+            self.image.chunks[m].push((addr.offset_bytes, leaf_words(at, keys[0], 0, self.value_words)));
+            self.image.leaves += 1;
+            return Entry::leaf(byte, addr);
+        }
+        let (first, last) = (keys[0], keys[keys.len() - 1]);
+        let lcp = (depth..8).take_while(|&d| key_byte(first, d) == key_byte(last, d)).count();
+        let (m, addr) = self.alloc(NODE_BYTES);
+        let groups = groups(keys, depth + lcp);
+        let node_type = NodeType::for_slot(groups.len() - 1, self.fine);
+        let mut words = vec![pack_addr(at), Header::new(first, depth, lcp, node_type).0];
+        for (i, g) in groups.iter().enumerate() {
+            let slot = addr.add(SLOTS_OFFSET + 8 * i as u64);
+            words.push(self.place(g, depth + lcp + 1, slot).0);
+        }
+        self.image.chunks[m].push((addr.offset_bytes, words));
+        self.image.nodes += 1;
+        Entry::node(byte, node_type, addr)
+    }
+}
+
+/// `keys` split by their byte at `depth` (keys sorted, so the groups are runs).
+fn groups(keys: &[u64], depth: usize) -> Vec<&[u64]> {
+    keys.chunk_by(|a, b| key_byte(*a, depth) == key_byte(*b, depth)).collect()
+}
+
+/// The image of a tree holding `keys` (sorted, distinct) over memory nodes `mns`: the root
+/// (a NODE_256 with an empty prefix) at memory node 0's `ROOT_OFFSET`, everything else
+/// allocated round robin from `RESERVED_BYTES` on.
+pub fn build(keys: &[u64], mns: &[NodeId], value_words: usize, fine: bool) -> Image {
+    let mut b = Builder {
+        mns,
+        value_words,
+        fine,
+        next: vec![RESERVED_BYTES; mns.len()],
+        turn: 0,
+        image: Image { chunks: vec![Vec::new(); mns.len()], ..Image::default() },
+    };
+    let root = RemoteAddr::new(mns[0], ROOT_OFFSET);
+    let mut words = vec![pack_addr(RemoteAddr::new(mns[0], 8)), Header::new(0, 0, 0, NodeType::N256).0];
+    words.resize(2 + 256, 0);
+    for (i, g) in groups(keys, 0).into_iter().enumerate() {
+        words[2 + i] = b.place(g, 1, root.add(SLOTS_OFFSET + 8 * i as u64)).0;
+    }
+    b.image.chunks[0].push((ROOT_OFFSET, words));
+    b.image.chunks[0].push((8, vec![Entry::node(0, NodeType::N256, root).0]));
+    b.image.nodes += 1;
+    b.image.end = b.next;
+    b.image
+}
