@@ -5,9 +5,12 @@
 //!   uniform/zipf skew, repeat-previous locality).
 //! * [`scenario`] — the micro-benchmark's `workload` section as scenarios write it.
 //! * [`zipf`] — an exact seeded Zipf sampler for any θ > 0.
+//! * [`ycsb`] — the YCSB core workloads (A–E, LOAD, DEX's insert/scan-intensive mixes) for
+//!   ordered indexes, with the scrambled-zipfian and latest key choices, and its scenario section.
 
 pub mod micro;
 pub mod scenario;
+pub mod ycsb;
 pub mod zipf;
 
 use rand_chacha::rand_core::SeedableRng;

@@ -1,0 +1,581 @@
+//! The YCSB core workloads for ordered key-value indexes (Sherman, SMART, DEX), with 8-byte keys
+//! and 8-byte values.
+//!
+//! * **Mixes**: YCSB A (50 % read / 50 % update), B (95/5), C (read only), D (95 % read / 5 %
+//!   insert, *latest* distribution), E (95 % scan / 5 % insert, scan length uniform in
+//!   `1..=max`), LOAD (100 % insert), and the DEX Table 1 mixes (`insert_intensive` 50 % insert /
+//!   50 % read, `scan_intensive` 95 % scans of exactly 100 records / 5 % insert). `custom` takes
+//!   explicit proportions (including deletes, which YCSB itself never issues).
+//! * **Request distribution**: uniform, or zipfian θ (0.99 by default) with YCSB's *scrambled*
+//!   key choice: a zipf rank `r` becomes key index `fnv64(r) mod keyspace` (YCSB's
+//!   `ScrambledZipfianGenerator`, `Utils.fnvhash64`), so hot keys are spread over the key range
+//!   instead of clustered at its start. Ranks are drawn over the keyspace by default (as the
+//!   Sherman and DEX benchmarks do) or over YCSB's fixed 10¹⁰ items (`zipf_items: ycsb`).
+//! * **Latest** (workload D): rank 0 is the newest inserted key, ranks are plain (unscrambled)
+//!   zipf over the keys inserted so far (YCSB's `SkewedLatestGenerator`).
+//! * **Keys**: key index `i` names the 8-byte key `name(i)`; with `key_order: hashed` (YCSB's
+//!   default `insertorder=hashed`) a bijection of the 63-bit space plus one, so keys are distinct,
+//!   spread, and never 0 or `u64::MAX` (the tree's fences); with `ordered`, `i + 1`.
+//! * **Bulk load** pre-loads indices `0..bulk_load`; inserts then take fresh indices
+//!   `bulk_load + k·T + g` for global thread `g` of `T` ([CHOICE]: YCSB shares one insert
+//!   counter; disjoint per-thread sequences need no coordination and stay deterministic).
+//! * **Warm-up**: the first `warmup_ops_per_thread` operations of each stream are marked
+//!   `warmup` (same mix and distribution); clients run them before measuring.
+//!
+//! Every draw comes from the thread's seeded `ChaCha8Rng` ([`super::rng_for_thread`]).
+
+use rand_chacha::rand_core::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::zipf::{unit_f64, Zipf};
+use crate::common::shape::ShapeFields;
+use crate::harness::Problem;
+
+/// YCSB's item count for its scrambled zipfian generator (`ScrambledZipfianGenerator.ITEM_COUNT`).
+pub const YCSB_ITEM_COUNT: u64 = 10_000_000_000;
+
+/// The operation mix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mix {
+    A,
+    B,
+    C,
+    D,
+    E,
+    Load,
+    InsertIntensive,
+    ScanIntensive,
+    Custom,
+}
+
+/// Fractions of each operation kind; they sum to 1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Proportions {
+    #[serde(default)]
+    pub read: f64,
+    #[serde(default)]
+    pub update: f64,
+    #[serde(default)]
+    pub insert: f64,
+    #[serde(default)]
+    pub scan: f64,
+    #[serde(default)]
+    pub delete: f64,
+}
+
+impl Mix {
+    /// The mix's fractions (`custom` takes the given ones).
+    pub fn proportions(self, custom: Option<Proportions>) -> Proportions {
+        let p = |read, update, insert, scan| Proportions { read, update, insert, scan, delete: 0.0 };
+        match self {
+            Mix::A => p(0.5, 0.5, 0.0, 0.0),
+            Mix::B => p(0.95, 0.05, 0.0, 0.0),
+            Mix::C => p(1.0, 0.0, 0.0, 0.0),
+            Mix::D => p(0.95, 0.0, 0.05, 0.0),
+            Mix::E => p(0.0, 0.0, 0.05, 0.95),
+            Mix::Load => p(0.0, 0.0, 1.0, 0.0),
+            Mix::InsertIntensive => p(0.5, 0.0, 0.5, 0.0),
+            Mix::ScanIntensive => p(0.0, 0.0, 0.05, 0.95),
+            Mix::Custom => custom.unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Distribution {
+    Uniform,
+    Zipfian,
+    Latest,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyOrder {
+    #[default]
+    Hashed,
+    Ordered,
+}
+
+/// Over how many ranks the zipfian draws before scrambling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ZipfItems {
+    /// The keyspace itself (Sherman's and DEX's benchmarks).
+    #[default]
+    Keyspace,
+    /// YCSB's constant 10¹⁰ items, then `mod keyspace`.
+    Ycsb,
+}
+
+/// How long a scan is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScanLength {
+    /// Exactly n records (DEX: 100).
+    Fixed(u32),
+    /// Uniform in 1..=n (YCSB E: 100).
+    Uniform(u32),
+}
+
+/// The `workload` section of a YCSB scenario (the generator's fields plus the run shape).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct YcsbWorkload {
+    pub mix: Mix,
+    /// Only with `mix: custom`.
+    #[serde(default)]
+    pub proportions: Option<Proportions>,
+    /// Default: the mix's (`latest` for D, `zipfian` otherwise).
+    #[serde(default)]
+    pub distribution: Option<Distribution>,
+    #[serde(default = "theta_default")]
+    pub zipf_theta: f64,
+    #[serde(default)]
+    pub zipf_items: ZipfItems,
+    /// Key indices requests choose from.
+    pub keyspace: u64,
+    /// Indices `0..bulk_load` exist before the run (default: the whole keyspace, 0 for LOAD).
+    #[serde(default)]
+    pub bulk_load: Option<u64>,
+    #[serde(default)]
+    pub key_order: KeyOrder,
+    /// Default: `fixed: 100` for `scan_intensive`, `uniform: 100` otherwise.
+    #[serde(default)]
+    pub scan_length: Option<ScanLength>,
+    #[serde(default)]
+    pub warmup_ops_per_thread: u64,
+    #[serde(default)]
+    pub threads_per_node: Option<u32>,
+    #[serde(default)]
+    pub threads_total: Option<u32>,
+    #[serde(default)]
+    pub ops_per_thread: Option<u64>,
+    #[serde(default)]
+    pub ops_per_node: Option<u64>,
+    #[serde(default)]
+    pub cache_frames: Option<u32>,
+    #[serde(default)]
+    pub cache_ratio: Option<f64>,
+}
+
+fn theta_default() -> f64 {
+    0.99
+}
+
+impl YcsbWorkload {
+    pub fn shape_fields(&self) -> ShapeFields {
+        ShapeFields {
+            threads_per_node: self.threads_per_node,
+            threads_total: self.threads_total,
+            ops_per_thread: self.ops_per_thread,
+            ops_per_node: self.ops_per_node,
+            cache_frames: self.cache_frames,
+            cache_ratio: self.cache_ratio,
+        }
+    }
+
+    pub fn proportions(&self) -> Proportions {
+        self.mix.proportions(self.proportions)
+    }
+
+    pub fn distribution(&self) -> Distribution {
+        self.distribution.unwrap_or(if self.mix == Mix::D {
+            Distribution::Latest
+        } else {
+            Distribution::Zipfian
+        })
+    }
+
+    pub fn bulk_load(&self) -> u64 {
+        self.bulk_load.unwrap_or(if self.mix == Mix::Load { 0 } else { self.keyspace })
+    }
+
+    pub fn scan_length(&self) -> ScanLength {
+        self.scan_length.unwrap_or(if self.mix == Mix::ScanIntensive {
+            ScanLength::Fixed(100)
+        } else {
+            ScanLength::Uniform(100)
+        })
+    }
+
+    /// The key named by index `i`.
+    pub fn key(&self, i: u64) -> u64 {
+        key_name(self.key_order, i)
+    }
+
+    /// The bulk-loaded keys in ascending order.
+    pub fn load_keys(&self) -> Vec<u64> {
+        let mut keys: Vec<u64> = (0..self.bulk_load()).map(|i| self.key(i)).collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// Problems with the fields, each naming its path under `workload`.
+    pub fn check(&self, out: &mut Vec<Problem>) {
+        if self.keyspace == 0 || self.keyspace >= 1 << 62 {
+            out.push(Problem::new("workload.keyspace", "must be in 1..2^62"));
+        }
+        if self.bulk_load() > self.keyspace {
+            out.push(Problem::new("workload.bulk_load", "exceeds the keyspace"));
+        }
+        if (self.mix == Mix::Custom) != self.proportions.is_some() {
+            out.push(Problem::new("workload.proportions", "give proportions exactly when mix is custom"));
+        }
+        let p = self.proportions();
+        let parts = [p.read, p.update, p.insert, p.scan, p.delete];
+        if parts.iter().any(|x| !(0.0..=1.0).contains(x)) || (parts.iter().sum::<f64>() - 1.0).abs() > 1e-9 {
+            out.push(Problem::new("workload.proportions", "fractions must lie in [0, 1] and sum to 1"));
+        }
+        if !(self.zipf_theta > 0.0 && self.zipf_theta.is_finite()) {
+            out.push(Problem::new("workload.zipf_theta", "must be positive and finite"));
+        }
+        match self.scan_length() {
+            ScanLength::Fixed(0) | ScanLength::Uniform(0) => {
+                out.push(Problem::new("workload.scan_length", "must be at least 1"))
+            }
+            _ => {}
+        }
+        if p.read + p.update + p.scan + p.delete > 0.0 && self.bulk_load() == 0 && p.insert == 0.0 {
+            out.push(Problem::new(
+                "workload.bulk_load",
+                "nothing loaded and nothing inserted: every request misses",
+            ));
+        }
+    }
+}
+
+/// YCSB's `Utils.fnvhash64`: FNV-1a over the 8 bytes of `v`, low byte first, then `Math.abs`.
+pub fn fnv_hash64(mut v: u64) -> u64 {
+    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
+    for _ in 0..8 {
+        h ^= v & 0xff;
+        v >>= 8;
+        h = h.wrapping_mul(1_099_511_628_211);
+    }
+    (h as i64).unsigned_abs()
+}
+
+/// A bijection of `[0, 2⁶³)` (odd multiply and xor-shifts, all mod 2⁶³).
+fn mix63(mut x: u64) -> u64 {
+    const M: u64 = (1 << 63) - 1;
+    x &= M;
+    x = (x ^ (x >> 31)).wrapping_mul(0x7fb5_d329_728e_a185) & M;
+    x = (x ^ (x >> 27)).wrapping_mul(0x81da_def4_bc2d_d44d) & M;
+    x ^ (x >> 33)
+}
+
+/// The key of index `i`: in `1..=2⁶³`, distinct for distinct `i < 2⁶³`.
+pub fn key_name(order: KeyOrder, i: u64) -> u64 {
+    match order {
+        KeyOrder::Hashed => mix63(i) + 1,
+        KeyOrder::Ordered => i + 1,
+    }
+}
+
+/// What an operation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Read,
+    Update,
+    Insert,
+    /// Read up to `len` records with keys ≥ the start key, ascending.
+    Scan {
+        len: u32,
+    },
+    Delete,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct YcsbOp {
+    pub kind: OpKind,
+    pub key: u64,
+    /// Part of the warm-up (not measured).
+    pub warmup: bool,
+}
+
+/// One thread's operation stream: warm-up then measured operations.
+pub struct YcsbStream {
+    rng: ChaCha8Rng,
+    order: KeyOrder,
+    cumulative: [f64; 5],
+    distribution: Distribution,
+    zipf: Option<Zipf>,
+    theta: f64,
+    keyspace: u64,
+    bulk_load: u64,
+    scan: ScanLength,
+    global_thread: u64,
+    threads: u64,
+    inserted: u64,
+    warmup_left: u64,
+    remaining: u64,
+}
+
+impl YcsbStream {
+    /// Thread `thread` of compute node `node`, `threads_per_node` per node over `nodes` nodes,
+    /// `ops` measured operations. The workload must pass [`YcsbWorkload::check`].
+    pub fn new(
+        w: &YcsbWorkload,
+        node: u16,
+        nodes: u16,
+        thread: u32,
+        threads_per_node: u32,
+        ops: u64,
+        rng: ChaCha8Rng,
+    ) -> YcsbStream {
+        let p = w.proportions();
+        let mut cumulative = [0.0; 5];
+        let mut acc = 0.0;
+        for (c, x) in cumulative.iter_mut().zip([p.read, p.update, p.insert, p.scan, p.delete]) {
+            acc += x;
+            *c = acc;
+        }
+        let distribution = w.distribution();
+        let items = match w.zipf_items {
+            ZipfItems::Keyspace => w.keyspace,
+            ZipfItems::Ycsb => YCSB_ITEM_COUNT,
+        };
+        YcsbStream {
+            rng,
+            order: w.key_order,
+            cumulative,
+            distribution,
+            zipf: (distribution == Distribution::Zipfian).then(|| Zipf::new(items, w.zipf_theta)),
+            theta: w.zipf_theta,
+            keyspace: w.keyspace,
+            bulk_load: w.bulk_load(),
+            scan: w.scan_length(),
+            global_thread: node as u64 * threads_per_node as u64 + thread as u64,
+            threads: nodes.max(1) as u64 * threads_per_node.max(1) as u64,
+            inserted: 0,
+            warmup_left: w.warmup_ops_per_thread,
+            remaining: w.warmup_ops_per_thread + ops,
+        }
+    }
+
+    /// A value in [0, n).
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.rng.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    /// Index of the k-th key this thread inserts.
+    fn insert_index(&self, k: u64) -> u64 {
+        self.bulk_load + k * self.threads + self.global_thread
+    }
+
+    /// The key index a read/update/scan/delete targets.
+    fn request_index(&mut self) -> u64 {
+        match self.distribution {
+            Distribution::Uniform => self.below(self.keyspace),
+            Distribution::Zipfian => {
+                let z = self.zipf.as_ref().expect("zipfian stream has a sampler");
+                let rng = &mut self.rng;
+                let rank = z.sample(|| rng.next_u64()) - 1;
+                fnv_hash64(rank) % self.keyspace
+            }
+            Distribution::Latest => {
+                // [CHOICE] every thread assumes the others inserted as many keys as it did (they
+                // run the same mix), so "newest" is the interleaved sequence's last index; a
+                // draw of a key another thread has not inserted yet is a miss, as in YCSB when a
+                // reader outruns an inserter.
+                let existing = self.bulk_load + self.inserted * self.threads;
+                if existing == 0 {
+                    return 0;
+                }
+                let z = Zipf::new(existing, self.theta);
+                let rng = &mut self.rng;
+                let rank = z.sample(|| rng.next_u64()) - 1;
+                existing - 1 - rank
+            }
+        }
+    }
+}
+
+impl Iterator for YcsbStream {
+    type Item = YcsbOp;
+    fn next(&mut self) -> Option<YcsbOp> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let warmup = self.warmup_left > 0;
+        self.warmup_left = self.warmup_left.saturating_sub(1);
+        let u = unit_f64(self.rng.next_u64());
+        let which = self.cumulative.iter().position(|c| u < *c).unwrap_or_else(|| {
+            // Rounding: the last kind with a positive share.
+            self.cumulative.iter().rposition(|c| *c > 0.0).unwrap_or(0)
+        });
+        let (kind, index) = match which {
+            0 => (OpKind::Read, self.request_index()),
+            1 => (OpKind::Update, self.request_index()),
+            2 => {
+                let index = self.insert_index(self.inserted);
+                self.inserted += 1;
+                (OpKind::Insert, index)
+            }
+            3 => {
+                let len = match self.scan {
+                    ScanLength::Fixed(n) => n,
+                    ScanLength::Uniform(n) => 1 + self.below(n as u64) as u32,
+                };
+                (OpKind::Scan { len }, self.request_index())
+            }
+            _ => (OpKind::Delete, self.request_index()),
+        };
+        Some(YcsbOp { kind, key: key_name(self.order, index), warmup })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::rng_for_thread;
+
+    fn workload(mix: Mix) -> YcsbWorkload {
+        YcsbWorkload {
+            mix,
+            proportions: None,
+            distribution: None,
+            zipf_theta: 0.99,
+            zipf_items: ZipfItems::Keyspace,
+            keyspace: 10_000,
+            bulk_load: None,
+            key_order: KeyOrder::Hashed,
+            scan_length: None,
+            warmup_ops_per_thread: 0,
+            threads_per_node: Some(2),
+            threads_total: None,
+            ops_per_thread: Some(1),
+            ops_per_node: None,
+            cache_frames: None,
+            cache_ratio: None,
+        }
+    }
+
+    fn ops(w: &YcsbWorkload, n: u64, seed: u64) -> Vec<YcsbOp> {
+        YcsbStream::new(w, 0, 2, 1, 2, n, rng_for_thread(seed, 0, 1)).collect()
+    }
+
+    #[test]
+    fn fnv_matches_ycsb() {
+        // YCSB's Utils.fnvhash64 of 0: eight zero octets leave the xor a no-op, so the hash is
+        // the offset basis times the prime eight times; and 1 and 2 differ in the first octet.
+        let mut h: u64 = 0xcbf29ce484222325;
+        for _ in 0..8 {
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        assert_eq!(fnv_hash64(0), (h as i64).unsigned_abs());
+        assert_ne!(fnv_hash64(1), fnv_hash64(2));
+    }
+
+    #[test]
+    fn hashed_keys_are_distinct_and_inside_the_fences() {
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..100_000 {
+            let k = key_name(KeyOrder::Hashed, i);
+            assert!(k != 0 && k != u64::MAX);
+            assert!(seen.insert(k), "duplicate key for index {i}");
+        }
+        assert_eq!(key_name(KeyOrder::Ordered, 0), 1);
+    }
+
+    #[test]
+    fn mixes_hold_their_proportions() {
+        // 20k draws: each fraction within 0.015 (> 5 standard errors at p = 0.5).
+        for mix in [Mix::A, Mix::B, Mix::C, Mix::E, Mix::InsertIntensive] {
+            let w = workload(mix);
+            let all = ops(&w, 20_000, 3);
+            let p = w.proportions();
+            let frac =
+                |f: &dyn Fn(&OpKind) -> bool| all.iter().filter(|o| f(&o.kind)).count() as f64 / 20_000.0;
+            assert!((frac(&|k| *k == OpKind::Read) - p.read).abs() < 0.015, "{mix:?} reads");
+            assert!((frac(&|k| *k == OpKind::Update) - p.update).abs() < 0.015, "{mix:?} updates");
+            assert!((frac(&|k| *k == OpKind::Insert) - p.insert).abs() < 0.015, "{mix:?} inserts");
+            assert!((frac(&|k| matches!(k, OpKind::Scan { .. })) - p.scan).abs() < 0.015, "{mix:?} scans");
+        }
+    }
+
+    #[test]
+    fn scrambled_zipf_is_skewed_but_spread() {
+        // θ = 0.99 over 10k keys puts ~10 % of requests on rank 1; scrambling moves the hot key
+        // away from index 0, and the hot keys are not adjacent in key order.
+        let w = workload(Mix::C);
+        let all = ops(&w, 50_000, 11);
+        let mut counts = std::collections::BTreeMap::new();
+        for o in &all {
+            *counts.entry(o.key).or_insert(0u64) += 1;
+        }
+        let mut by_count: Vec<(u64, u64)> = counts.iter().map(|(k, c)| (*c, *k)).collect();
+        by_count.sort_unstable_by(|a, b| b.cmp(a));
+        let top = by_count[0].0 as f64 / 50_000.0;
+        assert!((0.08..0.13).contains(&top), "hottest key share {top}");
+        let hot_index = fnv_hash64(0) % 10_000;
+        assert_eq!(by_count[0].1, key_name(KeyOrder::Hashed, hot_index));
+        let uniform = YcsbWorkload { distribution: Some(Distribution::Uniform), ..workload(Mix::C) };
+        let mut ucounts = std::collections::BTreeMap::new();
+        for o in ops(&uniform, 50_000, 11) {
+            *ucounts.entry(o.key).or_insert(0u64) += 1;
+        }
+        assert!(*ucounts.values().max().unwrap() < 30, "uniform has no hot key");
+    }
+
+    #[test]
+    fn inserts_are_fresh_and_disjoint_across_threads() {
+        let w = YcsbWorkload { keyspace: 1000, bulk_load: Some(1000), ..workload(Mix::Load) };
+        let loaded: std::collections::BTreeSet<u64> = w.load_keys().into_iter().collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for node in 0..2u16 {
+            for t in 0..2u32 {
+                for o in YcsbStream::new(&w, node, 2, t, 2, 500, rng_for_thread(1, node, t)) {
+                    assert_eq!(o.kind, OpKind::Insert);
+                    assert!(!loaded.contains(&o.key) && seen.insert(o.key));
+                }
+            }
+        }
+        assert_eq!(seen.len(), 2000);
+    }
+
+    #[test]
+    fn latest_prefers_recent_inserts() {
+        let w = YcsbWorkload { key_order: KeyOrder::Ordered, ..workload(Mix::D) };
+        let all = ops(&w, 20_000, 5);
+        let reads: Vec<u64> = all.iter().filter(|o| o.kind == OpKind::Read).map(|o| o.key).collect();
+        // Ordered keys: key = index + 1; the newest quarter of the loaded keys gets most reads.
+        let recent = reads.iter().filter(|k| **k > 7_500).count() as f64 / reads.len() as f64;
+        assert!(recent > 0.5, "{recent}");
+    }
+
+    #[test]
+    fn streams_are_deterministic_and_warmup_comes_first() {
+        let w = YcsbWorkload { warmup_ops_per_thread: 10, ..workload(Mix::A) };
+        let a = ops(&w, 100, 9);
+        assert_eq!(a, ops(&w, 100, 9));
+        assert_ne!(a, ops(&w, 100, 10));
+        assert_eq!(a.len(), 110);
+        assert!(a[..10].iter().all(|o| o.warmup) && a[10..].iter().all(|o| !o.warmup));
+        let e = ops(&workload(Mix::E), 2000, 2);
+        assert!(e.iter().all(|o| match o.kind {
+            OpKind::Scan { len } => (1..=100).contains(&len),
+            _ => true,
+        }));
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let mut out = Vec::new();
+        YcsbWorkload { keyspace: 0, ..workload(Mix::A) }.check(&mut out);
+        assert!(out.iter().any(|p| p.path == "workload.keyspace"));
+        let mut out = Vec::new();
+        let bad = YcsbWorkload {
+            mix: Mix::Custom,
+            proportions: Some(Proportions { read: 0.5, ..Proportions::default() }),
+            ..workload(Mix::A)
+        };
+        bad.check(&mut out);
+        assert!(out.iter().any(|p| p.path == "workload.proportions"));
+    }
+}
