@@ -23,5 +23,6 @@ pub mod memory;
 pub mod nic;
 pub mod nic_micro;
 pub mod selcc;
+pub mod sherman;
 pub mod sync;
 pub mod workload;
