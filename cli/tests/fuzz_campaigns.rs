@@ -44,6 +44,18 @@ fn gam_five_thousand_schedules() {
 }
 
 #[test]
+fn sherman_five_thousand_schedules() {
+    campaign("sherman/fuzz-small.json");
+}
+
+#[test]
+fn sherman_torn_verbs_five_thousand_schedules() {
+    // Every large verb torn in any order on a slow link: the per-line versions reject every
+    // torn node image.
+    campaign("sherman/fuzz-torn.json");
+}
+
+#[test]
 fn selcc_wide_swarm_five_thousand_schedules() {
     // 2–8 compute nodes, 1–2 memory nodes, wide accesses, every optimization switch drawn.
     campaign("selcc/fuzz-wide.json");
