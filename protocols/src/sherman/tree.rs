@@ -231,6 +231,13 @@ impl<N: Nic> Client<N> {
                     // The root split: learn the new one next time (Sherman broadcasts it).
                     self.shared.root.store(0, Ordering::Relaxed);
                 }
+                if !self.shared.layout.is_frame(node.sibling) {
+                    // Only a torn image the version check missed ends a level early.
+                    self.cur.retries += 1;
+                    p = self.refresh_root().await?;
+                    self.path.clear();
+                    continue;
+                }
                 p = node.sibling;
                 continue;
             }
@@ -261,7 +268,12 @@ impl<N: Nic> Client<N> {
     async fn find_leaf(&mut self, key: u64) -> ProtocolResult<Node> {
         let mut from_cache = self.cache_lookup(key);
         let mut p = match from_cache {
-            Some((leaf, _)) => leaf,
+            Some((leaf, _)) if self.shared.layout.is_frame(leaf) => leaf,
+            Some((_, id)) => {
+                self.cache_invalidate(id);
+                from_cache = None;
+                self.descend(key, 0).await?
+            }
             None => self.descend(key, 0).await?,
         };
         loop {
@@ -279,7 +291,12 @@ impl<N: Nic> Client<N> {
                 }
             }
             if key >= node.highest && !node.sibling.is_null() && self.mutant() != Mutant::NoSiblingChase {
-                p = node.sibling;
+                p = if self.shared.layout.is_frame(node.sibling) {
+                    node.sibling
+                } else {
+                    self.cur.retries += 1;
+                    self.descend(key, 0).await?
+                };
                 continue;
             }
             return Ok(node);
@@ -318,7 +335,7 @@ impl<N: Nic> Client<N> {
                 }
                 out.push(e);
             }
-            if out.len() >= n || leaf.sibling.is_null() {
+            if out.len() >= n || !self.shared.layout.is_frame(leaf.sibling) {
                 return Ok(out);
             }
             leaf = self.read_node(leaf.sibling).await?;
@@ -330,6 +347,11 @@ impl<N: Nic> Client<N> {
     pub async fn store(&mut self, key: u64, value: u64) -> ProtocolResult<u64> {
         if let Some((leaf, id)) = self.cache_lookup(key) {
             self.path.clear();
+            if !self.shared.layout.is_frame(leaf) {
+                // A cached torn image (node versions only): drop it, go from the root.
+                self.cache_invalidate(id);
+                return Box::pin(self.store(key, value)).await;
+            }
             match self.leaf_store(leaf, key, value, true).await? {
                 Store::Done { replaced } => return Ok(replaced),
                 Store::Stale => self.cache_invalidate(id),
@@ -462,6 +484,11 @@ impl<N: Nic> Client<N> {
                 return Ok(Store::Stale);
             }
             if (key < node.lowest || !node.is_leaf()) && !trust_cache {
+                self.unlock(local, lock_addr).await?;
+                return Ok(Store::Stale);
+            }
+            if key >= node.highest && !self.shared.layout.is_frame(node.sibling) && !trust_cache {
+                // Routed by a torn image: restart from the root.
                 self.unlock(local, lock_addr).await?;
                 return Ok(Store::Stale);
             }
@@ -640,7 +667,10 @@ impl<N: Nic> Client<N> {
                     return Err(e);
                 }
             };
-            if key < node.lowest || node.level != level {
+            if key < node.lowest
+                || node.level != level
+                || (key >= node.highest && !self.shared.layout.is_frame(node.sibling))
+            {
                 self.unlock(local, lock_addr).await?;
                 return Ok(false);
             }
