@@ -20,7 +20,7 @@
 //! Metrics (all per measured operation; warm-up excluded): `throughput_mops`, `ops`,
 //! `reads_per_op`, `writes_per_op`, `atomics_per_op`, `two_sided_per_op` (always 0),
 //! `bytes_per_op` (payload bytes of all verbs), `retries_per_op`, `cache_hit_ratio`,
-//! `handovers_per_op`, `splits`, `latency_ns_{avg,p50,p99}`, and the same per operation type
+//! `handovers_per_op`, `splits`, `bulk_memory_bytes_per_key`, `latency_ns_{avg,p50,p99}`, and the same per operation type
 //! with the prefix `lookup_`, `update_`, `insert_`, `scan_`, `delete_` (types that ran).
 
 use std::collections::BTreeMap;
@@ -286,6 +286,9 @@ impl Plan for ShermanPlan {
         let lookups = total.cache_hits + total.cache_misses;
         m.insert("cache_hit_ratio".into(), total.cache_hits as f64 / lookups.max(1) as f64);
         m.insert("splits".into(), total.splits as f64);
+        // Memory-node bytes per key of the bulk-loaded tree (Dolphin Table II's measure).
+        let loaded = self.workload.bulk_load().max(1) as f64;
+        m.insert("bulk_memory_bytes_per_key".into(), self.tree.nodes.len() as f64 * 1024.0 / loaded);
         for (i, name) in KINDS.iter().enumerate() {
             let k = &stats.kinds[i];
             if k.ops > 0 {

@@ -26,7 +26,7 @@ crate::mutant_table!(Mutant {
     "unlock-before-write-back" => UnlockBeforeWriteBack:
         "the lock word is cleared in its own batch before the node/entry write-back is posted",
     "split-before-sibling" => SplitBeforeSibling:
-        "a split publishes the shrunk node (pointing at the new sibling) before the sibling is written",
+        "a split writes the shrunk node and inserts the separator above before the new sibling is written",
     "stale-cache-entry" => StaleCacheEntry:
         "a leaf reached through the index cache is used as is: no fence check, no restart, no move right",
     "handover-without-write-back" => HandoverWithoutWriteBack:

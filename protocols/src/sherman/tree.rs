@@ -584,10 +584,14 @@ impl<N: Nic> Client<N> {
         }
         self.nic.local().write_words(self.buf, &node.encode(v));
         self.write_and_unlock(local, lock_addr, page.remote(), self.buf, NODE_BYTES as u32).await?;
-        if !before {
-            self.batch(&[write_sibling], "write split sibling").await?;
+        if before {
+            return self.publish_split(page, level, split_key, sibling_addr).await;
         }
-        self.publish_split(page, level, split_key, sibling_addr).await
+        // The planted bug: the separator goes up (and the shrunk node is out) before the
+        // sibling exists, so readers routed to it find an unwritten frame.
+        self.publish_split(page, level, split_key, sibling_addr).await?;
+        self.nic.local().write_words(sib_off, &sibling.encode(v));
+        self.batch(&[write_sibling], "write split sibling").await.map(|_| ())
     }
 
     /// Insert separator `key → right` one level above `left` (at `level`).
