@@ -26,6 +26,7 @@ fn all() -> Vec<Registered> {
         entry(dmsim_protocols::nic_micro::NicMicro),
         entry(dmsim_protocols::selcc::Selcc),
         entry(dmsim_protocols::gam::Gam),
+        entry(dmsim_protocols::sherman::Sherman),
         entry(dmsim_protocols::smart::Smart),
     ]
 }

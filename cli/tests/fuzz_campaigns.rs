@@ -44,6 +44,18 @@ fn gam_five_thousand_schedules() {
 }
 
 #[test]
+fn sherman_five_thousand_schedules() {
+    campaign("sherman/fuzz-small.json");
+}
+
+#[test]
+fn sherman_torn_verbs_five_thousand_schedules() {
+    // Every large verb torn in any order on a slow link: the per-line versions reject every
+    // torn node image.
+    campaign("sherman/fuzz-torn.json");
+}
+
+#[test]
 fn smart_five_thousand_schedules() {
     // Leaf splits, header splits, node growth, in-place updates with torn reads, the cache,
     // read delegation and write combining, each drawn per seed.

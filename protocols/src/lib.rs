@@ -23,6 +23,7 @@ pub mod memory;
 pub mod nic;
 pub mod nic_micro;
 pub mod selcc;
+pub mod sherman;
 pub mod smart;
 pub mod sync;
 pub mod workload;

@@ -1,0 +1,117 @@
+//! Bulk load: the tree over the sorted initial keys, built bottom-up before any client runs
+//! ([CHOICE]: Sherman's benchmark inserts sorted keys one by one, which with 50/50 splits leaves
+//! leaves about half full (DEX spec §8 item 15); building the same shape directly saves
+//! simulating millions of inserts. `bulk_fill` sets the fill).
+
+use super::config::Config;
+use super::layout::{Gaddr, Layout, KEY_MAX};
+use super::node::{Node, Slot};
+
+/// The initial value of the bulk-loaded key of rank `rank` (unique, never a tombstone).
+pub fn bulk_value(rank: u64) -> u64 {
+    1 << 62 | (rank + 1)
+}
+
+/// The bulk-loaded tree: every node with its address, and the root.
+pub struct BulkTree {
+    pub nodes: Vec<(Gaddr, Node)>,
+    pub root: Gaddr,
+    /// Level-1 nodes (what a full index cache would hold).
+    pub level1: u64,
+}
+
+/// Entries per bulk leaf and children per bulk internal node.
+pub fn fills(config: &Config) -> (usize, usize) {
+    let v = config.versions;
+    let leaf = ((v.leaf_cap() as f64 * config.bulk_fill) as usize).clamp(1, config.leaf_split() - 1);
+    // `internal_split - 1` separators at most, plus the leftmost child.
+    let inner = ((v.internal_cap() as f64 * config.bulk_fill) as usize).clamp(2, config.internal_split());
+    (leaf, inner)
+}
+
+/// How many nodes the bulk load needs for `n` keys.
+pub fn node_count(config: &Config, n: u64) -> (u64, u64) {
+    let (leaf, inner) = fills(config);
+    let mut count = n.div_ceil(leaf as u64).max(1);
+    let mut total = count;
+    let mut level1 = 0;
+    let mut level = 0;
+    while count > 1 {
+        count = count.div_ceil(inner as u64);
+        total += count;
+        level += 1;
+        if level == 1 {
+            level1 = count;
+        }
+    }
+    (total, level1)
+}
+
+/// Build the tree over `keys` (ascending, distinct), nodes placed round-robin over memory nodes.
+pub fn build(config: &Config, layout: &Layout, keys: &[u64]) -> BulkTree {
+    let v = config.versions;
+    let (leaf_fill, inner_fill) = fills(config);
+    let mns = layout.memory_nodes.len() as u64;
+    let mut next = 0u64;
+    let mut place = || {
+        let a = layout.frame((next % mns) as usize, next / mns);
+        next += 1;
+        a
+    };
+    let mut nodes: Vec<(Gaddr, Node)> = Vec::new();
+    // The current level as (lowest, address) per node, left to right.
+    let mut level: Vec<(u64, Gaddr)> = Vec::new();
+    let chunks: Vec<&[u64]> = if keys.is_empty() { vec![&[][..]] } else { keys.chunks(leaf_fill).collect() };
+    let mut rank = 0u64;
+    let first_leaf = nodes.len();
+    for (i, chunk) in chunks.iter().enumerate() {
+        let lowest = if i == 0 { 0 } else { chunk[0] };
+        let mut node = Node::empty_leaf(v, lowest, KEY_MAX);
+        node.version = 1;
+        for (j, k) in chunk.iter().enumerate() {
+            node.slots[j] = Slot { key: *k, value: bulk_value(rank), version: 0 };
+            rank += 1;
+        }
+        let addr = place();
+        level.push((lowest, addr));
+        nodes.push((addr, node));
+    }
+    link(&mut nodes[first_leaf..], &level);
+    let mut height = 0u8;
+    let mut level1 = 0;
+    while level.len() > 1 {
+        height += 1;
+        let first = nodes.len();
+        let mut upper = Vec::new();
+        for group in level.chunks(inner_fill) {
+            let lowest = if upper.is_empty() { 0 } else { group[0].0 };
+            let node = Node {
+                level: height,
+                leftmost: group[0].1,
+                sibling: Gaddr::NULL,
+                lowest,
+                highest: KEY_MAX,
+                version: 1,
+                slots: Vec::new(),
+                children: group[1..].iter().map(|(k, a)| (*k, *a)).collect(),
+            };
+            let addr = place();
+            upper.push((lowest, addr));
+            nodes.push((addr, node));
+        }
+        link(&mut nodes[first..], &upper);
+        if height == 1 {
+            level1 = upper.len() as u64;
+        }
+        level = upper;
+    }
+    BulkTree { root: level[0].1, nodes, level1 }
+}
+
+/// Siblings and highest fences along one level.
+fn link(nodes: &mut [(Gaddr, Node)], level: &[(u64, Gaddr)]) {
+    for (node, (lowest, addr)) in nodes.iter_mut().zip(level.iter().skip(1)) {
+        node.1.highest = *lowest;
+        node.1.sibling = *addr;
+    }
+}

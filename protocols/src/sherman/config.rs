@@ -1,0 +1,100 @@
+//! Sherman's options (`protocol_options`), merged over a preset.
+
+use serde::{Deserialize, Serialize};
+
+use super::layout::{Versions, SHERMAN_LOCKS};
+use super::mutants::Mutant;
+
+/// Compute-side CPU costs (ns) charged with `nic.cpu`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuCosts {
+    /// Searching or editing one 1 KB node image.
+    pub node_ns: u64,
+    /// An index-cache lookup or insert.
+    pub cache_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `node` (Sherman's front/rear node versions + entry versions) or `line` (a version per
+    /// 64-byte line).
+    pub versions: Versions,
+    /// Lock words per memory node (Sherman: 256 KiB / 8 = 32768).
+    pub locks: u32,
+    /// Locks in NIC device memory (Sherman) or in host memory.
+    pub on_chip_locks: bool,
+    /// Local lock table with hand-over (Sherman's hierarchical locks); off = every writer CASes.
+    pub hierarchical_locks: bool,
+    /// Hand-overs in a row before the global lock is released (Sherman: 8).
+    pub max_handover: u8,
+    /// Node write-back and unlock in one doorbell batch (Sherman's write combining).
+    pub combine_unlock: bool,
+    /// Level-1 internal nodes the index cache holds per compute node (0 = no cache).
+    pub cache_nodes: u32,
+    /// A leaf splits when it holds this many entries (default: its capacity, as Sherman).
+    /// Smaller values are a fuzzing knob that makes splits frequent.
+    pub leaf_split_at: Option<u32>,
+    /// Likewise for internal nodes.
+    pub internal_split_at: Option<u32>,
+    /// Fraction of a bulk-loaded leaf filled (sorted inserts with 50/50 splits leave ~0.5).
+    pub bulk_fill: f64,
+    pub cpu: CpuCosts,
+    #[serde(default)]
+    pub mutant: Mutant,
+}
+
+impl Config {
+    pub fn sherman() -> Config {
+        Config {
+            versions: Versions::Node,
+            locks: SHERMAN_LOCKS,
+            on_chip_locks: true,
+            hierarchical_locks: true,
+            max_handover: super::layout::MAX_HANDOVER,
+            combine_unlock: true,
+            cache_nodes: 1 << 20,
+            leaf_split_at: None,
+            internal_split_at: None,
+            bulk_fill: 0.5,
+            cpu: CpuCosts { node_ns: 200, cache_ns: 100 },
+            mutant: Mutant::None,
+        }
+    }
+
+    /// The per-line version variant.
+    pub fn line_versions() -> Config {
+        Config { versions: Versions::Line, ..Config::sherman() }
+    }
+
+    pub fn leaf_split(&self) -> usize {
+        self.leaf_split_at.map(|n| n as usize).unwrap_or(self.versions.leaf_cap())
+    }
+
+    pub fn internal_split(&self) -> usize {
+        self.internal_split_at.map(|n| n as usize).unwrap_or(self.versions.internal_cap())
+    }
+
+    /// Problems as "field: reason".
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.locks == 0 || self.locks > SHERMAN_LOCKS * 8 {
+            out.push(format!("locks: must be in 1..={}", SHERMAN_LOCKS * 8));
+        }
+        if let Some(n) = self.leaf_split_at {
+            if n < 2 || n as usize > self.versions.leaf_cap() {
+                out.push(format!("leaf_split_at: must be in 2..={}", self.versions.leaf_cap()));
+            }
+        }
+        if let Some(n) = self.internal_split_at {
+            if n < 3 || n as usize > self.versions.internal_cap() {
+                out.push(format!("internal_split_at: must be in 3..={}", self.versions.internal_cap()));
+            }
+        }
+        if !(self.bulk_fill > 0.0 && self.bulk_fill <= 1.0) {
+            out.push("bulk_fill: must be in (0, 1]".into());
+        }
+        out
+    }
+}

@@ -1,0 +1,345 @@
+//! Sherman's definition (`protocol: "sherman"`): the B+-tree on YCSB, on any backend.
+//!
+//! `workload` is [`YcsbWorkload`] (mix, distribution, keyspace, bulk load, warm-up, run shape;
+//! `cache_frames`/`cache_ratio` size the index cache in level-1 nodes, the ratio relative to
+//! the bulk-loaded tree's level-1 nodes). `protocol_options` is any subset of [`Config`] over a
+//! preset (`default` = `sherman`: node versions; `line`: per-64-byte-line versions):
+//!
+//! | field | default | meaning |
+//! |---|---|---|
+//! | `versions` | `"node"` | `"node"` (front/rear node + entry versions) or `"line"` |
+//! | `locks` | 32768 | lock words per memory node (256 KiB device memory / 8) |
+//! | `on_chip_locks` | true | locks in NIC device memory (`cluster.device_memory: true`) |
+//! | `hierarchical_locks`, `max_handover` | true, 8 | local lock table with hand-over |
+//! | `combine_unlock` | true | write-back and unlock in one doorbell batch |
+//! | `cache_nodes` | 2²⁰ | level-1 nodes cached per compute node |
+//! | `leaf_split_at`, `internal_split_at` | capacity | split thresholds (a fuzzing knob) |
+//! | `bulk_fill` | 0.5 | fill of bulk-loaded nodes |
+//! | `cpu.{node_ns, cache_ns}` | 200, 100 | compute-side CPU per node image / cache access |
+//!
+//! Metrics (all per measured operation; warm-up excluded): `throughput_mops`, `ops`,
+//! `reads_per_op`, `writes_per_op`, `atomics_per_op`, `two_sided_per_op` (always 0),
+//! `bytes_per_op` (payload bytes of all verbs), `retries_per_op`, `cache_hit_ratio`,
+//! `handovers_per_op`, `splits`, `bulk_memory_bytes_per_key`, `latency_ns_{avg,p50,p99}`, and the same per operation type
+//! with the prefix `lookup_`, `update_`, `insert_`, `scan_`, `delete_` (types that ran).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::bench::{run_client, KvLogger};
+use super::bulk::{build, node_count, BulkTree};
+use super::cache::IndexCache;
+use super::check::{check_locks_free, check_tree};
+use super::config::Config;
+use super::layout::Layout;
+use super::stats::{OpStats, Stats, KINDS};
+use super::tree::{compute_region_bytes, Client, Shared};
+use crate::common::metrics::percentile;
+use crate::common::shape;
+use crate::harness::{
+    merge_options, parse_typed, report_error, CheckLevel, LoggedOp, Memory, NodeReport, NodeRun, Plan,
+    PointSpec, Problem, Protocol, Violation,
+};
+use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
+use crate::workload::rng_for_thread;
+use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
+
+#[derive(Clone, Copy)]
+pub struct Sherman;
+
+impl Protocol for Sherman {
+    type Plan = ShermanPlan;
+
+    fn names(&self) -> &'static [&'static str] {
+        &["sherman"]
+    }
+
+    fn about(&self) -> &'static str {
+        "Sherman: a write-optimised B+-tree on disaggregated memory (SIGMOD'22), on YCSB"
+    }
+
+    fn mutants(&self) -> &'static [crate::harness::Mutant] {
+        super::mutants::LIST
+    }
+
+    fn plan(&self, point: &PointSpec) -> Result<ShermanPlan, Vec<Problem>> {
+        ShermanPlan::new(point)
+    }
+}
+
+const RESERVED: &[(&str, &str)] = &[("mutant", "dmsim fuzz --mutant")];
+
+pub struct ShermanPlan {
+    workload: YcsbWorkload,
+    config: Config,
+    layout: Layout,
+    cluster: Cluster,
+    threads: u32,
+    ops_per_thread: u64,
+    seed: u64,
+    check: CheckLevel,
+    tree: Arc<BulkTree>,
+}
+
+/// "field: reason" → a problem at `prefix.field`.
+fn problem_at(prefix: &str, text: &str) -> Problem {
+    match text.split_once(": ") {
+        Some((field, reason)) if !field.contains(' ') => Problem::new(format!("{prefix}.{field}"), reason),
+        _ => Problem::new(prefix, text),
+    }
+}
+
+impl ShermanPlan {
+    pub fn new(point: &PointSpec) -> Result<ShermanPlan, Vec<Problem>> {
+        let w: YcsbWorkload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
+        let presets = [
+            ("default", Config::sherman()),
+            ("sherman", Config::sherman()),
+            ("line", Config::line_versions()),
+        ];
+        let mut config: Config =
+            merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
+                .map_err(|p| vec![p])?;
+        let mut out = Vec::new();
+        w.check(&mut out);
+        out.extend(config.validate().iter().map(|p| problem_at("protocol_options", p)));
+        point.no_symmetric("Sherman", &mut out);
+        if point.memory_nodes == 0 {
+            out.push(Problem::new("cluster.memory_nodes", "must be at least 1"));
+        }
+        if point.compute_nodes == 0 {
+            out.push(Problem::new("cluster.compute_nodes", "must be at least 1"));
+        }
+        config.mutant = super::mutants::named(&point.mutant).ok_or_else(|| {
+            vec![Problem::new("mutant", format!("Sherman has no mutant {:?}", point.mutant))]
+        })?;
+        if !out.is_empty() {
+            return Err(out);
+        }
+        let (frames, level1) = node_count(&config, w.bulk_load());
+        let run = shape::resolve(&w.shape_fields(), point.compute_nodes, level1.max(1), false, &mut out);
+        if let Some(n) = run.cache_frames {
+            config.cache_nodes = n;
+        }
+        if !out.is_empty() {
+            return Err(out);
+        }
+        let mns = point.memory_nodes as u64;
+        // Room for every split a compute node may cause: each store of a new key can split at
+        // most one leaf, a split leaf needs half a leaf of new keys, and internal splits and new
+        // roots are rarer still. Twice a fair share of the cluster's stores, plus slack.
+        let p = w.proportions();
+        let store_share = p.update + p.insert + p.delete;
+        let stores =
+            (run.ops_per_thread + w.warmup_ops_per_thread) as f64 * run.threads_per_node as f64 * store_share;
+        let half_leaf = (config.leaf_split() / 2).max(1) as f64;
+        let per_cn = (2.0 * stores / half_leaf).ceil() as u64 + 64;
+        let layout = Layout {
+            versions: config.versions,
+            memory_nodes: (0..point.memory_nodes).map(NodeId).collect(),
+            bulk_frames: frames.div_ceil(mns),
+            slab_frames: per_cn.div_ceil(mns) + 4,
+            compute_nodes: point.compute_nodes,
+            locks: config.locks,
+            on_chip_locks: config.on_chip_locks,
+        };
+        let tree = Arc::new(build(&config, &layout, &w.load_keys()));
+        let cluster = point.cluster(layout.memory_region_bytes(), compute_region_bytes(run.threads_per_node));
+        Ok(ShermanPlan {
+            workload: w,
+            config,
+            layout,
+            cluster,
+            threads: run.threads_per_node,
+            ops_per_thread: run.ops_per_thread,
+            seed: point.seed,
+            check: point.check,
+            tree,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn totals(reports: &[NodeReport]) -> Stats {
+        let mut total = Stats::new();
+        for r in reports {
+            if let Ok(s) = serde_json::from_value::<Stats>(r.extra.clone()) {
+                if !s.kinds.is_empty() {
+                    total.merge(&s);
+                }
+            }
+        }
+        total
+    }
+
+    /// The bulk load as writes by one extra client at time 0, so histories start from it.
+    fn load_history(&self) -> Vec<LoggedOp> {
+        let loader = self.cluster.compute_nodes().len() as u32 * self.threads;
+        let mut out = Vec::new();
+        for (_, node) in &self.tree.nodes {
+            for s in node.slots.iter().filter(|s| s.value != 0) {
+                out.push(LoggedOp {
+                    client: loader,
+                    key: s.key,
+                    write: Some(s.value),
+                    seen: Some(0),
+                    invoke_ns: 0,
+                    return_ns: Some(0),
+                });
+            }
+        }
+        out
+    }
+}
+
+impl Plan for ShermanPlan {
+    type State = ();
+
+    fn cluster(&self) -> Cluster {
+        self.cluster.clone()
+    }
+
+    fn setup<N: Nic>(&self, nic: &N) {
+        let me = nic.node();
+        if self.cluster.kinds[me.index()] != NodeKind::Memory {
+            return;
+        }
+        let v = self.config.versions;
+        for (addr, node) in &self.tree.nodes {
+            if addr.node() == me {
+                nic.local().write_words(addr.offset(), &node.encode(v));
+            }
+        }
+        if self.layout.root_ptr().node == me {
+            nic.local().store(self.layout.root_ptr().offset_bytes, self.tree.root.0);
+        }
+    }
+
+    fn node<N: Nic>(&self, nic: N) -> NodeRun<()> {
+        let me = nic.node();
+        if self.cluster.kinds[me.index()] == NodeKind::Memory {
+            let history = if self.check.histories() && me == self.layout.memory_nodes[0] {
+                self.load_history()
+            } else {
+                Vec::new()
+            };
+            return NodeRun {
+                collect: Box::new(move || NodeReport { history, ..NodeReport::default() }),
+                ..NodeRun::empty()
+            };
+        }
+        let compute = self.cluster.compute_nodes();
+        let cn = compute.iter().position(|n| *n == me).unwrap_or(0);
+        let cache_rng = rng_for_thread(self.seed ^ 0x5ca1_ab1e, me.0, u32::MAX);
+        let cache = IndexCache::new(self.config.cache_nodes as usize, cache_rng);
+        let shared = Arc::new(Shared::new(self.config.clone(), self.layout.clone(), cn, cache));
+        let log = self.check.histories().then(crate::harness::OpLog::new);
+        let mains: Vec<Task> = (0..self.threads)
+            .map(|t| {
+                let rng = rng_for_thread(self.seed, me.0, t);
+                let stream = YcsbStream::new(
+                    &self.workload,
+                    cn as u16,
+                    compute.len() as u16,
+                    t,
+                    self.threads,
+                    self.ops_per_thread,
+                    rng,
+                );
+                let client = Client::new(nic.qp(t as u16), shared.clone(), t);
+                let logger =
+                    log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
+                let task: Task = Box::pin(run_client(client, t, stream, logger));
+                task
+            })
+            .collect();
+        let watched = shared.clone();
+        NodeRun {
+            mains,
+            daemons: Vec::new(),
+            progress: Some(Arc::new(move || watched.ops_done.load(std::sync::atomic::Ordering::Relaxed))),
+            state: None,
+            collect: Box::new(move || {
+                let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let samples = stats.latencies.concat();
+                NodeReport {
+                    extra: serde_json::to_value(&stats).unwrap_or(serde_json::Value::Null),
+                    samples,
+                    history: log.map(|l| l.snapshot()).unwrap_or_default(),
+                    error: report_error(shared.errors.first()),
+                    ..NodeReport::default()
+                }
+            }),
+        }
+    }
+
+    fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
+        let stats = Self::totals(reports);
+        let span_s = elapsed.saturating_sub(Nanos(stats.first_op_start_ns.unwrap_or(0))).as_secs_f64();
+        let mut m = BTreeMap::new();
+        let total = stats.total();
+        let mut all: Vec<u64> = stats.latencies.concat();
+        per_op_metrics(&mut m, "", &total, &mut all);
+        m.insert("throughput_mops".into(), total.ops as f64 / span_s.max(1e-12) / 1e6);
+        let lookups = total.cache_hits + total.cache_misses;
+        m.insert("cache_hit_ratio".into(), total.cache_hits as f64 / lookups.max(1) as f64);
+        m.insert("splits".into(), total.splits as f64);
+        // Memory-node bytes per key of the bulk-loaded tree (Dolphin Table II's measure).
+        let loaded = self.workload.bulk_load().max(1) as f64;
+        m.insert("bulk_memory_bytes_per_key".into(), self.tree.nodes.len() as f64 * 1024.0 / loaded);
+        for (i, name) in KINDS.iter().enumerate() {
+            let k = &stats.kinds[i];
+            if k.ops > 0 {
+                let mut lat = stats.latencies[i].clone();
+                per_op_metrics(&mut m, &format!("{name}_"), k, &mut lat);
+            }
+        }
+        let lookups = &stats.kinds[0];
+        if lookups.ops > 0 {
+            m.insert("lookup_found_ratio".into(), lookups.found as f64 / lookups.ops as f64);
+        }
+        m
+    }
+
+    fn ops(&self, reports: &[NodeReport]) -> u64 {
+        Self::totals(reports).total().ops
+    }
+
+    fn verify(&self, reports: &[NodeReport], memory: Option<Memory>) -> Result<(), Violation> {
+        if let Some(e) = crate::harness::first_error(reports) {
+            return Err(Violation::new("no protocol error", e.to_string()));
+        }
+        let Some(memory) = memory else { return Ok(()) };
+        let contents = check_tree(&self.layout, memory).map_err(|m| Violation::new("tree structure", m))?;
+        check_locks_free(&self.layout, memory).map_err(|m| Violation::new("locks free at end", m))?;
+        // No lost key: every key a completed write stored (or the bulk load) is in a leaf.
+        for r in reports {
+            for op in r.history.iter().filter(|o| o.write.is_some() && o.return_ns.is_some()) {
+                if !contents.contains_key(&op.key) {
+                    return Err(Violation::new(
+                        "no lost key",
+                        format!("key {} was stored (client {}) but no leaf holds it", op.key, op.client),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn per_op_metrics(m: &mut BTreeMap<String, f64>, prefix: &str, s: &OpStats, latencies: &mut [u64]) {
+    let per = |x: u64| x as f64 / s.ops.max(1) as f64;
+    m.insert(format!("{prefix}ops"), s.ops as f64);
+    m.insert(format!("{prefix}reads_per_op"), per(s.reads));
+    m.insert(format!("{prefix}writes_per_op"), per(s.writes));
+    m.insert(format!("{prefix}atomics_per_op"), per(s.atomics));
+    m.insert(format!("{prefix}two_sided_per_op"), 0.0);
+    m.insert(format!("{prefix}bytes_per_op"), per(s.bytes));
+    m.insert(format!("{prefix}retries_per_op"), per(s.retries));
+    m.insert(format!("{prefix}handovers_per_op"), per(s.handovers));
+    m.insert(format!("{prefix}latency_ns_avg"), per(s.latency_ns_total));
+    m.insert(format!("{prefix}latency_ns_p50"), percentile(latencies, 50.0));
+    m.insert(format!("{prefix}latency_ns_p99"), percentile(latencies, 99.0));
+}

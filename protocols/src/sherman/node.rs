@@ -1,0 +1,208 @@
+//! A node as the client sees it after a READ: decoded from (and encoded back to) its 128 words,
+//! with the consistency check of the chosen version scheme.
+
+use super::layout::{
+    Gaddr, Versions, KEY_MAX, NODE_WORDS, W_HIGHEST, W_LEFTMOST, W_LEVEL, W_LOWEST, W_SIBLING,
+};
+
+/// A leaf value with this bit set is a deleted key's tombstone ([CHOICE]: Sherman frees the
+/// slot; we keep the key with a unique tombstone so histories can name the delete).
+pub const TOMBSTONE: u64 = 1 << 63;
+
+/// One leaf slot; `value == 0` is an empty slot (Sherman's `kValueNull`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Slot {
+    pub key: u64,
+    pub value: u64,
+    /// The entry version (`Versions::Node` only): bumped by every entry write-back.
+    pub version: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub level: u8,
+    pub leftmost: Gaddr,
+    pub sibling: Gaddr,
+    pub lowest: u64,
+    pub highest: u64,
+    /// The node version (front = rear, or every line's).
+    pub version: u64,
+    /// Leaves: `leaf_cap` slots, unsorted, empty where `value == 0`.
+    pub slots: Vec<Slot>,
+    /// Internal nodes: separator keys and children, sorted; `leftmost` covers keys below the first.
+    pub children: Vec<(u64, Gaddr)>,
+}
+
+/// Why a READ image was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Torn {
+    /// Version words disagree: a whole-node write was in flight.
+    Node,
+    /// A leaf entry's front and rear versions disagree: an entry write-back was in flight.
+    Entry,
+}
+
+impl Node {
+    pub fn empty_leaf(versions: Versions, lowest: u64, highest: u64) -> Node {
+        Node {
+            level: 0,
+            leftmost: Gaddr::NULL,
+            sibling: Gaddr::NULL,
+            lowest,
+            highest,
+            version: 0,
+            slots: vec![Slot::default(); versions.leaf_cap()],
+            children: Vec::new(),
+        }
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        self.level == 0
+    }
+
+    /// Whether `key` belongs here rather than to a right sibling or a left neighbour.
+    pub fn covers(&self, key: u64) -> bool {
+        self.lowest <= key && key < self.highest
+    }
+
+    /// Internal node: the child whose range holds `key` (which must be covered).
+    pub fn child_for(&self, key: u64) -> Gaddr {
+        let i = self.children.partition_point(|(k, _)| *k <= key);
+        if i == 0 {
+            self.leftmost
+        } else {
+            self.children[i - 1].1
+        }
+    }
+
+    /// Leaf: the slot holding `key`, if any (tombstones included).
+    pub fn find(&self, key: u64) -> Option<usize> {
+        self.slots.iter().position(|s| s.value != 0 && s.key == key)
+    }
+
+    pub fn live_count(&self) -> usize {
+        self.slots.iter().filter(|s| s.value != 0).count()
+    }
+
+    /// Decode a node image; `Err` when the version check fails.
+    pub fn decode(v: Versions, w: &[u64]) -> Result<Node, Torn> {
+        debug_assert_eq!(w.len(), NODE_WORDS);
+        let versions = v.version_words();
+        let version = w[versions[0]];
+        if versions.iter().any(|i| w[*i] != version) {
+            return Err(Torn::Node);
+        }
+        let level = (w[W_LEVEL] & 0xff) as u8;
+        let count = ((w[W_LEVEL] >> 8) & 0xffff) as usize;
+        let mut node = Node {
+            level,
+            leftmost: Gaddr(w[W_LEFTMOST]),
+            sibling: Gaddr(w[W_SIBLING]),
+            lowest: w[W_LOWEST],
+            highest: w[W_HIGHEST],
+            version,
+            slots: Vec::new(),
+            children: Vec::new(),
+        };
+        if level == 0 {
+            for i in 0..v.leaf_cap() {
+                let s = v.leaf_entry(i);
+                let slot = match v {
+                    Versions::Node => {
+                        if w[s] != w[s + 3] {
+                            return Err(Torn::Entry);
+                        }
+                        Slot { key: w[s + 1], value: w[s + 2], version: w[s] }
+                    }
+                    Versions::Line => Slot { key: w[s], value: w[s + 1], version: 0 },
+                };
+                node.slots.push(slot);
+            }
+        } else {
+            // A garbage count can only come from a torn image the version check missed.
+            for i in 0..count.min(v.internal_cap()) {
+                let s = v.internal_entry(i);
+                node.children.push((w[s], Gaddr(w[s + 1])));
+            }
+        }
+        Ok(node)
+    }
+
+    /// The full image of this node with version `self.version`.
+    pub fn encode(&self, v: Versions) -> Vec<u64> {
+        let mut w = vec![0u64; NODE_WORDS];
+        for i in v.version_words() {
+            w[i] = self.version;
+        }
+        let count = if self.is_leaf() { self.live_count() } else { self.children.len() };
+        w[W_LEFTMOST] = self.leftmost.0;
+        w[W_SIBLING] = self.sibling.0;
+        w[W_LEVEL] = self.level as u64 | (count as u64) << 8;
+        w[W_LOWEST] = self.lowest;
+        w[W_HIGHEST] = self.highest;
+        if self.is_leaf() {
+            for (i, slot) in self.slots.iter().enumerate() {
+                let s = v.leaf_entry(i);
+                w[s..s + v.leaf_entry_words()].copy_from_slice(&entry_words(v, slot)[..v.leaf_entry_words()]);
+            }
+        } else {
+            for (i, (k, c)) in self.children.iter().enumerate() {
+                let s = v.internal_entry(i);
+                w[s] = *k;
+                w[s + 1] = c.0;
+            }
+        }
+        w
+    }
+
+    /// A fresh root above a split (`Tree.h`'s `InternalPage(left, key, right, level)`).
+    pub fn new_root(left: Gaddr, key: u64, right: Gaddr, level: u8) -> Node {
+        Node {
+            level,
+            leftmost: left,
+            sibling: Gaddr::NULL,
+            lowest: 0,
+            highest: KEY_MAX,
+            version: 1,
+            slots: Vec::new(),
+            children: vec![(key, right)],
+        }
+    }
+}
+
+/// The words of one leaf entry as written back (4 in `Node`, the first 2 in `Line`).
+pub fn entry_words(v: Versions, slot: &Slot) -> [u64; 4] {
+    match v {
+        Versions::Node => [slot.version, slot.key, slot.value, slot.version],
+        Versions::Line => [slot.key, slot.value, 0, 0],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::NodeId;
+
+    #[test]
+    fn round_trip_and_torn_images() {
+        for v in [Versions::Node, Versions::Line] {
+            let mut leaf = Node::empty_leaf(v, 10, 99);
+            leaf.version = 7;
+            leaf.slots[3] = Slot { key: 42, value: 5, version: 2 };
+            leaf.sibling = Gaddr::new(NodeId(1), 2048);
+            let w = leaf.encode(v);
+            let back = Node::decode(v, &w).unwrap();
+            assert_eq!(back.find(42), Some(3));
+            assert_eq!((back.lowest, back.highest, back.sibling), (10, 99, leaf.sibling));
+            let mut torn = w.clone();
+            torn[NODE_WORDS - 1 - if v == Versions::Line { 7 } else { 0 }] = 8;
+            assert_eq!(Node::decode(v, &torn), Err(Torn::Node));
+            let mut inner = Node::new_root(Gaddr(1024), 50, Gaddr(2048), 1);
+            inner.children.push((70, Gaddr(3072)));
+            let back = Node::decode(v, &inner.encode(v)).unwrap();
+            assert_eq!(back.child_for(49), Gaddr(1024));
+            assert_eq!(back.child_for(50), Gaddr(2048));
+            assert_eq!(back.child_for(80), Gaddr(3072));
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Per-operation-type counters of one compute node.
+
+use serde::{Deserialize, Serialize};
+
+/// Operation kinds, in report order.
+pub const KINDS: [&str; 5] = ["lookup", "update", "insert", "scan", "delete"];
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OpStats {
+    pub ops: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub atomics: u64,
+    pub bytes: u64,
+    /// Failed lock CASes, version-check re-reads and stale-cache restarts.
+    pub retries: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub latency_ns_total: u64,
+    /// Lock acquisitions served by hand-over (no CAS).
+    pub handovers: u64,
+    pub splits: u64,
+    /// Lookups that found the key.
+    pub found: u64,
+}
+
+impl OpStats {
+    pub fn merge(&mut self, o: &OpStats) {
+        self.ops += o.ops;
+        self.reads += o.reads;
+        self.writes += o.writes;
+        self.atomics += o.atomics;
+        self.bytes += o.bytes;
+        self.retries += o.retries;
+        self.cache_hits += o.cache_hits;
+        self.cache_misses += o.cache_misses;
+        self.latency_ns_total += o.latency_ns_total;
+        self.handovers += o.handovers;
+        self.splits += o.splits;
+        self.found += o.found;
+    }
+}
+
+/// A compute node's report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Indexed like [`KINDS`].
+    pub kinds: Vec<OpStats>,
+    /// Latency samples (ns) per kind, measured operations only.
+    pub latencies: Vec<Vec<u64>>,
+    pub first_op_start_ns: Option<u64>,
+    pub last_op_end_ns: u64,
+}
+
+impl Stats {
+    pub fn new() -> Stats {
+        Stats {
+            kinds: vec![OpStats::default(); KINDS.len()],
+            latencies: vec![Vec::new(); KINDS.len()],
+            ..Stats::default()
+        }
+    }
+
+    pub fn merge(&mut self, o: &Stats) {
+        if self.kinds.is_empty() {
+            *self = Stats::new();
+        }
+        for (a, b) in self.kinds.iter_mut().zip(&o.kinds) {
+            a.merge(b);
+        }
+        for (a, b) in self.latencies.iter_mut().zip(&o.latencies) {
+            a.extend_from_slice(b);
+        }
+        self.first_op_start_ns = match (self.first_op_start_ns, o.first_op_start_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_op_end_ns = self.last_op_end_ns.max(o.last_op_end_ns);
+    }
+
+    pub fn total(&self) -> OpStats {
+        let mut t = OpStats::default();
+        for k in &self.kinds {
+            t.merge(k);
+        }
+        t
+    }
+}

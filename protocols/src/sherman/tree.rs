@@ -1,0 +1,742 @@
+//! The B+-tree operations of one client thread (`Tree.cpp`: `search`, `insert`, `del`,
+//! `range_query`, `leaf_page_store`, `internal_page_store`, `update_new_root`).
+//!
+//! * **Reads are lock-free**: READ the whole 1 KB node, accept it if its versions agree, else
+//!   READ again. A leaf found through the index cache whose fences do not cover the key means
+//!   the cache entry is stale: drop it and restart from the root.
+//! * **Writes lock the leaf** (hierarchical lock, [`super::locks`]), READ it, change one entry
+//!   and write back *only that entry* together with the unlock in one doorbell batch. A full
+//!   leaf splits: the new right sibling is written first, then the shrunk node (whole, new node
+//!   version) + unlock, then the separator goes into the parent the same way (internal nodes are
+//!   always written whole), growing a new root by CAS on the root pointer when the root splits.
+//! * Keys never leave a leaf (no merges; a delete leaves a tombstone, see [`super::node`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::cache::IndexCache;
+use super::config::Config;
+use super::layout::{Gaddr, Layout, NODE_BYTES, NODE_WORDS};
+use super::locks::{LocalLock, LocalLocks};
+use super::mutants::Mutant;
+use super::node::{entry_words, Node, Slot, Torn, TOMBSTONE};
+use super::stats::{OpStats, Stats};
+use crate::common::error::{ErrorSlot, NicExt, ProtocolResult};
+use crate::nic::{BatchResult, Nanos, Nic, RemoteAddr, Verb};
+
+/// Local buffer words per thread: the node image, the sibling image, the entry write-back.
+const THREAD_BUFFER_BYTES: u64 = 3 * NODE_BYTES;
+
+pub fn compute_region_bytes(threads: u32) -> u64 {
+    threads as u64 * THREAD_BUFFER_BYTES
+}
+
+/// What one compute node shares among its client threads.
+pub struct Shared {
+    pub config: Config,
+    pub layout: Layout,
+    /// This compute node's index among compute nodes.
+    pub cn: usize,
+    pub cache: Mutex<IndexCache>,
+    pub locks: LocalLocks,
+    /// The root as this node last saw it (0: read the root pointer).
+    pub root: AtomicU64,
+    /// Next free frame per memory node in this node's slab.
+    alloc: Mutex<Vec<u64>>,
+    pub errors: ErrorSlot,
+    pub stats: Mutex<Stats>,
+    pub ops_done: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(config: Config, layout: Layout, cn: usize, cache: IndexCache) -> Shared {
+        let mns = layout.memory_nodes.len();
+        Shared {
+            config,
+            layout,
+            cn,
+            cache: Mutex::new(cache),
+            locks: LocalLocks::default(),
+            root: AtomicU64::new(0),
+            alloc: Mutex::new(vec![0; mns]),
+            errors: ErrorSlot::new(),
+            stats: Mutex::new(Stats::new()),
+            ops_done: AtomicU64::new(0),
+        }
+    }
+
+    /// A fresh frame from this node's slab, round-robin over memory nodes ([CHOICE]: Sherman
+    /// takes 32 MB chunks from memory nodes in turn and carves them locally; no verb either way).
+    fn allocate(&self, hint: usize) -> Gaddr {
+        let mut next = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let mns = next.len();
+        for i in 0..mns {
+            let mn = (hint + i) % mns;
+            if next[mn] < self.layout.slab_frames {
+                let frame = self.layout.slab_start(self.cn) + next[mn];
+                next[mn] += 1;
+                return self.layout.frame(mn, frame);
+            }
+        }
+        panic!("Sherman slab exhausted on compute node {}: the plan sized it too small", self.cn)
+    }
+}
+
+/// The outcome of a write on a leaf.
+enum Store {
+    Done {
+        replaced: u64,
+    },
+    /// The leaf came from the cache and does not cover the key.
+    Stale,
+}
+
+/// One client thread.
+pub struct Client<N: Nic> {
+    pub nic: N,
+    pub shared: Arc<Shared>,
+    tag: u64,
+    buf: u64,
+    /// Counters of the operation in progress.
+    pub cur: OpStats,
+    /// Node addresses visited per level on the last descent (Sherman's `path_stack`).
+    path: Vec<Gaddr>,
+    alloc_hint: usize,
+}
+
+impl<N: Nic> Client<N> {
+    pub fn new(nic: N, shared: Arc<Shared>, thread: u32) -> Client<N> {
+        let tag = ((shared.cn as u64 + 1) << 32) | (thread as u64 + 1);
+        let buf = thread as u64 * THREAD_BUFFER_BYTES;
+        let alloc_hint = thread as usize;
+        Client { nic, shared, tag, buf, cur: OpStats::default(), path: Vec::new(), alloc_hint }
+    }
+
+    fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    fn mutant(&self) -> Mutant {
+        self.shared.config.mutant
+    }
+
+    async fn batch(&mut self, verbs: &[Verb], during: &'static str) -> ProtocolResult<BatchResult> {
+        for v in verbs {
+            match v {
+                Verb::Read { .. } => self.cur.reads += 1,
+                Verb::Write { .. } | Verb::WriteWord { .. } => self.cur.writes += 1,
+                _ => self.cur.atomics += 1,
+            }
+            self.cur.bytes += v.payload_bytes() as u64;
+        }
+        self.nic.try_batch(verbs, during).await
+    }
+
+    fn local_words(&self, offset: u64, n: usize) -> Vec<u64> {
+        let mut w = vec![0u64; n];
+        self.nic.local().read_words(offset, &mut w);
+        w
+    }
+
+    // ---- reading ------------------------------------------------------------------------
+
+    /// READ a node until its versions agree (the mutant accepts the first image).
+    async fn read_node(&mut self, addr: Gaddr) -> ProtocolResult<Node> {
+        let v = self.config().versions;
+        loop {
+            let read =
+                Verb::Read { remote: addr.remote(), local_bytes: self.buf, len_bytes: NODE_BYTES as u32 };
+            self.batch(&[read], "read node").await?;
+            self.nic.cpu(Nanos(self.config().cpu.node_ns)).await;
+            let words = self.local_words(self.buf, NODE_WORDS);
+            match Node::decode(v, &words) {
+                Ok(node) => return Ok(node),
+                Err(torn) if self.mutant() == Mutant::SkipVersionCheck => {
+                    return Ok(Node::decode_unchecked(v, &words, torn));
+                }
+                Err(_) => self.cur.retries += 1,
+            }
+        }
+    }
+
+    async fn root(&mut self) -> ProtocolResult<Gaddr> {
+        let cached = self.shared.root.load(Ordering::Relaxed);
+        if cached != 0 {
+            return Ok(Gaddr(cached));
+        }
+        self.refresh_root().await
+    }
+
+    async fn refresh_root(&mut self) -> ProtocolResult<Gaddr> {
+        let read = Verb::Read { remote: self.shared.layout.root_ptr(), local_bytes: self.buf, len_bytes: 8 };
+        self.batch(&[read], "read root pointer").await?;
+        let root = self.nic.local().load(self.buf);
+        self.shared.root.store(root, Ordering::Relaxed);
+        Ok(Gaddr(root))
+    }
+
+    fn cache_lookup(&mut self, key: u64) -> Option<(Gaddr, u64)> {
+        if self.config().cache_nodes == 0 {
+            return None;
+        }
+        let hit = self.shared.cache.lock().unwrap_or_else(|e| e.into_inner()).lookup(key);
+        if hit.is_some() {
+            self.cur.cache_hits += 1;
+        } else {
+            self.cur.cache_misses += 1;
+        }
+        hit
+    }
+
+    fn cache_invalidate(&mut self, id: u64) {
+        self.shared.cache.lock().unwrap_or_else(|e| e.into_inner()).invalidate(id);
+        // Sherman counts a stale hit as a miss.
+        self.cur.cache_hits -= 1;
+        self.cur.cache_misses += 1;
+        self.cur.retries += 1;
+    }
+
+    fn cache_add(&self, node: &Node) {
+        if node.level == 1 && self.config().cache_nodes > 0 {
+            self.shared.cache.lock().unwrap_or_else(|e| e.into_inner()).add(node);
+        }
+    }
+
+    fn record_path(&mut self, level: u8, addr: Gaddr) {
+        let l = level as usize;
+        if self.path.len() <= l {
+            self.path.resize(l + 1, Gaddr::NULL);
+        }
+        self.path[l] = addr;
+    }
+
+    /// Descend from the root to the node at `level` covering `key`, recording the path.
+    /// Returns its address (not read when `level` is 0: writers lock before reading).
+    async fn descend(&mut self, key: u64, level: u8) -> ProtocolResult<Gaddr> {
+        self.path.clear();
+        let mut p = self.root().await?;
+        loop {
+            let node = self.read_node(p).await?;
+            self.record_path(node.level, p);
+            if node.level < level {
+                // A stale root below the level we need: the tree grew since we cached it.
+                self.cur.retries += 1;
+                p = self.refresh_root().await?;
+                self.path.clear();
+                continue;
+            }
+            self.cache_add(&node);
+            if key >= node.highest {
+                if p.0 == self.shared.root.load(Ordering::Relaxed) {
+                    // The root split: learn the new one next time (Sherman broadcasts it).
+                    self.shared.root.store(0, Ordering::Relaxed);
+                }
+                if !self.shared.layout.is_frame(node.sibling) {
+                    // Only a torn image the version check missed ends a level early.
+                    self.cur.retries += 1;
+                    p = self.refresh_root().await?;
+                    self.path.clear();
+                    continue;
+                }
+                p = node.sibling;
+                continue;
+            }
+            if key < node.lowest {
+                self.cur.retries += 1;
+                p = self.refresh_root().await?;
+                self.path.clear();
+                continue;
+            }
+            if node.level == level {
+                return Ok(p);
+            }
+            p = node.child_for(key);
+            if !self.shared.layout.is_frame(p) {
+                // Only a torn image the version check missed can route to a non-node.
+                self.cur.retries += 1;
+                p = self.refresh_root().await?;
+                self.path.clear();
+                continue;
+            }
+            if node.level == level + 1 && level == 0 {
+                return Ok(p);
+            }
+        }
+    }
+
+    /// The leaf covering `key`, read lock-free (the start of lookups and scans).
+    async fn find_leaf(&mut self, key: u64) -> ProtocolResult<Node> {
+        let mut from_cache = self.cache_lookup(key);
+        let mut p = match from_cache {
+            Some((leaf, _)) if self.shared.layout.is_frame(leaf) => leaf,
+            Some((_, id)) => {
+                self.cache_invalidate(id);
+                from_cache = None;
+                self.descend(key, 0).await?
+            }
+            None => self.descend(key, 0).await?,
+        };
+        loop {
+            let node = self.read_node(p).await?;
+            if let Some((_, id)) = from_cache {
+                if self.mutant() == Mutant::StaleCacheEntry {
+                    // The planted bug: trust the cached route, neither restart nor move right.
+                    return Ok(node);
+                }
+                if !node.covers(key) {
+                    self.cache_invalidate(id);
+                    from_cache = None;
+                    p = self.descend(key, 0).await?;
+                    continue;
+                }
+            }
+            if key >= node.highest && !node.sibling.is_null() && self.mutant() != Mutant::NoSiblingChase {
+                p = if self.shared.layout.is_frame(node.sibling) {
+                    node.sibling
+                } else {
+                    self.cur.retries += 1;
+                    self.descend(key, 0).await?
+                };
+                continue;
+            }
+            return Ok(node);
+        }
+    }
+
+    // ---- operations ---------------------------------------------------------------------
+
+    /// The value stored for `key` as the leaf holds it: 0 if never stored, a tombstone if
+    /// deleted (callers report both as absent).
+    pub async fn lookup(&mut self, key: u64) -> ProtocolResult<u64> {
+        let leaf = self.find_leaf(key).await?;
+        if !leaf.covers(key) {
+            return Ok(0);
+        }
+        Ok(leaf.find(key).map(|i| leaf.slots[i].value).unwrap_or(0))
+    }
+
+    /// Up to `n` live entries with keys ≥ `from`, ascending, leaf by leaf along the siblings
+    /// ([CHOICE]: Sherman fetches the leaves of cached level-1 nodes in parallel and assumes all
+    /// of them cached; walking siblings is the same READs without that assumption).
+    pub async fn scan(&mut self, from: u64, n: usize) -> ProtocolResult<Vec<(u64, u64)>> {
+        let mut out = Vec::new();
+        let mut leaf = self.find_leaf(from).await?;
+        loop {
+            let mut live: Vec<(u64, u64)> = leaf
+                .slots
+                .iter()
+                .filter(|s| s.value != 0 && s.value & TOMBSTONE == 0 && s.key >= from && leaf.covers(s.key))
+                .map(|s| (s.key, s.value))
+                .collect();
+            live.sort_unstable();
+            for e in live {
+                if out.len() == n {
+                    return Ok(out);
+                }
+                out.push(e);
+            }
+            if out.len() >= n || !self.shared.layout.is_frame(leaf.sibling) {
+                return Ok(out);
+            }
+            leaf = self.read_node(leaf.sibling).await?;
+        }
+    }
+
+    /// Insert or overwrite `key` with `value` (a tombstone deletes); returns the value replaced
+    /// (0 if none), read under the lock.
+    pub async fn store(&mut self, key: u64, value: u64) -> ProtocolResult<u64> {
+        if let Some((leaf, id)) = self.cache_lookup(key) {
+            self.path.clear();
+            if !self.shared.layout.is_frame(leaf) {
+                // A cached torn image (node versions only): drop it, go from the root.
+                self.cache_invalidate(id);
+                return Box::pin(self.store(key, value)).await;
+            }
+            match self.leaf_store(leaf, key, value, true).await? {
+                Store::Done { replaced } => return Ok(replaced),
+                Store::Stale => self.cache_invalidate(id),
+            }
+        }
+        loop {
+            let leaf = self.descend(key, 0).await?;
+            match self.leaf_store(leaf, key, value, false).await? {
+                Store::Done { replaced } => return Ok(replaced),
+                // Routed left of the key's leaf (only a torn internal node can do that).
+                Store::Stale => self.cur.retries += 1,
+            }
+        }
+    }
+
+    // ---- locking ------------------------------------------------------------------------
+
+    /// Take the lock of `page`: local lock, then the global one unless it was handed over.
+    async fn lock(&mut self, page: Gaddr) -> ProtocolResult<(Arc<LocalLock>, RemoteAddr)> {
+        let lock_addr = self.shared.layout.lock_addr(page);
+        let local = self.shared.locks.entry(lock_addr);
+        // With hierarchical locks off, `hand_over` below never grants, so nothing is inherited.
+        let handed = local.acquire().await;
+        if handed {
+            self.cur.handovers += 1;
+            return Ok((local, lock_addr));
+        }
+        if self.mutant() == Mutant::NoGlobalLock {
+            return Ok((local, lock_addr));
+        }
+        loop {
+            let cas = Verb::Cas { remote: lock_addr, expect: 0, swap: self.tag };
+            let old = self.batch(&[cas], "lock node").await?.get(0);
+            if old == 0 {
+                return Ok((local, lock_addr));
+            }
+            self.cur.retries += 1;
+        }
+    }
+
+    fn hand_over(&self, local: &LocalLock) -> bool {
+        if self.config().hierarchical_locks {
+            local.can_hand_over(self.config().max_handover)
+        } else {
+            local.clear_hand_over();
+            false
+        }
+    }
+
+    /// Release without writing anything.
+    async fn unlock(&mut self, local: Arc<LocalLock>, lock_addr: RemoteAddr) -> ProtocolResult<()> {
+        if !self.hand_over(&local) && self.mutant() != Mutant::NoGlobalLock {
+            let r = self.batch(&[Verb::WriteWord { remote: lock_addr, value: 0 }], "unlock").await;
+            if r.is_err() {
+                local.release();
+            }
+            r?;
+        }
+        local.release();
+        Ok(())
+    }
+
+    /// Write `words` (already in the local buffer at `local_off`) to `remote` and release the
+    /// lock: one batch when combining (`write_page_and_unlock`), the write alone when handing
+    /// over.
+    async fn write_and_unlock(
+        &mut self,
+        local: Arc<LocalLock>,
+        lock_addr: RemoteAddr,
+        remote: RemoteAddr,
+        local_off: u64,
+        len_bytes: u32,
+    ) -> ProtocolResult<()> {
+        let write = Verb::Write { remote, local_bytes: local_off, len_bytes };
+        let unlock = Verb::WriteWord { remote: lock_addr, value: 0 };
+        let r = if self.hand_over(&local) {
+            if self.mutant() == Mutant::HandoverWithoutWriteBack {
+                Ok(())
+            } else {
+                self.batch(&[write], "write back (hand-over)").await.map(|_| ())
+            }
+        } else if self.mutant() == Mutant::NoGlobalLock {
+            self.batch(&[write], "write back").await.map(|_| ())
+        } else if self.mutant() == Mutant::UnlockBeforeWriteBack {
+            let r = self.batch(&[unlock], "unlock").await;
+            match r {
+                Ok(_) => self.batch(&[write], "write back").await.map(|_| ()),
+                Err(e) => Err(e),
+            }
+        } else if self.config().combine_unlock {
+            self.batch(&[write, unlock], "write back + unlock").await.map(|_| ())
+        } else {
+            match self.batch(&[write], "write back").await {
+                Ok(_) => self.batch(&[unlock], "unlock").await.map(|_| ()),
+                Err(e) => Err(e),
+            }
+        };
+        local.release();
+        r
+    }
+
+    /// Read a node under its lock (no writer can be in flight, so the versions agree).
+    async fn read_locked(&mut self, page: Gaddr) -> ProtocolResult<Node> {
+        self.read_node(page).await
+    }
+
+    // ---- leaf writes --------------------------------------------------------------------
+
+    async fn leaf_store(
+        &mut self,
+        page: Gaddr,
+        key: u64,
+        value: u64,
+        from_cache: bool,
+    ) -> ProtocolResult<Store> {
+        let mut page = page;
+        let mut from_cache = from_cache;
+        loop {
+            let (local, lock_addr) = self.lock(page).await?;
+            let mut node = match self.read_locked(page).await {
+                Ok(n) => n,
+                Err(e) => {
+                    local.release();
+                    return Err(e);
+                }
+            };
+            let trust_cache = from_cache && self.mutant() == Mutant::StaleCacheEntry;
+            if from_cache && !node.covers(key) && !trust_cache {
+                self.unlock(local, lock_addr).await?;
+                return Ok(Store::Stale);
+            }
+            if (key < node.lowest || !node.is_leaf()) && !trust_cache {
+                self.unlock(local, lock_addr).await?;
+                return Ok(Store::Stale);
+            }
+            if key >= node.highest && !self.shared.layout.is_frame(node.sibling) && !trust_cache {
+                // Routed by a torn image: restart from the root.
+                self.unlock(local, lock_addr).await?;
+                return Ok(Store::Stale);
+            }
+            if key >= node.highest && !node.sibling.is_null() && !trust_cache {
+                self.unlock(local, lock_addr).await?;
+                page = node.sibling;
+                from_cache = false;
+                continue;
+            }
+            let v = self.config().versions;
+            let (slot, replaced) = match node.find(key) {
+                Some(i) => (i, node.slots[i].value),
+                None => match node.slots.iter().position(|s| s.value == 0) {
+                    Some(i) => (i, 0),
+                    None => unreachable!("a leaf splits before it is full"),
+                },
+            };
+            let old = node.slots[slot];
+            node.slots[slot] = Slot { key, value, version: old.version.wrapping_add(1) };
+            if node.live_count() < self.config().leaf_split() {
+                let words = entry_words(v, &node.slots[slot]);
+                let n = v.leaf_entry_words();
+                let off = self.buf + 2 * NODE_BYTES;
+                self.nic.local().write_words(off, &words[..n]);
+                let remote = page.remote().add(v.leaf_entry(slot) as u64 * 8);
+                self.write_and_unlock(local, lock_addr, remote, off, n as u32 * 8).await?;
+                return Ok(Store::Done { replaced });
+            }
+            self.split_leaf(page, node, local, lock_addr).await?;
+            return Ok(Store::Done { replaced });
+        }
+    }
+
+    /// Split a full leaf (already changed in `node`): new right sibling with the upper half.
+    async fn split_leaf(
+        &mut self,
+        page: Gaddr,
+        mut node: Node,
+        local: Arc<LocalLock>,
+        lock_addr: RemoteAddr,
+    ) -> ProtocolResult<()> {
+        self.cur.splits += 1;
+        let v = self.config().versions;
+        let mut live: Vec<Slot> = node.slots.iter().copied().filter(|s| s.value != 0).collect();
+        live.sort_unstable_by_key(|s| s.key);
+        let m = live.len() / 2;
+        let split_key = live[m].key;
+        let sibling_addr = self.shared.allocate(self.alloc_hint);
+        self.alloc_hint += 1;
+        let mut sibling = Node::empty_leaf(v, split_key, node.highest);
+        sibling.version = 1;
+        sibling.sibling = node.sibling;
+        let upper_end = if self.mutant() == Mutant::SplitDropsEntry { live.len() - 1 } else { live.len() };
+        for (i, s) in live[m..upper_end].iter().enumerate() {
+            sibling.slots[i] = *s;
+        }
+        node.slots = vec![Slot::default(); v.leaf_cap()];
+        for (i, s) in live[..m].iter().enumerate() {
+            node.slots[i] = *s;
+        }
+        if self.mutant() != Mutant::SplitKeepsFence {
+            node.highest = split_key;
+        }
+        node.sibling = sibling_addr;
+        node.version = node.version.wrapping_add(1);
+        self.finish_split(page, node, sibling_addr, sibling, split_key, local, lock_addr).await
+    }
+
+    /// Write the new sibling, then the old node + unlock, then insert the separator above.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish_split(
+        &mut self,
+        page: Gaddr,
+        node: Node,
+        sibling_addr: Gaddr,
+        sibling: Node,
+        split_key: u64,
+        local: Arc<LocalLock>,
+        lock_addr: RemoteAddr,
+    ) -> ProtocolResult<()> {
+        let v = self.config().versions;
+        let level = node.level;
+        let sib_off = self.buf + NODE_BYTES;
+        self.nic.local().write_words(sib_off, &sibling.encode(v));
+        let write_sibling =
+            Verb::Write { remote: sibling_addr.remote(), local_bytes: sib_off, len_bytes: NODE_BYTES as u32 };
+        let before = self.mutant() != Mutant::SplitBeforeSibling;
+        if before {
+            if let Err(e) = self.batch(&[write_sibling], "write split sibling").await {
+                local.release();
+                return Err(e);
+            }
+        }
+        self.nic.local().write_words(self.buf, &node.encode(v));
+        self.write_and_unlock(local, lock_addr, page.remote(), self.buf, NODE_BYTES as u32).await?;
+        if before {
+            return self.publish_split(page, level, split_key, sibling_addr).await;
+        }
+        // The planted bug: the separator goes up (and the shrunk node is out) before the
+        // sibling exists, so readers routed to it find an unwritten frame.
+        self.publish_split(page, level, split_key, sibling_addr).await?;
+        self.nic.local().write_words(sib_off, &sibling.encode(v));
+        self.batch(&[write_sibling], "write split sibling").await.map(|_| ())
+    }
+
+    /// Insert separator `key → right` one level above `left` (at `level`).
+    async fn publish_split(&mut self, left: Gaddr, level: u8, key: u64, right: Gaddr) -> ProtocolResult<()> {
+        let parent_level = level + 1;
+        let mut parent = self.path.get(parent_level as usize).copied().unwrap_or(Gaddr::NULL);
+        loop {
+            if !parent.is_null() {
+                if self.internal_store(parent, parent_level, key, right).await? {
+                    return Ok(());
+                }
+                // Misrouted by a torn read: find the parent again from the root.
+                self.cur.retries += 1;
+                parent = Gaddr::NULL;
+                continue;
+            }
+            let root = self.refresh_root().await?;
+            if root == left {
+                if self.grow_root(left, key, right, parent_level).await? {
+                    return Ok(());
+                }
+                continue;
+            }
+            let root_node = self.read_node(root).await?;
+            if root_node.level < parent_level {
+                // The root is at our level but is not us: another split of this level is
+                // growing the tree right now. Wait for its new root.
+                self.cur.retries += 1;
+                self.nic.sleep(Nanos(1_000)).await;
+                continue;
+            }
+            parent = self.descend(key, parent_level).await?;
+        }
+    }
+
+    /// `update_new_root`: write a new root above `left` and CAS the root pointer to it.
+    async fn grow_root(&mut self, left: Gaddr, key: u64, right: Gaddr, level: u8) -> ProtocolResult<bool> {
+        let v = self.config().versions;
+        let root_addr = self.shared.allocate(self.alloc_hint);
+        self.alloc_hint += 1;
+        let root = Node::new_root(left, key, right, level);
+        let off = self.buf + NODE_BYTES;
+        self.nic.local().write_words(off, &root.encode(v));
+        let write =
+            Verb::Write { remote: root_addr.remote(), local_bytes: off, len_bytes: NODE_BYTES as u32 };
+        self.batch(&[write], "write new root").await?;
+        let cas = Verb::Cas { remote: self.shared.layout.root_ptr(), expect: left.0, swap: root_addr.0 };
+        let old = self.batch(&[cas], "swap root pointer").await?.get(0);
+        if old == left.0 {
+            self.shared.root.store(root_addr.0, Ordering::Relaxed);
+            Ok(true)
+        } else {
+            // The frame is leaked, as in Sherman.
+            self.cur.retries += 1;
+            Ok(false)
+        }
+    }
+
+    // ---- internal writes ----------------------------------------------------------------
+
+    /// `internal_page_store`: insert `key → child` into the internal node at `level` covering it.
+    /// `false`: `page` lies right of the key (the caller descends again).
+    async fn internal_store(
+        &mut self,
+        page: Gaddr,
+        level: u8,
+        key: u64,
+        child: Gaddr,
+    ) -> ProtocolResult<bool> {
+        let mut page = page;
+        loop {
+            let (local, lock_addr) = self.lock(page).await?;
+            let mut node = match self.read_locked(page).await {
+                Ok(n) => n,
+                Err(e) => {
+                    local.release();
+                    return Err(e);
+                }
+            };
+            if key < node.lowest
+                || node.level != level
+                || (key >= node.highest && !self.shared.layout.is_frame(node.sibling))
+            {
+                self.unlock(local, lock_addr).await?;
+                return Ok(false);
+            }
+            if key >= node.highest && !node.sibling.is_null() {
+                self.unlock(local, lock_addr).await?;
+                page = node.sibling;
+                continue;
+            }
+            let i = node.children.partition_point(|(k, _)| *k < key);
+            if i < node.children.len() && node.children[i].0 == key {
+                node.children[i].1 = child;
+            } else {
+                node.children.insert(i, (key, child));
+            }
+            node.version = node.version.wrapping_add(1);
+            if node.children.len() < self.config().internal_split() {
+                let v = self.config().versions;
+                self.nic.local().write_words(self.buf, &node.encode(v));
+                self.write_and_unlock(local, lock_addr, page.remote(), self.buf, NODE_BYTES as u32).await?;
+                return Ok(true);
+            }
+            self.cur.splits += 1;
+            let m = node.children.len() / 2;
+            let (split_key, sib_leftmost) = node.children[m];
+            let sibling_addr = self.shared.allocate(self.alloc_hint);
+            self.alloc_hint += 1;
+            let sibling = Node {
+                level: node.level,
+                leftmost: sib_leftmost,
+                sibling: node.sibling,
+                lowest: split_key,
+                highest: node.highest,
+                version: 1,
+                slots: Vec::new(),
+                children: node.children[m + 1..].to_vec(),
+            };
+            node.children.truncate(m);
+            if self.mutant() != Mutant::SplitKeepsFence {
+                node.highest = split_key;
+            }
+            node.sibling = sibling_addr;
+            Box::pin(self.finish_split(page, node, sibling_addr, sibling, split_key, local, lock_addr))
+                .await?;
+            return Ok(true);
+        }
+    }
+}
+
+impl Node {
+    /// The mutant's reader: whatever the words say, versions ignored.
+    pub fn decode_unchecked(v: super::layout::Versions, w: &[u64], torn: Torn) -> Node {
+        let mut fixed = w.to_vec();
+        let first = v.version_words()[0];
+        for i in v.version_words() {
+            fixed[i] = w[first];
+        }
+        if torn == Torn::Entry && v == super::layout::Versions::Node {
+            for i in 0..v.leaf_cap() {
+                let s = v.leaf_entry(i);
+                fixed[s + 3] = fixed[s];
+            }
+        }
+        Node::decode(v, &fixed).expect("versions forced equal")
+    }
+}
