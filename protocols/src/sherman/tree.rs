@@ -453,9 +453,17 @@ impl<N: Nic> Client<N> {
         r
     }
 
-    /// Read a node under its lock (no writer can be in flight, so the versions agree).
-    async fn read_locked(&mut self, page: Gaddr) -> ProtocolResult<Node> {
-        self.read_node(page).await
+    /// Lock `page` and read it (no writer can be in flight, so the versions agree); a failed
+    /// read gives the local lock back before returning its error.
+    async fn lock_and_read(&mut self, page: Gaddr) -> ProtocolResult<(Arc<LocalLock>, RemoteAddr, Node)> {
+        let (local, lock_addr) = self.lock(page).await?;
+        match self.read_node(page).await {
+            Ok(node) => Ok((local, lock_addr, node)),
+            Err(e) => {
+                local.release();
+                Err(e)
+            }
+        }
     }
 
     // ---- leaf writes --------------------------------------------------------------------
@@ -470,14 +478,7 @@ impl<N: Nic> Client<N> {
         let mut page = page;
         let mut from_cache = from_cache;
         loop {
-            let (local, lock_addr) = self.lock(page).await?;
-            let mut node = match self.read_locked(page).await {
-                Ok(n) => n,
-                Err(e) => {
-                    local.release();
-                    return Err(e);
-                }
-            };
+            let (local, lock_addr, mut node) = self.lock_and_read(page).await?;
             let trust_cache = from_cache && self.mutant() == Mutant::StaleCacheEntry;
             if from_cache && !node.covers(key) && !trust_cache {
                 self.unlock(local, lock_addr).await?;
@@ -663,14 +664,7 @@ impl<N: Nic> Client<N> {
     ) -> ProtocolResult<bool> {
         let mut page = page;
         loop {
-            let (local, lock_addr) = self.lock(page).await?;
-            let mut node = match self.read_locked(page).await {
-                Ok(n) => n,
-                Err(e) => {
-                    local.release();
-                    return Err(e);
-                }
-            };
+            let (local, lock_addr, mut node) = self.lock_and_read(page).await?;
             if key < node.lowest
                 || node.level != level
                 || (key >= node.highest && !self.shared.layout.is_frame(node.sibling))
