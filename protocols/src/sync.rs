@@ -83,6 +83,13 @@ impl LatchState {
 #[derive(Default)]
 pub struct Latch {
     state: Mutex<LatchState>,
+    /// Set by every operation that may change the state (never by [`Latch::snapshot`]): lets an
+    /// invariant checker that runs after every simulator event look again only at latches that
+    /// may have changed ([`Latch::take_touched`]).
+    touched: AtomicBool,
+    /// Also set on every such operation: a mark shared by a group of latches (a node's cache),
+    /// so the checker can skip whole groups.
+    group: Option<Arc<AtomicBool>>,
 }
 
 impl Latch {
@@ -90,10 +97,29 @@ impl Latch {
         Latch::default()
     }
 
+    /// A latch whose operations also set `group` (see [`Latch::take_touched`]).
+    pub fn in_group(group: Arc<AtomicBool>) -> Latch {
+        Latch { group: Some(group), ..Latch::default() }
+    }
+
+    /// The state, locked for an operation that may change it.
+    fn state(&self) -> std::sync::MutexGuard<'_, LatchState> {
+        self.touched.store(true, Ordering::Relaxed);
+        if let Some(group) = &self.group {
+            group.store(true, Ordering::Relaxed);
+        }
+        self.state.lock().unwrap()
+    }
+
+    /// Whether an operation may have changed the state since the last call (and clear that).
+    pub fn take_touched(&self) -> bool {
+        self.touched.load(Ordering::Relaxed) && self.touched.swap(false, Ordering::Relaxed)
+    }
+
     /// Take the latch now if a new arrival would be granted it at once (compatible, no waiter
     /// queued ahead).
     pub fn try_lock(&self, mode: Mode) -> bool {
-        let mut s = self.state.lock().unwrap();
+        let mut s = self.state();
         if s.queue.is_empty() && s.compatible(mode) {
             s.take(mode);
             true
@@ -109,7 +135,7 @@ impl Latch {
     }
 
     pub fn unlock(&self, mode: Mode) {
-        let mut s = self.state.lock().unwrap();
+        let mut s = self.state();
         match mode {
             Mode::Shared => {
                 assert!(s.readers > 0, "shared unlock of a latch with no readers");
@@ -125,7 +151,7 @@ impl Latch {
 
     /// Shared → exclusive if the caller is the only reader and nobody waits; else no change.
     pub fn try_upgrade(&self) -> bool {
-        let mut s = self.state.lock().unwrap();
+        let mut s = self.state();
         assert!(s.readers > 0 && !s.writer, "upgrade without holding the latch shared");
         if s.readers == 1 && s.queue.is_empty() {
             s.readers = 0;
@@ -138,7 +164,7 @@ impl Latch {
 
     /// Exclusive → shared, letting queued readers in behind us.
     pub fn downgrade(&self) {
-        let mut s = self.state.lock().unwrap();
+        let mut s = self.state();
         assert!(s.writer, "downgrade without holding the latch exclusive");
         s.writer = false;
         s.readers += 1;
@@ -164,7 +190,7 @@ impl Future for LatchWait<'_> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         assert!(!self.done, "LatchWait polled after completion");
         if self.slot.is_none() {
-            let mut s = self.latch.state.lock().unwrap();
+            let mut s = self.latch.state();
             if s.queue.is_empty() && s.compatible(self.mode) {
                 s.take(self.mode);
                 drop(s);
@@ -191,7 +217,7 @@ impl Drop for LatchWait<'_> {
             return;
         }
         let Some(slot) = self.slot.take() else { return };
-        let mut s = self.latch.state.lock().unwrap();
+        let mut s = self.latch.state();
         if slot.granted.load(Ordering::Acquire) {
             drop(s);
             self.latch.unlock(self.mode);
@@ -199,6 +225,37 @@ impl Drop for LatchWait<'_> {
             s.queue.retain(|(_, q)| !Arc::ptr_eq(q, &slot));
             s.hand_off();
         }
+    }
+}
+
+/// A mutex that remembers whether it was locked since the last [`Watched::take_touched`]: an
+/// invariant checker that runs after every simulator event re-reads only what may have changed.
+/// [`Watched::peek`] (for observers) does not count as a touch.
+#[derive(Default)]
+pub struct Watched<T> {
+    value: Mutex<T>,
+    touched: AtomicBool,
+}
+
+impl<T> Watched<T> {
+    pub fn new(value: T) -> Watched<T> {
+        Watched { value: Mutex::new(value), touched: AtomicBool::new(false) }
+    }
+
+    /// Lock for reading or writing (marks the value touched).
+    pub fn lock(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, T>> {
+        self.touched.store(true, Ordering::Relaxed);
+        self.value.lock()
+    }
+
+    /// Lock for an observer that does not change the value.
+    pub fn peek(&self) -> std::sync::MutexGuard<'_, T> {
+        self.value.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the value was locked by [`Watched::lock`] since the last call (and clear that).
+    pub fn take_touched(&self) -> bool {
+        self.touched.load(Ordering::Relaxed) && self.touched.swap(false, Ordering::Relaxed)
     }
 }
 

@@ -7,8 +7,8 @@
 //! The index is a `HashMap` with a fixed hasher and is never iterated, so no run depends on
 //! hash order (DESIGN "no HashMap iteration order").
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use super::frame::{Frame, FrameMeta, Memo};
 use super::layout::Gaddr;
@@ -137,6 +137,8 @@ struct Shard {
 
 pub struct Cache {
     pub frames: Box<[Frame]>,
+    /// Set when any frame's meta or local latch may have changed (see [`Cache::take_touched`]).
+    touched: Arc<AtomicBool>,
     links: Box<[AtomicU64]>,
     shards: Box<[Mutex<Shard>]>,
     free: Mutex<Vec<u32>>,
@@ -158,8 +160,10 @@ pub enum Lookup {
 impl Cache {
     pub fn new(frame_count: u32, shard_count: u32) -> Cache {
         assert!(frame_count > 0 && shard_count > 0);
+        let touched = Arc::new(AtomicBool::new(false));
         Cache {
-            frames: (0..frame_count).map(|_| Frame::new()).collect(),
+            frames: (0..frame_count).map(|_| Frame::in_group(touched.clone())).collect(),
+            touched,
             links: (0..frame_count).map(|_| AtomicU64::new(u64::MAX)).collect(),
             shards: (0..shard_count).map(|_| Mutex::new(Shard::default())).collect(),
             // Pop from the end: hand out frame 0 first.
@@ -170,6 +174,12 @@ impl Cache {
 
     pub fn frame(&self, i: u32) -> &Frame {
         &self.frames[i as usize]
+    }
+
+    /// Whether any frame may have changed since the last call (and clear the mark; each frame
+    /// keeps its own mark, [`Frame::take_touched`]). For the incremental invariant checker.
+    pub fn take_touched(&self) -> bool {
+        self.touched.load(Relaxed) && self.touched.swap(false, Relaxed)
     }
 
     pub fn free_count(&self) -> usize {

@@ -46,22 +46,22 @@ impl fmt::Display for Violation {
 /// One node's view of one GCL, gathered for the cross-node checks. `seq` is the gathering
 /// order, so sorting by `(gcl, seq)` groups the copies of a line in the order they were found.
 #[derive(Clone, Copy, Debug)]
-struct Copy {
-    gcl: Gaddr,
-    seq: u32,
-    node: ComputeIndex,
-    memo: Memo,
-    transit: bool,
-    acquiring: bool,
+pub(super) struct Copy {
+    pub(super) gcl: Gaddr,
+    pub(super) seq: u32,
+    pub(super) node: ComputeIndex,
+    pub(super) memo: Memo,
+    pub(super) transit: bool,
+    pub(super) acquiring: bool,
     /// A Modified copy whose flush and latch FAA are in flight (a Case-2 downgrade or a
     /// release), with the frame's local latch held exclusively and no thread in a section:
     /// nobody can read or write this copy, and memory already holds its data.
-    flushing: bool,
+    pub(super) flushing: bool,
     /// The frame's local latch is held exclusively and no thread is in a section: nobody can
     /// read or write the copy (the window every documented transient lives in).
-    sealed: bool,
-    readers: u32,
-    writers: u32,
+    pub(super) sealed: bool,
+    pub(super) readers: u32,
+    pub(super) writers: u32,
 }
 
 /// Buffers reused across calls of [`check_coherence`] (it runs after every simulator event, so
@@ -114,10 +114,10 @@ fn check_coherence_with(
         // inlined so each frame's meta is locked once): L2 cannot fail after gathering has
         // started on a later node, and gathering cannot fail, so the first violation is the
         // same as checking L2 node by node before the line checks.
-        let queued = state.retry_queued.lock().unwrap();
+        let queued = state.retry_queued.peek();
         for frame in state.cache.frames.iter() {
             let (g, memo, transit, acquiring, flushing, readers, writers, pending) = {
-                let meta = frame.meta();
+                let meta = frame.peek_meta();
                 let Some(g) = meta.gcl else { continue };
                 (
                     g,
@@ -151,10 +151,10 @@ fn check_coherence_with(
             });
         }
         drop(queued);
-        for (g, to) in state.handovers.lock().unwrap().iter() {
+        for (g, to) in state.handovers.peek().iter() {
             handovers.push((*g, next(), state.me, *to));
         }
-        for g in state.releasing.lock().unwrap().keys() {
+        for g in state.releasing.peek().keys() {
             releasing.push((*g, next(), state.me));
         }
     }
@@ -189,7 +189,7 @@ fn check_coherence_with(
 }
 
 /// The cross-node checks of one GCL: its cached copies, the handovers and releases in flight.
-fn check_line(
+pub(super) fn check_line(
     g: Gaddr,
     copies: &[Copy],
     handing: &[(Gaddr, u32, ComputeIndex, ComputeIndex)],
@@ -286,7 +286,7 @@ fn shared_in_transition(c: &Copy) -> bool {
     c.sealed && (c.transit || c.acquiring)
 }
 
-fn stranded_message(state: &NodeState, g: Gaddr, msg: &super::message::InvMsg) -> Violation {
+pub(super) fn stranded_message(state: &NodeState, g: Gaddr, msg: &super::message::InvMsg) -> Violation {
     Violation {
         invariant: "L2 memorised message has a server",
         gcl: g,
@@ -303,10 +303,10 @@ fn stranded_message(state: &NodeState, g: Gaddr, msg: &super::message::InvMsg) -
 /// queue. A message memorised in an idle frame that nobody will look at again is stranded: its
 /// sender polls for a reply until the line happens to be touched or evicted.
 pub fn check_memorised_messages(state: &NodeState) -> Result<(), Violation> {
-    let queued = state.retry_queued.lock().unwrap();
+    let queued = state.retry_queued.peek();
     for frame in state.cache.frames.iter() {
         let (pending, g) = {
-            let meta = frame.meta();
+            let meta = frame.peek_meta();
             (meta.pending, meta.gcl)
         };
         let (Some(msg), Some(g)) = (pending, g) else { continue };

@@ -30,7 +30,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::bench::{self, BenchOptions};
-use super::check::{check_coherence, check_quiescent, Oracle};
+use super::check::{check_quiescent, Oracle};
+use super::check_incremental::IncrementalCheck;
 use super::layout::{setup_memory_node, Gaddr, Layout};
 use super::metrics::metrics;
 use super::recorded::recorded_worker;
@@ -279,6 +280,7 @@ pub fn invariants(
     let compute = layout.compute_count();
     let valid = if compute >= 64 { u64::MAX } else { (1u64 << compute) - 1 };
     let latches: Vec<(u64, RemoteAddr)> = (0..gcl_count).map(|i| (i, Layout::latch(layout.gcl(i)))).collect();
+    let mut coherence = IncrementalCheck::new(verify_incremental_every());
     Box::new(move |word: Memory| {
         for (i, l) in &latches {
             let value = word(*l);
@@ -290,12 +292,20 @@ pub fn invariants(
             }
         }
         let views: Vec<&NodeState> = states.iter().map(|s| s.as_ref()).collect();
-        check_coherence(&views, &layout, word).map_err(|v| Violation::new(v.invariant, v.to_string()))?;
+        coherence.check(&views, &layout, word).map_err(|v| Violation::new(v.invariant, v.to_string()))?;
         match oracle.violations().first() {
             Some(v) => Err(Violation::new(v.invariant, v.to_string())),
             None => Ok(()),
         }
     })
+}
+
+/// How often the incremental coherence check is compared with the full one (`0`: never).
+/// Debug builds (the test suite) compare on every 7th call; `DMSIM_VERIFY_INCREMENTAL_CHECK=N`
+/// sets it for any build (`1` = every event, for a campaign that doubts the checker).
+fn verify_incremental_every() -> u64 {
+    let default = if cfg!(debug_assertions) { 7 } else { 0 };
+    std::env::var("DMSIM_VERIFY_INCREMENTAL_CHECK").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 impl Plan for SelccPlan {

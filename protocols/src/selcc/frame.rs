@@ -6,7 +6,8 @@
 //! while the frame's local latch is held exclusively (by an acquiring thread, a handler, a lease
 //! release or the evictor), which is what keeps one global acquire per frame at a time (spec B6).
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::sync::Latch;
 
@@ -83,16 +84,47 @@ impl FrameMeta {
 
 pub struct Frame {
     pub latch: Latch,
-    pub meta: Mutex<FrameMeta>,
+    meta: Mutex<FrameMeta>,
+    /// Set whenever `meta` is handed out for possible change: the incremental invariant checker
+    /// (`check_incremental.rs`) looks again only at frames touched since its last call.
+    touched: AtomicBool,
+    /// The same mark for the whole cache the frame belongs to (shared with the local latch).
+    group: Arc<AtomicBool>,
 }
 
 impl Frame {
     pub fn new() -> Frame {
-        Frame { latch: Latch::new(), meta: Mutex::new(FrameMeta::free()) }
+        Frame::in_group(Arc::new(AtomicBool::new(false)))
     }
 
-    pub fn meta(&self) -> std::sync::MutexGuard<'_, FrameMeta> {
+    /// A frame of a cache whose touch mark is `group` ([`super::cache::Cache::take_touched`]).
+    pub fn in_group(group: Arc<AtomicBool>) -> Frame {
+        Frame {
+            latch: Latch::in_group(group.clone()),
+            meta: Mutex::new(FrameMeta::free()),
+            touched: AtomicBool::new(false),
+            group,
+        }
+    }
+
+    /// The frame's state, locked for reading or writing.
+    pub fn meta(&self) -> MutexGuard<'_, FrameMeta> {
+        self.touched.store(true, Ordering::Relaxed);
+        self.group.store(true, Ordering::Relaxed);
         self.meta.lock().unwrap()
+    }
+
+    /// The frame's state for an observer that does not change it (invariant checks): does not
+    /// count as a touch.
+    pub fn peek_meta(&self) -> MutexGuard<'_, FrameMeta> {
+        self.meta.lock().unwrap()
+    }
+
+    /// Whether the meta or the local latch may have changed since the last call (and clear
+    /// both marks).
+    pub fn take_touched(&self) -> bool {
+        let meta = self.touched.load(Ordering::Relaxed) && self.touched.swap(false, Ordering::Relaxed);
+        self.latch.take_touched() | meta
     }
 }
 

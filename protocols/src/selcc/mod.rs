@@ -27,6 +27,7 @@
 pub mod bench;
 pub mod cache;
 pub mod check;
+pub mod check_incremental;
 pub mod config;
 pub mod def;
 pub mod dirty;

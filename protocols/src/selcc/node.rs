@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::common::error::{ErrorSlot, NicExt, ProtocolError, ProtocolResult};
 use crate::nic::{Nanos, Nic, NicError, NodeId, RemoteAddr, WordCond};
-use crate::sync::{join_all, Channel, Mode, Notify};
+use crate::sync::{join_all, Channel, Mode, Notify, Watched};
 
 use super::cache::Cache;
 use super::check::Oracle;
@@ -52,10 +52,10 @@ pub struct NodeState {
     /// GCLs with latch-releasing verbs (eviction, lease release, handover, Case-3 release) in
     /// flight from this node, with counts. A new global acquire of such a GCL waits: otherwise
     /// our own CAS could meet our own not-yet-landed ownership (and invalidate ourselves).
-    pub releasing: Mutex<BTreeMap<Gaddr, u32>>,
+    pub releasing: Watched<BTreeMap<Gaddr, u32>>,
     /// Case-1 handovers in flight from this node: GCL → new owner. Lets invariant S3 accept a
     /// forwarded owner whose handover FAA has not landed yet (spec §4 S3, "careful").
-    pub handovers: Mutex<BTreeMap<Gaddr, ComputeIndex>>,
+    pub handovers: Watched<BTreeMap<Gaddr, ComputeIndex>>,
     pub release_done: Notify,
     pub frame_freed: Notify,
     pub evict_wanted: Notify,
@@ -63,7 +63,7 @@ pub struct NodeState {
     pub retry: Channel<Gaddr>,
     /// GCLs pushed on `retry` and not yet taken by the retry server, with counts (what the
     /// "a memorised message has a server" check reads).
-    pub retry_queued: Mutex<BTreeMap<Gaddr, u32>>,
+    pub retry_queued: Watched<BTreeMap<Gaddr, u32>>,
     pub oracle: Option<Arc<Oracle>>,
     /// Eviction credits (outstanding WRs) per memory node and free ring slots.
     pub(super) ring: Mutex<Ring>,
@@ -167,13 +167,13 @@ impl<N: Nic> Node<N> {
             me,
             cache: Cache::new(config.cache_frames, config.cache_shards),
             stats: Mutex::new(Stats::default()),
-            releasing: Mutex::new(BTreeMap::new()),
-            handovers: Mutex::new(BTreeMap::new()),
+            releasing: Watched::new(BTreeMap::new()),
+            handovers: Watched::new(BTreeMap::new()),
             release_done: Notify::new(),
             frame_freed: Notify::new(),
             evict_wanted: Notify::new(),
             retry: Channel::new(),
-            retry_queued: Mutex::new(BTreeMap::new()),
+            retry_queued: Watched::new(BTreeMap::new()),
             oracle,
             ring: Mutex::new(ring),
             ring_freed: Notify::new(),
