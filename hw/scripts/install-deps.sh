@@ -3,8 +3,8 @@
 # its Soft-RoCE VM test harness (hw/vm/test.sh), on Debian 12 (bookworm), as root.
 #
 # What it installs, and why:
-#  * build deps of ibverbs-sys (cmake configure + bindgen): cmake, libclang,
-#    pkg-config, libibverbs-dev;
+#  * build deps of hw/verbs-sys (bindgen over the system's verbs.h, linked
+#    against the system's libibverbs): libclang, pkg-config, libibverbs-dev;
 #  * guest userspace copied into the VM's initramfs: busybox-static, dash,
 #    iproute2 (ip, rdma), ibverbs-providers (the rxe provider), ibverbs-utils,
 #    perftest (ib_read_lat / ib_atomic_lat for the latency comparison), cpio,
@@ -29,7 +29,7 @@ log() { printf '[install-deps %(%T)T] %s\n' -1 "$*" >&2; }
 [ "$(id -u)" = 0 ] || { log "must run as root (apt-get install)"; exit 1; }
 command -v apt-get >/dev/null || { log "not a Debian/apt system"; exit 1; }
 
-PKGS=(cmake libclang1-14 libclang-common-14-dev pkg-config libibverbs-dev libibverbs1
+PKGS=(libclang1-14 libclang-common-14-dev pkg-config libibverbs-dev libibverbs1
       ibverbs-providers ibverbs-utils perftest rdma-core busybox-static dash cpio kmod
       xz-utils zstd iproute2)
 missing=()

@@ -51,7 +51,7 @@ if [ "$(id -u)" = 0 ]; then
   log "installing native dependencies"
   bash "$REPO/hw/scripts/install-deps.sh" >&2 || skip "hw/scripts/install-deps.sh failed (no package registry access?)"
 else
-  for c in cmake pkg-config cpio busybox; do
+  for c in pkg-config cpio busybox; do
     command -v $c >/dev/null || skip "not root and $c is missing: run hw/scripts/install-deps.sh as root"
   done
 fi
