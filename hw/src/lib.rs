@@ -20,6 +20,7 @@
 #![deny(unsafe_code)]
 
 pub mod calibrate;
+pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod error;
