@@ -261,11 +261,22 @@ pub fn job_hash_of(job: &str, config: &HwConfig, shape: &nic::Cluster) -> String
         config.ssd_bytes
     );
     let shape = format!("{:?} {:?}", shape.kinds, shape.region_size_bytes);
-    auth::job_hash(&[b"dmsim-job/1", env!("CARGO_PKG_VERSION").as_bytes(), job.as_bytes(), settings.as_bytes(), shape.as_bytes()])
+    auth::job_hash(&[
+        b"dmsim-job/1",
+        env!("CARGO_PKG_VERSION").as_bytes(),
+        job.as_bytes(),
+        settings.as_bytes(),
+        shape.as_bytes(),
+    ])
 }
 
 /// The rendezvous options of this bootstrap: root and members validate every info line.
-fn rendezvous_options(addr: &str, secret: Secret, size: u32, opts: &BootstrapOptions) -> crate::rendezvous::Options {
+fn rendezvous_options(
+    addr: &str,
+    secret: Secret,
+    size: u32,
+    opts: &BootstrapOptions,
+) -> crate::rendezvous::Options {
     let hash = job_hash_of(&opts.job, &opts.config, &opts.shape);
     let mut o = crate::rendezvous::Options::new(addr, secret, &hash, opts.config.bootstrap_timeout);
     o.listen_all = opts.listen_all;
@@ -356,6 +367,35 @@ mod tests {
         opts.size = Some(2);
         let e = bootstrap(opts).err().unwrap().to_string();
         assert!(e.contains("1 nodes but the launcher started 2"), "{e}");
+    }
+
+    #[test]
+    fn more_than_one_rank_needs_a_job_secret() {
+        if std::env::var_os(auth::SECRET_ENV).is_some() {
+            return; // the environment provides one: nothing to check here
+        }
+        let shape = nic::Cluster { kinds: vec![nic::NodeKind::Memory; 2], region_size_bytes: vec![64; 2] };
+        let mut opts = BootstrapOptions::new(shape);
+        (opts.rank, opts.size, opts.rendezvous) = (Some(1), Some(2), Some("127.0.0.1:9".into()));
+        let e = bootstrap(opts).err().unwrap().to_string();
+        assert!(e.contains("no job secret") && e.contains("DMSIM_JOB_SECRET"), "{e}");
+    }
+
+    #[test]
+    fn the_job_hash_covers_job_settings_and_shape_but_not_local_paths() {
+        let shape = nic::Cluster { kinds: vec![nic::NodeKind::Memory; 2], region_size_bytes: vec![64; 2] };
+        let config = HwConfig::default();
+        let base = job_hash_of("scenario ab point 0", &config, &shape);
+        assert_eq!(base.len(), 32);
+        assert_ne!(base, job_hash_of("scenario ab point 1", &config, &shape));
+        assert_ne!(
+            base,
+            job_hash_of("scenario ab point 0", &HwConfig { channels: 2, ..config.clone() }, &shape)
+        );
+        let bigger = nic::Cluster { region_size_bytes: vec![64, 128], ..shape.clone() };
+        assert_ne!(base, job_hash_of("scenario ab point 0", &config, &bigger));
+        let local = HwConfig { ssd_path: Some("/tmp/rank-1".into()), ..config.clone() };
+        assert_eq!(base, job_hash_of("scenario ab point 0", &local, &shape));
     }
 
     #[cfg(not(feature = "rdma"))]

@@ -156,8 +156,10 @@ impl NodeInfo {
 }
 
 /// The keys of an info line, each exactly once.
-const KEYS: [&str; 13] =
-    ["lid", "gid", "psn", "addr", "len", "rkey", "channels", "verb", "resp", "msg", "dm_addr", "dm_len", "dm_rkey"];
+const KEYS: [&str; 13] = [
+    "lid", "gid", "psn", "addr", "len", "rkey", "channels", "verb", "resp", "msg", "dm_addr", "dm_len",
+    "dm_rkey",
+];
 /// QP numbers and PSNs are 24-bit.
 const MAX_QPN: u64 = 0xff_ffff;
 /// More channels than any configuration uses (`HwConfig::channels` is a `u16`).
@@ -205,7 +207,8 @@ mod tests {
         let twice = format!("{line} lid=3");
         assert!(NodeInfo::parse(&line, 1, 2).unwrap_err().to_string().contains("0 for itself"));
         assert!(NodeInfo::parse(&twice, 0, 2).unwrap_err().to_string().contains("lid given twice"));
-        let gid = line.replace("gid=00000000000000000000ffff0a000000", "gid=\u{e9}000000000000000000ffff0a000000");
+        let gid =
+            line.replace("gid=00000000000000000000ffff0a000000", "gid=\u{e9}000000000000000000ffff0a000000");
         assert_eq!(gid.len(), line.len(), "same length, one multi-byte character");
         assert!(NodeInfo::parse(&gid, 0, 2).unwrap_err().to_string().contains("gid must be 32 hex digits"));
         let wraps = line.replace("addr=0x7f00deadb000", "addr=0xffffffffffffff00");

@@ -19,8 +19,8 @@
 //! over its wrappers.
 #![deny(unsafe_code)]
 
-pub mod calibrate;
 pub mod auth;
+pub mod calibrate;
 pub mod cluster;
 pub mod config;
 pub mod error;

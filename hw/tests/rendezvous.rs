@@ -143,7 +143,9 @@ fn an_impostor_without_the_secret_gets_no_rank_and_no_info() {
         let mut o = opts(&addr);
         o.secret = secret("other-job");
         o.timeout = Duration::from_secs(2);
-        let wrong = std::thread::spawn(move || Rendezvous::exchange(1, 3, "impostor", &o).err().map(|e| e.to_string()));
+        let wrong = std::thread::spawn(move || {
+            Rendezvous::exchange(1, 3, "impostor", &o).err().map(|e| e.to_string())
+        });
         let mut s = raw(&addr);
         s.write_all(format!("HELLO dmsim-rdv/1 1 3 {HASH} {}\n", "ab".repeat(16)).as_bytes()).unwrap();
         std::thread::sleep(Duration::from_millis(50));
@@ -187,7 +189,9 @@ fn a_root_with_another_secret_is_refused_by_every_member() {
     let mut fake = opts(&addr);
     fake.secret = secret("other-job");
     fake.timeout = Duration::from_millis(1500);
-    let fake = std::thread::spawn(move || Rendezvous::exchange(0, 3, "fake-root", &fake).err().map(|e| e.to_string()));
+    let fake = std::thread::spawn(move || {
+        Rendezvous::exchange(0, 3, "fake-root", &fake).err().map(|e| e.to_string())
+    });
     std::thread::sleep(Duration::from_millis(100));
     let members = [1, 2].map(|r| spawn_rank(r, 3, opts(&addr)));
     let fake_error = fake.join().unwrap().expect("the fake root must not complete");
@@ -203,7 +207,8 @@ fn a_wrong_job_hash_ends_both_sides_naming_both_hashes() {
     let mut other = opts(&addr);
     other.job_hash = "ffffffffffffffffffffffffffffffff".into();
     let start = Instant::now();
-    let member = std::thread::spawn(move || Rendezvous::exchange(1, 2, "m", &other).err().map(|e| e.to_string()));
+    let member =
+        std::thread::spawn(move || Rendezvous::exchange(1, 2, "m", &other).err().map(|e| e.to_string()));
     let root = Rendezvous::exchange(0, 2, "r", &opts(&addr)).err().map(|e| e.to_string());
     let member = member.join().unwrap();
     for e in [root, member] {
@@ -348,10 +353,14 @@ fn an_authenticated_rank_with_a_bad_info_line_ends_the_job_naming_it() {
         o
     };
     let o = strict(&addr);
-    let member = std::thread::spawn(move || Rendezvous::exchange(1, 2, "gid=zz", &o).err().map(|e| e.to_string()));
+    let member =
+        std::thread::spawn(move || Rendezvous::exchange(1, 2, "gid=zz", &o).err().map(|e| e.to_string()));
     let root = Rendezvous::exchange(0, 2, "info-of-0", &strict(&addr)).err().map(|e| e.to_string());
     let root = root.expect("the root must refuse the line");
-    assert!(root.contains("rank 1 at 127.0.0.1:") && root.contains("bad info line: rank 1: not an info line"), "{root}");
+    assert!(
+        root.contains("rank 1 at 127.0.0.1:") && root.contains("bad info line: rank 1: not an info line"),
+        "{root}"
+    );
     let member = member.join().unwrap().expect("the member must be told");
     assert!(member.contains("refused this rank") && member.contains("not an info line"), "{member}");
 }

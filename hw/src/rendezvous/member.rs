@@ -6,7 +6,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use super::wire::{self, Conn, SHORT_LINE};
-use super::{err, hex_token, proof_parts, Options, VERSION};
+use super::{err, hex_token, proof_parts, Met, Options, VERSION};
 use crate::auth::{self, hex};
 use crate::error::HwError;
 
@@ -23,11 +23,23 @@ pub(super) fn member(
     info: &str,
     o: &Options,
     deadline: Instant,
-) -> Result<(Vec<Conn>, Vec<String>, Vec<String>), HwError> {
-    let mut log = Vec::new();
+) -> Result<Met, HwError> {
+    let mut log: Vec<String> = Vec::new();
     loop {
-        let last = log.last().map_or(String::new(), |l: &String| format!(" (last attempt: {l})"));
         if Instant::now() >= deadline {
+            // The distinct reasons, most recent last: a squatter's refusal is worth seeing even
+            // if the very last attempt found the port closed.
+            let mut seen: Vec<&str> = Vec::new();
+            for l in log.iter().rev() {
+                if !seen.contains(&l.as_str()) && seen.len() < 3 {
+                    seen.push(l);
+                }
+            }
+            seen.reverse();
+            let last = match seen.is_empty() {
+                true => String::new(),
+                false => format!(" ({} failed attempts: {})", log.len(), seen.join("; ")),
+            };
             return Err(err(format!(
                 "rank {rank}: no authenticated rank 0 at {} within {:?}{last}",
                 o.addr, o.timeout
@@ -75,11 +87,19 @@ fn attempt(
     let line = conn.recv(until, SHORT_LINE, "CHALLENGE").map_err(retry)?;
     if let Some(why) = line.strip_prefix("REFUSED ") {
         // Not yet authenticated: it may not be our rank 0 at all.
-        return Err(retry(format!("{} refused us before proving the job secret: {}", conn.peer, wire::shown(why))));
+        return Err(retry(format!(
+            "{} refused us before proving the job secret: {}",
+            conn.peer,
+            wire::shown(why)
+        )));
     }
     let t: Vec<&str> = line.split(' ').collect();
     let ["CHALLENGE", root_hash, root_nonce, proof] = t.as_slice() else {
-        return Err(retry(format!("{} sent {} instead of CHALLENGE: not a dmsim rank 0 ({VERSION})", conn.peer, wire::shown(&line))));
+        return Err(retry(format!(
+            "{} sent {} instead of CHALLENGE: not a dmsim rank 0 ({VERSION})",
+            conn.peer,
+            wire::shown(&line)
+        )));
     };
     if !hex_token(root_hash, 64) || !hex_token(root_nonce, 64) {
         return Err(retry(format!("{} sent a malformed CHALLENGE {}", conn.peer, wire::shown(&line))));
@@ -121,9 +141,14 @@ fn attempt(
             .split_once(' ')
             .ok_or_else(|| fatal(format!("bad TABLE line from {}: {}", conn.peer, wire::shown(&line))))?;
         if got != j.to_string() {
-            return Err(fatal(format!("TABLE line for rank {j} from {} names rank {}", conn.peer, wire::shown(got))));
+            return Err(fatal(format!(
+                "TABLE line for rank {j} from {} names rank {}",
+                conn.peer,
+                wire::shown(got)
+            )));
         }
-        (o.validate)(j, rest).map_err(|e| fatal(format!("the table from {} has a bad line for rank {j}: {e}", conn.peer)))?;
+        (o.validate)(j, rest)
+            .map_err(|e| fatal(format!("the table from {} has a bad line for rank {j}: {e}", conn.peer)))?;
         infos.push(rest.to_string());
         lines.push(line);
     }

@@ -84,6 +84,10 @@ impl Options {
     }
 }
 
+/// What one side ends the exchange with: its open connections, every rank's info line and
+/// the log of what it refused or retried.
+type Met = (Vec<Conn>, Vec<String>, Vec<String>);
+
 fn err(msg: impl Into<String>) -> HwError {
     HwError::Bootstrap(msg.into())
 }
@@ -117,7 +121,10 @@ impl Rendezvous {
             )));
         }
         if size == 1 {
-            return Ok((Rendezvous { rank, size, conns: Vec::new(), log: Vec::new() }, vec![info.to_string()]));
+            return Ok((
+                Rendezvous { rank, size, conns: Vec::new(), log: Vec::new() },
+                vec![info.to_string()],
+            ));
         }
         let deadline = Instant::now() + options.timeout;
         let (conns, infos, log) = if rank == 0 {
@@ -176,7 +183,13 @@ impl Rendezvous {
 
 /// What the root's proof covers (label `root`), the member's (label `member`, plus its info)
 /// and the table's (label `table`, plus every line).
-fn proof_parts<'a>(label: &'a str, hashes: [&'a str; 2], rank: &'a str, size: &'a str, nonces: [&'a str; 2]) -> Vec<&'a [u8]> {
+fn proof_parts<'a>(
+    label: &'a str,
+    hashes: [&'a str; 2],
+    rank: &'a str,
+    size: &'a str,
+    nonces: [&'a str; 2],
+) -> Vec<&'a [u8]> {
     let mut parts: Vec<&[u8]> = vec![VERSION.as_bytes(), label.as_bytes()];
     parts.extend([hashes[0], hashes[1], rank, size, nonces[0], nonces[1]].map(str::as_bytes));
     parts
@@ -200,7 +213,9 @@ impl Hello {
     pub fn parse(line: &str) -> Result<Hello, String> {
         let t: Vec<&str> = line.split(' ').collect();
         match t.as_slice() {
-            ["HELLO", v, ..] if *v != VERSION => Err(format!("speaks {}, rank 0 speaks {VERSION}", wire::shown(v))),
+            ["HELLO", v, ..] if *v != VERSION => {
+                Err(format!("speaks {}, rank 0 speaks {VERSION}", wire::shown(v)))
+            }
             ["HELLO", _, rank, size, hash, nonce] => {
                 let num = |s: &str, what: &str| {
                     if s.is_empty() || s.len() > 10 || !s.bytes().all(|b| b.is_ascii_digit()) {
@@ -211,10 +226,17 @@ impl Hello {
                 if !hex_token(hash, 64) || !hex_token(nonce, 64) {
                     return Err("job hash and nonce must be hex".into());
                 }
-                Ok(Hello { rank: num(rank, "rank")?, size: num(size, "size")?, job_hash: hash.to_string(), nonce: nonce.to_string() })
+                Ok(Hello {
+                    rank: num(rank, "rank")?,
+                    size: num(size, "size")?,
+                    job_hash: hash.to_string(),
+                    nonce: nonce.to_string(),
+                })
             }
-            _ => Err(format!("expected HELLO {VERSION} <rank> <size> <job-hash> <nonce>, got {}", wire::shown(line))),
+            _ => Err(format!(
+                "expected HELLO {VERSION} <rank> <size> <job-hash> <nonce>, got {}",
+                wire::shown(line)
+            )),
         }
     }
 }
-

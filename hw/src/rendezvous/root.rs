@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::wire::{self, Conn, SHORT_LINE};
-use super::{err, proof_parts, Hello, Options};
+use super::{err, proof_parts, Hello, Met, Options};
 use crate::auth::{self, hex};
 use crate::error::HwError;
 
@@ -18,7 +18,12 @@ const LOG_EACH: usize = 20;
 
 /// What a handshake thread reports to the root's loop.
 enum Event {
-    Joined { rank: u32, conn: Conn, info: String, nonces: (String, String) },
+    Joined {
+        rank: u32,
+        conn: Conn,
+        info: String,
+        nonces: (String, String),
+    },
     /// A connection dropped without harm to the job (malformed, slow, unauthenticated).
     Dropped(String),
     /// An authenticated member that disagrees: the launch is broken.
@@ -28,9 +33,8 @@ enum Event {
 /// Listens on `addr` exactly (every resolved address is tried), or on every interface at its
 /// port when `all` is set.
 pub(super) fn listen(addr: &str, all: bool) -> Result<TcpListener, HwError> {
-    let (host, port) = addr
-        .rsplit_once(':')
-        .ok_or_else(|| err(format!("rendezvous {addr:?}: expected HOST:PORT")))?;
+    let (host, port) =
+        addr.rsplit_once(':').ok_or_else(|| err(format!("rendezvous {addr:?}: expected HOST:PORT")))?;
     let port: u16 = port.parse().map_err(|_| err(format!("rendezvous {addr:?}: bad port {port:?}")))?;
     if all {
         return TcpListener::bind(("::", port))
@@ -55,12 +59,7 @@ pub(super) fn listen(addr: &str, all: bool) -> Result<TcpListener, HwError> {
     )))
 }
 
-pub(super) fn root(
-    size: u32,
-    info: &str,
-    o: &Options,
-    deadline: Instant,
-) -> Result<(Vec<Conn>, Vec<String>, Vec<String>), HwError> {
+pub(super) fn root(size: u32, info: &str, o: &Options, deadline: Instant) -> Result<Met, HwError> {
     let listener = listen(&o.addr, o.listen_all)?;
     listener.set_nonblocking(true).map_err(|e| err(format!("listener on {}: {e}", o.addr)))?;
     let (tx, rx) = mpsc::channel::<Event>();
@@ -73,8 +72,11 @@ pub(super) fn root(
     let mut drops = 0usize;
     let mut drop_line = |log: &mut Vec<String>, why: String| {
         drops += 1;
-        if drops <= LOG_EACH || drops % 100 == 0 {
-            eprintln!("rendezvous (rank 0): dropped {why}{}", if drops == LOG_EACH { " (logging every 100th from now)" } else { "" });
+        if drops <= LOG_EACH || drops.is_multiple_of(100) {
+            eprintln!(
+                "rendezvous (rank 0): dropped {why}{}",
+                if drops == LOG_EACH { " (logging every 100th from now)" } else { "" }
+            );
         }
         if log.len() == 4 * LOG_EACH {
             log.remove(0);
@@ -168,7 +170,10 @@ pub(super) fn root(
 
 fn refuse_busy(stream: TcpStream, max: usize) {
     stream.set_nonblocking(true).ok();
-    let _ = std::io::Write::write_all(&mut &stream, format!("REFUSED rank 0 has {max} handshakes pending; retry\n").as_bytes());
+    let _ = std::io::Write::write_all(
+        &mut &stream,
+        format!("REFUSED rank 0 has {max} handshakes pending; retry\n").as_bytes(),
+    );
 }
 
 /// One connection from HELLO to AUTH, before `until`; a dropped peer is told why (briefly:
@@ -177,7 +182,10 @@ fn handshake(stream: TcpStream, peer: SocketAddr, size: u32, o: &Options, until:
     let mut conn = None;
     let event = shake(stream, peer, size, o, until, &mut conn);
     if let (Event::Dropped(why), Some(conn)) = (&event, conn.as_mut()) {
-        let _ = conn.send(&format!("REFUSED {}", wire::shown(why).trim_matches('"')), Instant::now() + Duration::from_millis(100));
+        let _ = conn.send(
+            &format!("REFUSED {}", wire::shown(why).trim_matches('"')),
+            Instant::now() + Duration::from_millis(100),
+        );
     }
     event
 }
@@ -217,7 +225,12 @@ fn shake(
     };
     let (proof, info) = match line.strip_prefix("AUTH ").and_then(|l| l.split_once(' ')) {
         Some(x) => x,
-        None => return Event::Dropped(format!("{peer} claiming rank {r}: expected AUTH, got {}", wire::shown(&line))),
+        None => {
+            return Event::Dropped(format!(
+                "{peer} claiming rank {r}: expected AUTH, got {}",
+                wire::shown(&line)
+            ))
+        }
     };
     let mut parts = proof_parts("member", [&hello.job_hash, &o.job_hash], &r, &s, nonces);
     parts.push(info.as_bytes());

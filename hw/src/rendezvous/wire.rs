@@ -31,7 +31,11 @@ impl Conn {
         while sent < bytes.len() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(format!("timed out sending to {} ({sent} of {} bytes taken)", self.peer, bytes.len()));
+                return Err(format!(
+                    "timed out sending to {} ({sent} of {} bytes taken)",
+                    self.peer,
+                    bytes.len()
+                ));
             }
             self.writer.set_write_timeout(Some(left)).map_err(|e| format!("socket to {}: {e}", self.peer))?;
             match self.writer.write(&bytes[sent..]) {
@@ -51,9 +55,16 @@ impl Conn {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(format!("timed out waiting for {what} from {} ({} bytes of it came)", self.peer, line.len()));
+                return Err(format!(
+                    "timed out waiting for {what} from {} ({} bytes of it came)",
+                    self.peer,
+                    line.len()
+                ));
             }
-            self.reader.get_ref().set_read_timeout(Some(left)).map_err(|e| format!("socket to {}: {e}", self.peer))?;
+            self.reader
+                .get_ref()
+                .set_read_timeout(Some(left))
+                .map_err(|e| format!("socket to {}: {e}", self.peer))?;
             let buf = match self.reader.fill_buf() {
                 Ok(b) => b,
                 Err(e) if retry(e.kind()) => continue,
@@ -63,7 +74,11 @@ impl Conn {
                 return Err(if line.is_empty() {
                     format!("{} closed the connection while we waited for {what}", self.peer)
                 } else {
-                    format!("{} closed the connection in the middle of {what} (truncated after {} bytes)", self.peer, line.len())
+                    format!(
+                        "{} closed the connection in the middle of {what} (truncated after {} bytes)",
+                        self.peer,
+                        line.len()
+                    )
                 });
             }
             let (take, complete) = match buf.iter().position(|&b| b == b'\n') {
