@@ -168,6 +168,13 @@ pub(super) fn root(size: u32, info: &str, o: &Options, deadline: Instant) -> Res
     Ok((conns, infos, log))
 }
 
+/// The REFUSED line telling a peer why: printable ASCII and within the control-line cap (the
+/// reason may quote what the peer sent).
+fn refusal(why: &str) -> String {
+    let why: String = why.chars().take(400).map(|c| if (' '..='~').contains(&c) { c } else { '?' }).collect();
+    format!("REFUSED {why}")
+}
+
 fn refuse_busy(stream: TcpStream, max: usize) {
     stream.set_nonblocking(true).ok();
     let _ = std::io::Write::write_all(
@@ -182,10 +189,7 @@ fn handshake(stream: TcpStream, peer: SocketAddr, size: u32, o: &Options, until:
     let mut conn = None;
     let event = shake(stream, peer, size, o, until, &mut conn);
     if let (Event::Dropped(why), Some(conn)) = (&event, conn.as_mut()) {
-        let _ = conn.send(
-            &format!("REFUSED {}", wire::shown(why).trim_matches('"')),
-            Instant::now() + Duration::from_millis(100),
-        );
+        let _ = conn.send(&refusal(why), Instant::now() + Duration::from_millis(100));
     }
     event
 }
@@ -242,7 +246,7 @@ fn shake(
     // Authenticated from here on: a disagreement is the launch's mistake, and fatal.
     let who = format!("rank {r} at {peer}");
     let fatal = |conn: &mut Conn, why: String| {
-        let _ = conn.send(&format!("REFUSED {why}"), until);
+        let _ = conn.send(&refusal(&why), until);
         Event::Fatal(why)
     };
     if hello.job_hash != o.job_hash {
