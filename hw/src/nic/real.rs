@@ -219,33 +219,34 @@ impl NodeState {
                 }),
             }
         };
+        // One verb's work request: the op, the local region, offset and length.
+        let build = |verb: &Verb, word: u64| -> NicResult<(SendOp, &Arc<Mr>, u64, u32)> {
+            Ok(match *verb {
+                Verb::Read { remote: r, local_bytes, len_bytes } => {
+                    (SendOp::Read(remote(r.offset_bytes)?), &self.region_mr, local_bytes, len_bytes)
+                }
+                Verb::Write { remote: r, local_bytes, len_bytes } => {
+                    (SendOp::Write(remote(r.offset_bytes)?), &self.region_mr, local_bytes, len_bytes)
+                }
+                Verb::WriteWord { remote: r, value } => {
+                    let target = remote(r.offset_bytes)?;
+                    self.scratch_mr.region().store(word, value);
+                    (SendOp::Write(target), &self.scratch_mr, word, 8)
+                }
+                Verb::Cas { remote: r, expect, swap } => (
+                    SendOp::Cas { remote: remote(r.offset_bytes)?, compare: expect, swap },
+                    &self.scratch_mr,
+                    word,
+                    8,
+                ),
+                Verb::Faa { remote: r, add } => {
+                    (SendOp::Faa { remote: remote(r.offset_bytes)?, add }, &self.scratch_mr, word, 8)
+                }
+                Verb::MaskedCas { .. } | Verb::MaskedFaa { .. } => unreachable!("refused above"),
+            })
+        };
         for (i, verb) in verbs.iter().enumerate() {
-            let word = scratch + 8 * i as u64;
-            let built = (|| {
-                Ok(match *verb {
-                    Verb::Read { remote: r, local_bytes, len_bytes } => {
-                        (SendOp::Read(remote(r.offset_bytes)?), &self.region_mr, local_bytes, len_bytes)
-                    }
-                    Verb::Write { remote: r, local_bytes, len_bytes } => {
-                        (SendOp::Write(remote(r.offset_bytes)?), &self.region_mr, local_bytes, len_bytes)
-                    }
-                    Verb::WriteWord { remote: r, value } => {
-                        let target = remote(r.offset_bytes)?;
-                        self.scratch_mr.region().store(word, value);
-                        (SendOp::Write(target), &self.scratch_mr, word, 8)
-                    }
-                    Verb::Cas { remote: r, expect, swap } => (
-                        SendOp::Cas { remote: remote(r.offset_bytes)?, compare: expect, swap },
-                        &self.scratch_mr,
-                        word,
-                        8,
-                    ),
-                    Verb::Faa { remote: r, add } => {
-                        (SendOp::Faa { remote: remote(r.offset_bytes)?, add }, &self.scratch_mr, word, 8)
-                    }
-                    Verb::MaskedCas { .. } | Verb::MaskedFaa { .. } => unreachable!("refused above"),
-                })
-            })();
+            let built = build(verb, scratch + 8 * i as u64);
             let (op, mr, local_offset, len) = match built {
                 Ok(b) => b,
                 Err(e) => {
