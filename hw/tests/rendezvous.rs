@@ -83,14 +83,26 @@ fn logged(rv: &Rendezvous, what: &str) -> bool {
 }
 
 /// A 3-rank job where an attacker acts first: `attack` runs once the root listens, then the
-/// real members start; every real rank must complete. Returns the root's log and what
-/// `attack` returned.
-fn with_attack<T: Send + 'static>(attack: impl FnOnce(String) -> T + Send + 'static) -> (Vec<String>, T) {
+/// real members start (after `attack` returned if `after`, else 200 ms into it, so that they
+/// meet the root while the attack goes on); every real rank must complete. Returns the root's
+/// log and what `attack` returned.
+fn with_attack<T: Send + 'static>(
+    after: bool,
+    attack: impl FnOnce(String) -> T + Send + 'static,
+) -> (Vec<String>, T) {
     let addr = free_addr();
     let root = spawn_rank(0, 3, opts(&addr));
     let a = addr.clone();
-    let attacker = std::thread::spawn(move || attack(a));
-    std::thread::sleep(Duration::from_millis(200));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let attacker = std::thread::spawn(move || {
+        let t = attack(a);
+        let _ = done_tx.send(());
+        t
+    });
+    match after {
+        true => done_rx.recv().unwrap(),
+        false => std::thread::sleep(Duration::from_millis(200)),
+    }
     let members = [1, 2].map(|r| spawn_rank(r, 3, opts(&addr)));
     let ranks = all_complete([root].into_iter().chain(members).collect());
     (ranks[0].log().to_vec(), attacker.join().unwrap())
@@ -139,20 +151,18 @@ fn a_rank_that_leaves_fails_the_barrier() {
 fn an_impostor_without_the_secret_gets_no_rank_and_no_info() {
     // A member of another job (wrong secret) claims rank 1, and a raw client tries a forged
     // proof; neither is admitted, and neither sees rank 0's info line.
-    let (log, (wrong, forged)) = with_attack(|addr| {
+    let (log, (wrong, forged)) = with_attack(true, |addr| {
         let mut o = opts(&addr);
         o.secret = secret("other-job");
-        o.timeout = Duration::from_secs(2);
-        let wrong = std::thread::spawn(move || {
-            Rendezvous::exchange(1, 3, "impostor", &o).err().map(|e| e.to_string())
-        });
+        o.timeout = Duration::from_secs(1);
+        let wrong = Rendezvous::exchange(1, 3, "impostor", &o).err().map(|e| e.to_string());
         let mut s = raw(&addr);
         s.write_all(format!("HELLO dmsim-rdv/1 1 3 {HASH} {}\n", "ab".repeat(16)).as_bytes()).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         s.write_all(format!("AUTH {} impostor-info\n", "00".repeat(32)).as_bytes()).unwrap();
         (wrong, drain(s))
     });
-    let wrong = wrong.join().unwrap().expect("the impostor must not complete");
+    let wrong = wrong.expect("the impostor must not complete");
     assert!(wrong.contains("failed authentication as rank 0"), "{wrong}");
     assert!(log.iter().any(|l| l.contains("claiming rank 1: failed authentication")), "{log:?}");
     assert!(forged.starts_with("CHALLENGE ") && !forged.contains("info-of-0"), "{forged}");
@@ -223,7 +233,7 @@ fn a_slow_loris_is_dropped_at_its_deadline_while_the_real_ranks_complete() {
     // One byte every 100 ms never completes a HELLO: the handshake deadline (1 s here) is not
     // extended by them. The real ranks complete meanwhile.
     let start = Instant::now();
-    let (_, told) = with_attack(move |addr| {
+    let (_, told) = with_attack(false, move |addr| {
         let mut s = raw(&addr);
         s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
         let mut told = Vec::new();
@@ -246,7 +256,7 @@ fn a_slow_loris_is_dropped_at_its_deadline_while_the_real_ranks_complete() {
 #[test]
 fn a_huge_line_is_cut_at_the_cap_on_both_sides() {
     // To the root: 64 MiB without a newline.
-    let (log, ()) = with_attack(|addr| {
+    let (log, ()) = with_attack(true, |addr| {
         let mut s = raw(&addr);
         let chunk = vec![b'A'; 1 << 20];
         for _ in 0..64 {
@@ -274,7 +284,7 @@ fn a_huge_line_is_cut_at_the_cap_on_both_sides() {
 
 #[test]
 fn a_client_that_never_reads_nor_answers_is_dropped() {
-    let (log, told) = with_attack(|addr| {
+    let (log, told) = with_attack(false, |addr| {
         let mut s = raw(&addr);
         s.write_all(format!("HELLO dmsim-rdv/1 2 3 {HASH} {}\n", "ab".repeat(16)).as_bytes()).unwrap();
         std::thread::sleep(Duration::from_secs(2)); // never reads, never sends AUTH
@@ -288,7 +298,7 @@ fn a_client_that_never_reads_nor_answers_is_dropped() {
 #[test]
 fn two_hundred_idle_connections_do_not_keep_the_real_ranks_out() {
     let start = Instant::now();
-    let (log, idle) = with_attack(|addr| {
+    let (log, idle) = with_attack(true, |addr| {
         let first = raw(&addr);
         let mut idle = vec![first];
         idle.extend((1..200).filter_map(|_| TcpStream::connect(&addr).ok()));
@@ -302,7 +312,7 @@ fn two_hundred_idle_connections_do_not_keep_the_real_ranks_out() {
 
 #[test]
 fn malformed_utf8_and_a_truncated_hello_are_dropped() {
-    let (log, ()) = with_attack(|addr| {
+    let (log, ()) = with_attack(true, |addr| {
         let mut s = raw(&addr);
         s.write_all(b"HELLO dmsim-rdv/1 1 3 \xc3\x28 abab\n").unwrap();
         drain(s);
@@ -318,7 +328,7 @@ fn malformed_utf8_and_a_truncated_hello_are_dropped() {
 #[test]
 fn random_garbage_connections_are_dropped_without_ending_the_job() {
     // 100 connections of random bytes (some with newlines, some HELLO-like prefixes).
-    let (log, ()) = with_attack(|addr| {
+    let (log, ()) = with_attack(true, |addr| {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
             x ^= x << 13;
@@ -335,6 +345,7 @@ fn random_garbage_connections_are_dropped_without_ending_the_job() {
             }
             let _ = s.write_all(&bytes);
             let _ = s.shutdown(Shutdown::Write);
+            drain(s); // until rank 0 has dropped it
         }
     });
     assert!(log.len() >= 50, "{} of 100 garbage connections logged: {log:?}", log.len());

@@ -126,14 +126,21 @@ pub(super) fn root(size: u32, info: &str, o: &Options, deadline: Instant) -> Res
                 }
                 pending.fetch_add(1, Ordering::AcqRel);
                 let (tx, pending, o) = (tx.clone(), pending.clone(), shared.clone());
-                std::thread::spawn(move || {
-                    let until = (Instant::now() + o.handshake_timeout).min(deadline);
-                    let event = handshake(stream, peer, size, &o, until);
-                    // Report before freeing the slot, so the drop is logged before whoever
-                    // takes the slot joins.
-                    let _ = tx.send(event); // the root may have finished: nothing to tell
-                    pending.fetch_sub(1, Ordering::AcqRel);
-                });
+                let slot = pending.clone();
+                let spawned =
+                    std::thread::Builder::new().name(format!("rendezvous {peer}")).spawn(move || {
+                        let until = (Instant::now() + o.handshake_timeout).min(deadline);
+                        let event = handshake(stream, peer, size, &o, until);
+                        // Report before freeing the slot, so the drop is logged before whoever
+                        // takes the slot joins.
+                        let _ = tx.send(event); // the root may have finished: nothing to tell
+                        pending.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if let Err(e) = spawned {
+                    // The connection went with the closure: it is closed. Not the job's end.
+                    slot.fetch_sub(1, Ordering::AcqRel);
+                    drop_line(&mut log, format!("{peer}: no thread to read its handshake: {e}"));
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(2));
