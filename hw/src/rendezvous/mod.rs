@@ -19,7 +19,9 @@
 //! with its own label, so neither side can replay or reflect the other's. A member sends its
 //! info (QP numbers, region address and rkey) only to a root that proved the secret; the root
 //! takes a rank only from a member that proved it. The exchange authenticates; it does not
-//! encrypt (the same numbers travel in clear in RoCE headers).
+//! encrypt (the same numbers travel in clear in RoCE headers), and an attacker on the network
+//! path, who can relay a whole TCP conversation, is out of its scope (the table's proof still
+//! stops it from altering what a member receives).
 //!
 //! Bounds: every line has a cap (control lines [`wire::SHORT_LINE`], info lines
 //! [`Options::max_info_bytes`]) and must be printable ASCII; each connection's handshake has
