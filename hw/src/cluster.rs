@@ -4,7 +4,10 @@
 //!    PMI — see [`discover_rank_size`]). Node `i` of the scenario's cluster is rank `i`.
 //! 2. Each rank opens the device, registers its region and creates its QPs, then sends one
 //!    [`NodeInfo`](crate::info::NodeInfo) line to the TCP rendezvous at rank 0
-//!    ([`Rendezvous`]), which answers with every rank's line.
+//!    ([`Rendezvous`]), which answers with every rank's line. Ranks prove to each other that
+//!    they hold the job secret ([`Secret`], from the launcher) and agree on the job hash
+//!    ([`job_hash_of`]: the caller's description of the job, the hardware settings, the cluster
+//!    shape and the dmsim version).
 //! 3. Each rank connects its QPs (INIT → RTR → RTS) and posts receive buffers; a barrier
 //!    ("connected") makes sure no rank posts a verb before its peers' QPs can answer.
 //!
@@ -15,6 +18,7 @@ use std::time::Duration;
 
 use dmsim_protocols::nic;
 
+use crate::auth::{self, Secret};
 use crate::config::HwConfig;
 use crate::error::HwError;
 use crate::nic::HwNic;
@@ -40,6 +44,13 @@ pub struct BootstrapOptions {
     /// The cluster's shape, identical on every rank (from the scenario file).
     pub shape: nic::Cluster,
     pub config: HwConfig,
+    /// The job secret (`--job-secret-file`); else `$DMSIM_JOB_SECRET`. Needed for size > 1.
+    pub secret: Option<Secret>,
+    /// What this job runs (e.g. the scenario's hash and the point), to be equal on every rank;
+    /// goes into the job hash.
+    pub job: String,
+    /// Rank 0 listens on every interface rather than exactly on the rendezvous address.
+    pub listen_all: bool,
 }
 
 impl BootstrapOptions {
@@ -53,6 +64,9 @@ impl BootstrapOptions {
             gid_index: None,
             shape,
             config: HwConfig::default(),
+            secret: None,
+            job: String::new(),
+            listen_all: false,
         }
     }
 }
@@ -214,30 +228,95 @@ pub fn bootstrap(opts: BootstrapOptions) -> Result<HwCluster, HwError> {
             )
         })?,
     };
-    connect_all(rank, size, &rendezvous, opts)
+    let secret = match (opts.secret.clone(), size) {
+        (Some(s), _) => s,
+        (None, 1) => Secret::new("unused-for-one-rank", "a one-rank job")?,
+        (None, _) => Secret::from_env(|k| std::env::var(k).ok())?.ok_or_else(|| {
+            HwError::Config(format!(
+                "no job secret: export {} (the same random value on every rank, e.g. \
+                 `export {0}=$(openssl rand -hex 32)` before srun/mpirun) or pass --job-secret-file",
+                auth::SECRET_ENV
+            ))
+        })?,
+    };
+    connect_all(rank, size, &rendezvous, secret, opts)
+}
+
+/// The job hash every rank sends in HELLO: `job` (the caller's description), the settings that
+/// must agree between ranks, the cluster shape and this build's version.
+pub fn job_hash_of(job: &str, config: &HwConfig, shape: &nic::Cluster) -> String {
+    // Local settings (device, port, GID index, storage path) may differ between ranks.
+    let settings = format!(
+        "channels={} qp_depth={} verb_timeout={:?} recv_timeout={:?} max_message_bytes={} \
+         message_depth={} ack_timeout={} retry_count={} device_memory_bytes={} ssd_bytes={}",
+        config.channels,
+        config.qp_depth,
+        config.verb_timeout,
+        config.recv_timeout,
+        config.max_message_bytes,
+        config.message_depth,
+        config.ack_timeout,
+        config.retry_count,
+        config.device_memory_bytes,
+        config.ssd_bytes
+    );
+    let shape = format!("{:?} {:?}", shape.kinds, shape.region_size_bytes);
+    auth::job_hash(&[
+        b"dmsim-job/1",
+        env!("CARGO_PKG_VERSION").as_bytes(),
+        job.as_bytes(),
+        settings.as_bytes(),
+        shape.as_bytes(),
+    ])
+}
+
+/// The rendezvous options of this bootstrap: root and members validate every info line.
+fn rendezvous_options(
+    addr: &str,
+    secret: Secret,
+    size: u32,
+    opts: &BootstrapOptions,
+) -> crate::rendezvous::Options {
+    let hash = job_hash_of(&opts.job, &opts.config, &opts.shape);
+    let mut o = crate::rendezvous::Options::new(addr, secret, &hash, opts.config.bootstrap_timeout);
+    o.listen_all = opts.listen_all;
+    // An info line lists (size + 1) · channels + size QP numbers of at most 8 digits.
+    let qps = (size as usize + 1) * opts.config.channels.max(1) as usize + size as usize;
+    o.max_info_bytes = 1024 + 9 * qps;
+    o.validate = std::sync::Arc::new(move |rank, line| {
+        crate::info::NodeInfo::parse(line, rank, size).map(|_| ()).map_err(|e| e.to_string())
+    });
+    o
 }
 
 #[cfg(not(feature = "rdma"))]
 fn connect_all(
     _rank: u32,
-    _size: u32,
-    _rendezvous: &str,
-    _opts: BootstrapOptions,
+    size: u32,
+    rendezvous: &str,
+    secret: Secret,
+    opts: BootstrapOptions,
 ) -> Result<HwCluster, HwError> {
-    let _ = (Rendezvous::exchange, Runtime::new);
+    let _ = (Rendezvous::exchange, Runtime::new, rendezvous_options(rendezvous, secret, size, &opts));
     Err(HwError::NotBuilt)
 }
 
 #[cfg(feature = "rdma")]
-fn connect_all(rank: u32, size: u32, rendezvous: &str, opts: BootstrapOptions) -> Result<HwCluster, HwError> {
+fn connect_all(
+    rank: u32,
+    size: u32,
+    rendezvous: &str,
+    secret: Secret,
+    opts: BootstrapOptions,
+) -> Result<HwCluster, HwError> {
     use crate::info::NodeInfo;
     use crate::nic::real;
     let me = nic::NodeId(rank as u16);
     let timeout = opts.config.bootstrap_timeout;
     let setup =
         real::setup_local(me, &opts.shape, opts.device.as_deref(), opts.port, opts.gid_index, &opts.config)?;
-    let (mut rendezvous, lines) =
-        Rendezvous::exchange(rank, size, rendezvous, &setup.info.to_line(), timeout)?;
+    let options = rendezvous_options(rendezvous, secret, size, &opts);
+    let (mut rendezvous, lines) = Rendezvous::exchange(rank, size, &setup.info.to_line(), &options)?;
     let infos: Vec<NodeInfo> = lines
         .iter()
         .enumerate()
@@ -288,6 +367,35 @@ mod tests {
         opts.size = Some(2);
         let e = bootstrap(opts).err().unwrap().to_string();
         assert!(e.contains("1 nodes but the launcher started 2"), "{e}");
+    }
+
+    #[test]
+    fn more_than_one_rank_needs_a_job_secret() {
+        if std::env::var_os(auth::SECRET_ENV).is_some() {
+            return; // the environment provides one: nothing to check here
+        }
+        let shape = nic::Cluster { kinds: vec![nic::NodeKind::Memory; 2], region_size_bytes: vec![64; 2] };
+        let mut opts = BootstrapOptions::new(shape);
+        (opts.rank, opts.size, opts.rendezvous) = (Some(1), Some(2), Some("127.0.0.1:9".into()));
+        let e = bootstrap(opts).err().unwrap().to_string();
+        assert!(e.contains("no job secret") && e.contains("DMSIM_JOB_SECRET"), "{e}");
+    }
+
+    #[test]
+    fn the_job_hash_covers_job_settings_and_shape_but_not_local_paths() {
+        let shape = nic::Cluster { kinds: vec![nic::NodeKind::Memory; 2], region_size_bytes: vec![64; 2] };
+        let config = HwConfig::default();
+        let base = job_hash_of("scenario ab point 0", &config, &shape);
+        assert_eq!(base.len(), 32);
+        assert_ne!(base, job_hash_of("scenario ab point 1", &config, &shape));
+        assert_ne!(
+            base,
+            job_hash_of("scenario ab point 0", &HwConfig { channels: 2, ..config.clone() }, &shape)
+        );
+        let bigger = nic::Cluster { region_size_bytes: vec![64, 128], ..shape.clone() };
+        assert_ne!(base, job_hash_of("scenario ab point 0", &config, &bigger));
+        let local = HwConfig { ssd_path: Some("/tmp/rank-1".into()), ..config.clone() };
+        assert_eq!(base, job_hash_of("scenario ab point 0", &local, &shape));
     }
 
     #[cfg(not(feature = "rdma"))]

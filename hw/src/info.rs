@@ -54,10 +54,13 @@ impl NodeInfo {
         )
     }
 
-    /// Parses a line from rank `rank` of a cluster of `size` nodes, checking list lengths.
+    /// Parses a line from rank `rank` of a cluster of `size` nodes, checking every value's
+    /// range, list lengths and that addresses do not wrap. Any input gives a value or an error
+    /// naming the rank and the key, never a panic (see `tests/info_fuzz.rs`).
     pub fn parse(line: &str, rank: u32, size: u32) -> Result<NodeInfo, HwError> {
-        let bad =
-            |what: &str| HwError::Bootstrap(format!("rank {rank} sent a bad info line ({what}): {line:?}"));
+        let bad = |what: &str| {
+            HwError::Bootstrap(format!("rank {rank} sent a bad info line ({what}): {}", shown(line)))
+        };
         let mut info = NodeInfo {
             lid: 0,
             gid: [0; 16],
@@ -73,59 +76,100 @@ impl NodeInfo {
             dm_len: 0,
             dm_rkey: 0,
         };
-        let mut seen = 0u32;
-        for token in line.split_whitespace() {
+        let mut seen = [false; KEYS.len()];
+        for token in line.split(' ') {
             let (key, value) = token.split_once('=').ok_or_else(|| bad("token without '='"))?;
+            let k = KEYS.iter().position(|k| *k == key).ok_or_else(|| bad("unknown key"))?;
+            if std::mem::replace(&mut seen[k], true) {
+                return Err(bad(&format!("{key} given twice")));
+            }
             let num = |v: &str| -> Result<u64, HwError> {
-                match v.strip_prefix("0x") {
-                    Some(hex) => u64::from_str_radix(hex, 16),
-                    None => v.parse(),
+                let (digits, radix) = match v.strip_prefix("0x") {
+                    Some(hex) => (hex, 16),
+                    None => (v, 10),
+                };
+                // `from_str_radix` accepts a leading '+': only digits here.
+                if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+                    return Err(bad(key));
                 }
-                .map_err(|_| bad(key))
+                u64::from_str_radix(digits, radix).map_err(|_| bad(key))
+            };
+            let qpn = |v: &str| -> Result<u32, HwError> {
+                match num(v)? {
+                    q if q <= MAX_QPN => Ok(q as u32),
+                    _ => Err(bad(&format!("{key}: a QP number has 24 bits"))),
+                }
             };
             let nums = |v: &str| -> Result<Vec<u32>, HwError> {
                 if v.is_empty() {
                     return Ok(vec![]);
                 }
-                v.split(',').map(|q| q.parse::<u32>().map_err(|_| bad(key))).collect()
+                v.split(',').map(qpn).collect()
             };
             match key {
                 "lid" => info.lid = u16::try_from(num(value)?).map_err(|_| bad(key))?,
                 "gid" => {
-                    if value.len() != 32 {
+                    let hex = value.as_bytes();
+                    if hex.len() != 32 || !hex.iter().all(u8::is_ascii_hexdigit) {
                         return Err(bad("gid must be 32 hex digits"));
                     }
-                    for (i, byte) in info.gid.iter_mut().enumerate() {
-                        *byte = u8::from_str_radix(&value[2 * i..2 * i + 2], 16).map_err(|_| bad(key))?;
+                    for (byte, pair) in info.gid.iter_mut().zip(hex.chunks(2)) {
+                        let digit = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
+                        *byte = digit(pair[0]) << 4 | digit(pair[1]);
                     }
                 }
-                "psn" => info.psn = u32::try_from(num(value)?).map_err(|_| bad(key))?,
+                "psn" => match num(value)? {
+                    p if p <= MAX_QPN => info.psn = p as u32,
+                    _ => return Err(bad("psn has 24 bits")),
+                },
                 "addr" => info.addr = num(value)?,
                 "len" => info.len = num(value)?,
                 "rkey" => info.rkey = u32::try_from(num(value)?).map_err(|_| bad(key))?,
-                "channels" => info.channels = u16::try_from(num(value)?).map_err(|_| bad(key))?,
+                "channels" => match num(value)? {
+                    c if (1..=MAX_CHANNELS).contains(&c) => info.channels = c as u16,
+                    _ => return Err(bad(&format!("channels must be in 1..={MAX_CHANNELS}"))),
+                },
                 "verb" => info.verb = nums(value)?,
                 "resp" => info.resp = nums(value)?,
                 "msg" => info.msg = nums(value)?,
                 "dm_addr" => info.dm_addr = num(value)?,
                 "dm_len" => info.dm_len = num(value)?,
                 "dm_rkey" => info.dm_rkey = u32::try_from(num(value)?).map_err(|_| bad(key))?,
-                _ => return Err(bad("unknown key")),
+                _ => unreachable!("key checked against KEYS"),
             }
-            seen += 1;
         }
-        if seen != 13 {
-            return Err(bad("expected 13 keys"));
+        if let Some(k) = seen.iter().position(|s| !s) {
+            return Err(bad(&format!("{} missing", KEYS[k])));
         }
         let c = info.channels as usize;
-        if c == 0
-            || info.verb.len() != size as usize * c
-            || info.resp.len() != c
-            || info.msg.len() != size as usize
-        {
+        if info.verb.len() != size as usize * c || info.resp.len() != c || info.msg.len() != size as usize {
             return Err(bad("QP lists do not match size and channels"));
         }
+        if info.msg.iter().enumerate().any(|(j, q)| (*q == 0) != (j as u32 == rank)) {
+            return Err(bad("msg must name a QP for every other rank and 0 for itself"));
+        }
+        if info.addr.checked_add(info.len).is_none() || info.dm_addr.checked_add(info.dm_len).is_none() {
+            return Err(bad("a region wraps around the address space"));
+        }
         Ok(info)
+    }
+}
+
+/// The keys of an info line, each exactly once.
+const KEYS: [&str; 13] = [
+    "lid", "gid", "psn", "addr", "len", "rkey", "channels", "verb", "resp", "msg", "dm_addr", "dm_len",
+    "dm_rkey",
+];
+/// QP numbers and PSNs are 24-bit.
+const MAX_QPN: u64 = 0xff_ffff;
+/// More channels than any configuration uses (`HwConfig::channels` is a `u16`).
+const MAX_CHANNELS: u64 = 256;
+
+/// `line` shortened for an error message.
+fn shown(line: &str) -> String {
+    match line.char_indices().nth(120) {
+        Some((i, _)) => format!("{:?}…", &line[..i]),
+        None => format!("{line:?}"),
     }
 }
 
@@ -155,10 +199,22 @@ mod tests {
             dm_rkey: 0x77,
         };
         let line = info.to_line();
-        assert_eq!(NodeInfo::parse(&line, 1, 2).unwrap(), info);
-        assert!(NodeInfo::parse(&line, 1, 3).is_err(), "list lengths must match the size");
+        assert_eq!(NodeInfo::parse(&line, 0, 2).unwrap(), info);
+        assert!(NodeInfo::parse(&line, 0, 3).is_err(), "list lengths must match the size");
         assert!(NodeInfo::parse("lid=1", 1, 2).is_err());
         let e = NodeInfo::parse(&line.replace("rkey=0xabcd", "rkey=zz"), 4, 2).unwrap_err().to_string();
         assert!(e.contains("rank 4") && e.contains("rkey"), "{e}");
+        let twice = format!("{line} lid=3");
+        assert!(NodeInfo::parse(&line, 1, 2).unwrap_err().to_string().contains("0 for itself"));
+        assert!(NodeInfo::parse(&twice, 0, 2).unwrap_err().to_string().contains("lid given twice"));
+        let gid =
+            line.replace("gid=00000000000000000000ffff0a000000", "gid=\u{e9}000000000000000000ffff0a000000");
+        assert_eq!(gid.len(), line.len(), "same length, one multi-byte character");
+        assert!(NodeInfo::parse(&gid, 0, 2).unwrap_err().to_string().contains("gid must be 32 hex digits"));
+        let wraps = line.replace("addr=0x7f00deadb000", "addr=0xffffffffffffff00");
+        assert!(NodeInfo::parse(&wraps, 0, 2).unwrap_err().to_string().contains("wraps"));
+        let big_qpn = line.replace("resp=21,22", "resp=21,16777216");
+        assert!(NodeInfo::parse(&big_qpn, 0, 2).unwrap_err().to_string().contains("24 bits"));
+        assert!(NodeInfo::parse(&line.replace("lid=3", "lid=+3"), 0, 2).is_err(), "only digits");
     }
 }

@@ -19,6 +19,7 @@
 //! over its wrappers.
 #![deny(unsafe_code)]
 
+pub mod auth;
 pub mod calibrate;
 pub mod cluster;
 pub mod config;

@@ -88,7 +88,7 @@ log "built in $(( $(date +%s) - T0 ))s"
 
 GUEST=$(mktemp)
 cat > "$GUEST" <<'EOF'
-export DMSIM_HW_DEVICE=$RXE_DEV DMSIM_HW_GID_INDEX=$RXE_GID
+export DMSIM_HW_DEVICE=$RXE_DEV DMSIM_HW_GID_INDEX=$RXE_GID DMSIM_JOB_SECRET=@SECRET@
 fails=0
 step() { # step NAME CMD...: runs CMD, prints @@ PASS/FAIL NAME
   name=$1; shift; echo "@@ RUN $name"; s=$(cut -d' ' -f1 /proc/uptime)
@@ -194,7 +194,8 @@ done
 echo "@@ failures: $fails"
 [ $fails -eq 0 ]
 EOF
-sed -i "s/@ITERS@/$ITERS/g; s/@LAT_ROUNDS@/$LAT_ROUNDS/g" "$GUEST"
+# Every multi-rank run authenticates with a job secret, fresh per VM run.
+sed -i "s/@ITERS@/$ITERS/g; s/@LAT_ROUNDS@/$LAT_ROUNDS/g; s/@SECRET@/$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')/" "$GUEST"
 
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/dmsim-hw-vm.XXXXXX")
 log "booting the VM (output in $OUT)"

@@ -8,6 +8,11 @@
 //! results directory. Reports travel in chunks (a message holds a few KiB; a report with a
 //! history holds more).
 //!
+//! Ranks meet at the TCP rendezvous only as members of one job: each proves the job secret
+//! (`$DMSIM_JOB_SECRET` or `--job-secret-file`) and sends a job hash over the scenario file's
+//! bytes, the point and the hardware settings ([`dmsim_hw::cluster::job_hash_of`]); a rank of
+//! another job, or of the same job with another scenario, is refused (see `dmsim_hw::rendezvous`).
+//!
 //! Histories: when the plan logs client operations (SELCC with `check: true`), rank 0 also
 //! estimates every rank's clock offset by ping-pong over the NIC once all clients are done
 //! (offset from the fastest of [`CLOCK_ROUNDS`] round trips, ± half that round trip), merges the
@@ -18,6 +23,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use dmsim_hw::auth::{self, Secret};
 use dmsim_hw::cluster::{bootstrap, discover_rank_size, BootstrapOptions};
 use dmsim_protocols::nic::{Nanos, Nic};
 
@@ -47,9 +53,20 @@ pub struct HwRunArgs {
     /// Number of processes = nodes in the scenario (default: from the launcher).
     #[arg(long)]
     pub size: Option<u32>,
-    /// Rank 0's HOST:PORT for the TCP rendezvous (default: $DMSIM_RENDEZVOUS).
+    /// Rank 0's HOST:PORT for the TCP rendezvous (default: $DMSIM_RENDEZVOUS). Rank 0 listens
+    /// exactly there (the host must be one of its addresses).
     #[arg(long)]
     pub rendezvous: Option<String>,
+    /// Rank 0 listens on every interface at the rendezvous port instead.
+    #[arg(long)]
+    pub rendezvous_listen_all: bool,
+    /// File holding the job secret, the same on every rank (default: $DMSIM_JOB_SECRET). Ranks
+    /// prove it to each other at the rendezvous; it is never sent or written anywhere.
+    #[arg(long)]
+    pub job_secret_file: Option<PathBuf>,
+    /// The secret read from --job-secret-file (once, before any point runs).
+    #[arg(skip)]
+    pub secret: Option<Secret>,
     #[command(flatten)]
     pub nic: super::hw::DeviceArgs,
     /// Seconds without any completed client operation on this node before the run is declared
@@ -65,7 +82,7 @@ pub struct HwRunArgs {
     pub out: Option<PathBuf>,
 }
 
-pub fn run(args: HwRunArgs) -> ExitCode {
+pub fn run(mut args: HwRunArgs) -> ExitCode {
     let scenario = match scenario::load(&args.scenario, &registry::sim()) {
         Ok(s) => s,
         Err(e) => {
@@ -73,6 +90,20 @@ pub fn run(args: HwRunArgs) -> ExitCode {
             return ExitCode::from(exit::BAD_INPUT);
         }
     };
+    // Every rank must run the same scenario file: its hash goes into the rendezvous job hash.
+    let scenario_hash = match std::fs::read(&args.scenario) {
+        Ok(bytes) => auth::job_hash(&[&bytes]),
+        Err(e) => {
+            eprintln!("error: {}: {e}", shown(&args.scenario));
+            return ExitCode::from(exit::BAD_INPUT);
+        }
+    };
+    if let Some(path) = &args.job_secret_file {
+        match Secret::from_file(path) {
+            Ok(s) => args.secret = Some(s),
+            Err(e) => return hw_error(&e),
+        }
+    }
     let indices: Vec<usize> = match args.point {
         Some(i) if i < scenario.points.len() => vec![i],
         Some(i) => {
@@ -157,7 +188,7 @@ pub fn run(args: HwRunArgs) -> ExitCode {
                 names.join(", ")
             );
         }
-        match plan.run(&args) {
+        match plan.run(&args, &format!("scenario {scenario_hash} point {i}")) {
             Ok(Some(outcome)) => {
                 points.push(point.clone());
                 results.push(outcome.result);
@@ -202,7 +233,8 @@ pub trait HwPlan {
     fn node_count(&self) -> usize;
     /// What the plan leaves out on hardware.
     fn notes(&self) -> Vec<String>;
-    fn run(&self, args: &HwRunArgs) -> Result<Option<PointOutcome>, ExitCode>;
+    /// `job` describes the scenario and point for the rendezvous' job hash.
+    fn run(&self, args: &HwRunArgs, job: &str) -> Result<Option<PointOutcome>, ExitCode>;
 }
 
 /// Any [`Protocol`] as an [`HwProtocol`].
@@ -225,8 +257,8 @@ impl<P: Plan> HwPlan for Planned<P> {
         self.0.notes()
     }
 
-    fn run(&self, args: &HwRunArgs) -> Result<Option<PointOutcome>, ExitCode> {
-        run_plan(&self.0, args)
+    fn run(&self, args: &HwRunArgs, job: &str) -> Result<Option<PointOutcome>, ExitCode> {
+        run_plan(&self.0, args, job)
     }
 }
 
@@ -246,11 +278,14 @@ pub struct PointOutcome {
 }
 
 /// One point on this rank; rank 0 gets the combined outcome, the others `None`.
-fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs) -> Result<Option<PointOutcome>, ExitCode> {
+fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs, job: &str) -> Result<Option<PointOutcome>, ExitCode> {
     let mut options = BootstrapOptions::new(plan.cluster());
     options.rank = args.rank;
     options.size = args.size;
     options.rendezvous = args.rendezvous.clone();
+    options.listen_all = args.rendezvous_listen_all;
+    options.secret = args.secret.clone();
+    options.job = job.to_string();
     options.device = args.nic.device.clone();
     options.port = args.nic.port;
     options.gid_index = args.nic.gid_index;

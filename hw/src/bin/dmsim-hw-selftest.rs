@@ -6,6 +6,9 @@
 //!                           [--ops K] [--mode counter|peer-gone]
 //! ```
 //!
+//! `cluster` with more than one rank needs the job secret in `$DMSIM_JOB_SECRET` (the same on
+//! every rank; see the README's cluster section).
+//!
 //! `cluster --mode counter`: rank 0 is a memory node holding a latch word, a 64-byte line of
 //! eight counters and an FAA counter; every other rank is a compute node whose tasks (one per
 //! channel) repeat K times: acquire = one doorbell batch CAS(latch) + READ(line) (retry while

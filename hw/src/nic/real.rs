@@ -206,34 +206,53 @@ impl NodeState {
         let (host, device) = (self.peers[target.index()], self.device_peers[target.index()]);
         let scratch = self.scratch_offset(qs.index, slot);
         let mut wrs = Vec::with_capacity(verbs.len());
-        for (i, verb) in verbs.iter().enumerate() {
-            // `r.offset_bytes` carries the device bit for device addresses: pick the region by it.
-            let remote = |offset: u64| {
-                let peer = if offset & nic::RemoteAddr::DEVICE_BIT != 0 { device } else { host };
-                RemoteBuf { addr: peer.addr + (offset & !nic::RemoteAddr::DEVICE_BIT), rkey: peer.rkey }
-            };
-            let word = scratch + 8 * i as u64;
-            let (op, mr, local_offset, len) = match *verb {
+        // `offset_bytes` carries the device bit for device addresses: pick the region by it.
+        // The peer's base address came over the network: add with a check, not a wrap.
+        let remote = |offset: u64| -> NicResult<RemoteBuf> {
+            let peer = if offset & nic::RemoteAddr::DEVICE_BIT != 0 { device } else { host };
+            let within = offset & !nic::RemoteAddr::DEVICE_BIT;
+            match peer.addr.checked_add(within) {
+                Some(addr) => Ok(RemoteBuf { addr, rkey: peer.rkey }),
+                None => Err(NicError::QpError {
+                    qp: qs.name.clone(),
+                    detail: format!("remote address {:#x} + offset {within:#x} overflows", peer.addr),
+                }),
+            }
+        };
+        // One verb's work request: the op, the local region, offset and length.
+        let build = |verb: &Verb, word: u64| -> NicResult<(SendOp, &Arc<Mr>, u64, u32)> {
+            Ok(match *verb {
                 Verb::Read { remote: r, local_bytes, len_bytes } => {
-                    (SendOp::Read(remote(r.offset_bytes)), &self.region_mr, local_bytes, len_bytes)
+                    (SendOp::Read(remote(r.offset_bytes)?), &self.region_mr, local_bytes, len_bytes)
                 }
                 Verb::Write { remote: r, local_bytes, len_bytes } => {
-                    (SendOp::Write(remote(r.offset_bytes)), &self.region_mr, local_bytes, len_bytes)
+                    (SendOp::Write(remote(r.offset_bytes)?), &self.region_mr, local_bytes, len_bytes)
                 }
                 Verb::WriteWord { remote: r, value } => {
+                    let target = remote(r.offset_bytes)?;
                     self.scratch_mr.region().store(word, value);
-                    (SendOp::Write(remote(r.offset_bytes)), &self.scratch_mr, word, 8)
+                    (SendOp::Write(target), &self.scratch_mr, word, 8)
                 }
                 Verb::Cas { remote: r, expect, swap } => (
-                    SendOp::Cas { remote: remote(r.offset_bytes), compare: expect, swap },
+                    SendOp::Cas { remote: remote(r.offset_bytes)?, compare: expect, swap },
                     &self.scratch_mr,
                     word,
                     8,
                 ),
                 Verb::Faa { remote: r, add } => {
-                    (SendOp::Faa { remote: remote(r.offset_bytes), add }, &self.scratch_mr, word, 8)
+                    (SendOp::Faa { remote: remote(r.offset_bytes)?, add }, &self.scratch_mr, word, 8)
                 }
                 Verb::MaskedCas { .. } | Verb::MaskedFaa { .. } => unreachable!("refused above"),
+            })
+        };
+        for (i, verb) in verbs.iter().enumerate() {
+            let built = build(verb, scratch + 8 * i as u64);
+            let (op, mr, local_offset, len) = match built {
+                Ok(b) => b,
+                Err(e) => {
+                    qs.cancel(slot);
+                    return Err(e);
+                }
             };
             let local = match LocalBuf::new(mr, local_offset, len) {
                 Ok(l) => l,
