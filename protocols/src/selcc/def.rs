@@ -122,6 +122,9 @@ impl SelccPlan {
         let nodes = point.compute_nodes as u32;
         let run = shape::resolve(&w.shape_fields(), point.compute_nodes, w.gcl_count, true, &mut out);
         w.check(point.compute_nodes, &mut out);
+        if nodes == 0 {
+            out.push(Problem::new("cluster.compute_nodes", "SELCC needs at least 1 compute node"));
+        }
         if nodes as usize > latch::MAX_COMPUTE_NODES {
             out.push(Problem::new(
                 "cluster.compute_nodes",

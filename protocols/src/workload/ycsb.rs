@@ -36,6 +36,11 @@ use crate::harness::Problem;
 pub const YCSB_ITEM_COUNT: u64 = 10_000_000_000;
 
 /// The operation mix.
+/// The most keys a run may bulk-load: the index is built in memory before the run (8 bytes per
+/// key in the load list alone, plus the tree), and a keyspace of 10^9 is what the papers run,
+/// not what one machine simulates.
+pub const MAX_LOADED_KEYS: u64 = 1 << 26;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mix {
@@ -207,7 +212,7 @@ impl YcsbWorkload {
         key_name(self.key_order, i)
     }
 
-    /// The bulk-loaded keys in ascending order.
+    /// The bulk-loaded keys in ascending order ([`MAX_LOADED_KEYS`] at most, by `check`).
     pub fn load_keys(&self) -> Vec<u64> {
         let mut keys: Vec<u64> = (0..self.bulk_load()).map(|i| self.key(i)).collect();
         keys.sort_unstable();
@@ -221,6 +226,15 @@ impl YcsbWorkload {
         }
         if self.bulk_load() > self.keyspace {
             out.push(Problem::new("workload.bulk_load", "exceeds the keyspace"));
+        } else if self.bulk_load() > MAX_LOADED_KEYS {
+            out.push(Problem::new(
+                if self.bulk_load.is_some() { "workload.bulk_load" } else { "workload.keyspace" },
+                format!(
+                    "{} keys to bulk-load: the simulator builds every loaded key in memory, at most \
+                     2^26 = {MAX_LOADED_KEYS}; scale the keyspace down (keeping the cache:data ratio)",
+                    self.bulk_load()
+                ),
+            ));
         }
         if (self.mix == Mix::Custom) != self.proportions.is_some() {
             out.push(Problem::new("workload.proportions", "give proportions exactly when mix is custom"));
