@@ -18,6 +18,7 @@ pub enum Mutant {
     NoSiblingChase,
     SplitKeepsFence,
     SplitDropsEntry,
+    PartitionLeafStraddles,
 }
 
 crate::mutant_table!(Mutant {
@@ -39,4 +40,6 @@ crate::mutant_table!(Mutant {
         "a split leaves the old node's highest fence unchanged, so both halves claim the upper keys",
     "split-drops-entry" => SplitDropsEntry:
         "a leaf split forgets to copy the last entry into the new sibling",
+    "partition-leaf-straddles" => PartitionLeafStraddles:
+        "P-Sherman's bulk load ignores the partition bounds, so a leaf two compute nodes write under local locks only can straddle one",
 });

@@ -32,7 +32,7 @@ use super::config::Config;
 use super::layout::{Layout, LEAF_HEADER_WORDS, NODE_BYTES};
 use super::stats::{OpKind, Stats};
 use super::tree::{scratch_bytes, Tree};
-use super::workload::Workload;
+use super::workload::{Owned, Workload};
 use crate::common::metrics::percentile;
 use crate::common::shape;
 use crate::harness::{
@@ -40,6 +40,7 @@ use crate::harness::{
     Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind};
+use crate::workload::partition::Partitions;
 use crate::workload::rng_for_thread;
 
 /// The registration.
@@ -80,6 +81,8 @@ pub struct SmartPlan {
     ops_per_thread: u64,
     seed: u64,
     check: CheckLevel,
+    /// P-SMART's partitions (one per compute node).
+    parts: Option<Arc<Partitions>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -126,11 +129,19 @@ impl SmartPlan {
         if run.threads_per_node > u16::MAX as u32 {
             out.push(Problem::new("workload.threads_per_node", "at most 65535 (one QP channel each)"));
         }
+        if config.partitioned {
+            if let Workload::Ycsb(y) = &w {
+                y.check_partitioned(&mut out);
+            }
+        }
         if !out.is_empty() {
             return Err(out);
         }
         let mns: Vec<_> = point.cluster(0, 0).memory_nodes();
-        let image = build(&w.loaded_keys(), &mns, config.value_words(), config.fine_grain_nodes);
+        let keys = w.loaded_keys();
+        let parts =
+            config.partitioned.then(|| Arc::new(Partitions::new(&keys, point.compute_nodes as usize)));
+        let image = build(&keys, &mns, config.value_words(), config.fine_grain_nodes);
         // Room for what the run's inserts can allocate (a leaf and a node each, twice over for
         // lost races), spread over the memory nodes, plus slack.
         let leaf_bytes = ((LEAF_HEADER_WORDS + config.value_words()) * 8) as u64;
@@ -156,6 +167,7 @@ impl SmartPlan {
             ops_per_thread: run.ops_per_thread,
             seed: point.seed,
             check: point.check,
+            parts,
         })
     }
 
@@ -199,7 +211,14 @@ impl Plan for SmartPlan {
         }
         let compute_index = nic.node().index() - self.layout.memory_nodes.len();
         let threads = self.config.threads_per_node;
-        let tree = Arc::new(Tree::new(nic.clone(), self.config.clone(), self.layout.clone(), compute_index));
+        let mut tree = Tree::new(nic.clone(), self.config.clone(), self.layout.clone(), compute_index);
+        tree.partition = self.parts.as_ref().map(|p| p.range(compute_index));
+        let tree = Arc::new(tree);
+        let owned = self.parts.as_ref().map(|p| Owned {
+            members: Arc::new(self.workload.partition_members(p, compute_index)),
+            parts: p.clone(),
+            me: compute_index,
+        });
         let log = self.check.histories().then(OpLog::new);
         // Each coroutine is its own client: its own stream (threads × coroutines "threads" to
         // the generators) and history client id.
@@ -212,7 +231,15 @@ impl Plan for SmartPlan {
                 let client = compute_index as u32 * threads * coros + lane;
                 let rng = rng_for_thread(self.seed, nic.node().0, lane);
                 let (ops, lanes) = (self.ops_per_thread, threads * coros);
-                let stream = self.workload.stream(compute_index as u16, computes, lane, lanes, ops, rng);
+                let stream = self.workload.stream(
+                    compute_index as u16,
+                    computes,
+                    lane,
+                    lanes,
+                    ops,
+                    rng,
+                    owned.as_ref(),
+                );
                 let logging = log.clone().map(|log| Logging { log, client });
                 let task: crate::nic::Task =
                     Box::pin(run_client(tree.clone(), thread, coro, stream, logging));

@@ -19,6 +19,7 @@ pub enum Mutant {
     CombiningDropsWrite,
     InsertIgnoresPrefix,
     LeafLockSkipped,
+    PartitionKeyUnlocked,
 }
 
 crate::mutant_table!(Mutant {
@@ -40,4 +41,6 @@ crate::mutant_table!(Mutant {
         "inserts skip the compressed-prefix check, so a key can land under a node whose prefix it does not share",
     "leaf-lock-skipped" => LeafLockSkipped:
         "in-place updates write the leaf without taking its embedded lock (no version check either)",
+    "partition-key-unlocked" => PartitionKeyUnlocked:
+        "P-SMART: a write skips the compute node's per-key local lock that stands in for the leaf's RDMA lock",
 });
