@@ -33,6 +33,7 @@ use super::cache::IndexCache;
 use super::check::{check_leaves_owned, check_locks_free, check_tree};
 use super::config::Config;
 use super::layout::Layout;
+use super::node::TOMBSTONE;
 use super::stats::{OpStats, Stats, KINDS};
 use super::tree::{compute_region_bytes, Client, Shared};
 use crate::common::metrics::percentile;
@@ -44,6 +45,7 @@ use crate::harness::{
 use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
 use crate::workload::partition::Partitions;
 use crate::workload::rng_for_thread;
+use crate::workload::scan_check::{check_scans, KeyWrite, ScanRecord};
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
 #[derive(Clone, Copy)]
@@ -333,6 +335,20 @@ impl Plan for ShermanPlan {
         if let Some(e) = crate::harness::first_error(reports) {
             return Err(Violation::new("no protocol error", e.to_string()));
         }
+        let scans: Vec<ScanRecord> = reports
+            .iter()
+            .filter_map(|r| serde_json::from_value::<Stats>(r.extra.clone()).ok())
+            .flat_map(|s| s.scans)
+            .collect();
+        let writes = reports.iter().flat_map(|r| r.history.iter()).filter_map(|o| {
+            o.write.map(|v| KeyWrite {
+                key: o.key,
+                invoke_ns: o.invoke_ns,
+                return_ns: o.return_ns,
+                live: v != 0 && v & TOMBSTONE == 0,
+            })
+        });
+        check_scans(&scans, writes).map_err(|m| Violation::new("no scan skips a live key", m))?;
         let Some(memory) = memory else { return Ok(()) };
         let contents = check_tree(&self.layout, memory).map_err(|m| Violation::new("tree structure", m))?;
         if let Some(p) = &self.parts {

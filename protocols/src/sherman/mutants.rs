@@ -19,6 +19,7 @@ pub enum Mutant {
     SplitKeepsFence,
     SplitDropsEntry,
     PartitionLeafStraddles,
+    ScanExcludesStart,
 }
 
 crate::mutant_table!(Mutant {
@@ -42,4 +43,6 @@ crate::mutant_table!(Mutant {
         "a leaf split forgets to copy the last entry into the new sibling",
     "partition-leaf-straddles" => PartitionLeafStraddles:
         "P-Sherman's bulk load ignores the partition bounds, so a leaf two compute nodes write under local locks only can straddle one",
+    "scan-excludes-start" => ScanExcludesStart:
+        "a range scan returns keys strictly above its start key, skipping the start key itself",
 });

@@ -336,11 +336,12 @@ impl<N: Nic> Client<N> {
     pub async fn scan(&mut self, from: u64, n: usize) -> ProtocolResult<Vec<(u64, u64)>> {
         let mut out = Vec::new();
         let mut leaf = self.find_leaf(from).await?;
+        let first = if self.mutant() == Mutant::ScanExcludesStart { from.saturating_add(1) } else { from };
         loop {
             let mut live: Vec<(u64, u64)> = leaf
                 .slots
                 .iter()
-                .filter(|s| s.value != 0 && s.value & TOMBSTONE == 0 && s.key >= from && leaf.covers(s.key))
+                .filter(|s| s.value != 0 && s.value & TOMBSTONE == 0 && s.key >= first && leaf.covers(s.key))
                 .map(|s| (s.key, s.value))
                 .collect();
             live.sort_unstable();

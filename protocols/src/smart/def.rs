@@ -29,7 +29,7 @@ use super::bench::{run_client, Logging};
 use super::bulk::{build, Image};
 use super::check::{chain_ends, walk};
 use super::config::Config;
-use super::layout::{Layout, LEAF_HEADER_WORDS, NODE_BYTES};
+use super::layout::{Layout, LEAF_HEADER_WORDS, NODE_BYTES, TOMBSTONE};
 use super::stats::{OpKind, Stats};
 use super::tree::{scratch_bytes, Tree};
 use super::workload::{Owned, Workload};
@@ -42,6 +42,7 @@ use crate::harness::{
 use crate::nic::{Cluster, Nanos, Nic, NodeKind};
 use crate::workload::partition::Partitions;
 use crate::workload::rng_for_thread;
+use crate::workload::scan_check::{check_scans, KeyWrite, ScanRecord};
 
 /// The registration.
 #[derive(Clone, Copy)]
@@ -317,6 +318,33 @@ impl Plan for SmartPlan {
                 "scans ascend",
                 format!("{} scans returned keys out of order", total.scan_order_violations),
             ));
+        }
+        let scans: Vec<ScanRecord> = reports
+            .iter()
+            .filter_map(|r| match serde_json::from_value::<SmartReport>(r.extra.clone()) {
+                Ok(SmartReport::Compute(s)) => Some(s.scans),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        if !scans.is_empty() {
+            // Bulk-loaded keys are live from time 0 (their value word is 0, the histories' start).
+            let loaded = self.workload.loaded_keys().into_iter().map(|key| KeyWrite {
+                key,
+                invoke_ns: 0,
+                return_ns: Some(0),
+                live: true,
+            });
+            let writes = reports.iter().flat_map(|r| r.history.iter()).filter_map(|o| {
+                o.write.map(|v| KeyWrite {
+                    key: o.key,
+                    invoke_ns: o.invoke_ns,
+                    return_ns: o.return_ns,
+                    live: v & TOMBSTONE == 0,
+                })
+            });
+            check_scans(&scans, loaded.chain(writes))
+                .map_err(|m| Violation::new("no scan skips a live key", m))?;
         }
         let Some(memory) = memory else { return Ok(()) };
         let tree = walk(memory, self.layout.root_entry(), self.layout.root_ptr(), self.layout.value_words)

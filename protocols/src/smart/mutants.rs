@@ -20,6 +20,7 @@ pub enum Mutant {
     InsertIgnoresPrefix,
     LeafLockSkipped,
     PartitionKeyUnlocked,
+    ScanExcludesStart,
 }
 
 crate::mutant_table!(Mutant {
@@ -43,4 +44,6 @@ crate::mutant_table!(Mutant {
         "in-place updates write the leaf without taking its embedded lock (no version check either)",
     "partition-key-unlocked" => PartitionKeyUnlocked:
         "P-SMART: a write skips the compute node's per-key local lock that stands in for the leaf's RDMA lock",
+    "scan-excludes-start" => ScanExcludesStart:
+        "a range scan returns keys strictly above its start key, skipping the start key itself",
 });

@@ -154,6 +154,10 @@ impl<N: Nic> Tree<N> {
         k.latencies_ns.push(latency);
     }
 
+    pub fn note_scan(&self, scan: crate::workload::scan_check::ScanRecord) {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).scans.push(scan);
+    }
+
     pub fn note_scan_disorder(&self) {
         self.stats.lock().unwrap_or_else(|e| e.into_inner()).scan_order_violations += 1;
     }
