@@ -348,8 +348,11 @@ impl Plan for ShermanPlan {
                 live: v != 0 && v & TOMBSTONE == 0,
             })
         });
-        check_scans(&scans, writes).map_err(|m| Violation::new("no scan skips a live key", m))?;
         let Some(memory) = memory else { return Ok(()) };
+        // Only with memory, i.e. in the simulator: there every log is on one clock. On hardware
+        // each process logs on its own clock and `verify` gets no offsets (the harness's history
+        // checkers do), so a skewed clock would fake a skipped key.
+        check_scans(&scans, writes).map_err(|m| Violation::new("no scan skips a live key", m))?;
         let contents = check_tree(&self.layout, memory).map_err(|m| Violation::new("tree structure", m))?;
         if let Some(p) = &self.parts {
             check_leaves_owned(&self.layout, memory, p.bounds())
