@@ -4,7 +4,8 @@
 //! History keys are the index keys themselves. A lookup logs the value it found (0 for a key
 //! never stored, the tombstone for a deleted one); an update/insert logs its unique write stamp
 //! and the value it replaced (read under the leaf lock); a delete writes a unique tombstone;
-//! a scan logs one read per returned key (keys it skipped are not checked).
+//! a scan logs one read per returned key, and the scan itself for the no-skipped-key check
+//! ([`crate::workload::scan_check`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use super::tree::{Client, Shared};
 use crate::common::bench::write_stamp;
 use crate::harness::{LoggedOp, OpLog};
 use crate::nic::Nic;
+use crate::workload::scan_check::ScanRecord;
 use crate::workload::ycsb::{OpKind, YcsbStream};
 
 /// History logging of one client: its log and its cluster-wide client id.
@@ -84,6 +86,17 @@ pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStrea
             }
         };
         let end = c.nic.now().0;
+        if let (Some(l), OpKind::Scan { len }) = (&logger, op.kind) {
+            let scan = ScanRecord {
+                client: l.client,
+                from: op.key,
+                limit: len,
+                keys: accesses.iter().map(|a| a.0).collect(),
+                invoke_ns: start,
+                return_ns: end,
+            };
+            c.shared.stats.lock().unwrap_or_else(|e| e.into_inner()).scans.push(scan);
+        }
         if let Some(l) = &logger {
             for (key, write, seen) in accesses {
                 l.push(key, write, seen, start, end);

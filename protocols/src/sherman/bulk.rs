@@ -29,10 +29,15 @@ pub fn fills(config: &Config) -> (usize, usize) {
     (leaf, inner)
 }
 
-/// How many nodes the bulk load needs for `n` keys.
+/// How many nodes the bulk load needs for `n` keys: (all, level 1).
 pub fn node_count(config: &Config, n: u64) -> (u64, u64) {
+    node_count_cut(config, n, 1)
+}
+
+/// [`node_count`] with the leaves cut into `parts` partitions.
+pub fn node_count_cut(config: &Config, n: u64, parts: u64) -> (u64, u64) {
     let (leaf, inner) = fills(config);
-    let mut count = n.div_ceil(leaf as u64).max(1);
+    let mut count = n.div_ceil(leaf as u64).max(1) + parts.saturating_sub(1);
     let mut total = count;
     let mut level1 = 0;
     let mut level = 0;
@@ -49,6 +54,12 @@ pub fn node_count(config: &Config, n: u64) -> (u64, u64) {
 
 /// Build the tree over `keys` (ascending, distinct), nodes placed round-robin over memory nodes.
 pub fn build(config: &Config, layout: &Layout, keys: &[u64]) -> BulkTree {
+    build_cut(config, layout, keys, &[])
+}
+
+/// [`build`] where a leaf starts at every bound in `cuts` (P-Sherman's partition boundaries; DEX: "each leaf
+/// node is exclusively owned by exactly one partition"), even when no key lies between two.
+pub fn build_cut(config: &Config, layout: &Layout, keys: &[u64], cuts: &[u64]) -> BulkTree {
     let v = config.versions;
     let (leaf_fill, inner_fill) = fills(config);
     let mns = layout.memory_nodes.len() as u64;
@@ -61,11 +72,23 @@ pub fn build(config: &Config, layout: &Layout, keys: &[u64]) -> BulkTree {
     let mut nodes: Vec<(Gaddr, Node)> = Vec::new();
     // The current level as (lowest, address) per node, left to right.
     let mut level: Vec<(u64, Gaddr)> = Vec::new();
-    let chunks: Vec<&[u64]> = if keys.is_empty() { vec![&[][..]] } else { keys.chunks(leaf_fill).collect() };
+    // (lowest fence, keys) per leaf: each partition's keys in runs of `leaf_fill`.
+    let mut chunks: Vec<(u64, &[u64])> = Vec::new();
+    let mut start = 0usize;
+    for (p, lo) in std::iter::once(0u64).chain(cuts.iter().copied()).enumerate() {
+        let end = cuts.get(p).map_or(keys.len(), |hi| keys.partition_point(|k| k < hi));
+        let part = &keys[start.min(end)..end];
+        if part.is_empty() {
+            chunks.push((lo, part));
+        }
+        for (j, c) in part.chunks(leaf_fill).enumerate() {
+            chunks.push((if j == 0 { lo } else { c[0] }, c));
+        }
+        start = end;
+    }
     let mut rank = 0u64;
     let first_leaf = nodes.len();
-    for (i, chunk) in chunks.iter().enumerate() {
-        let lowest = if i == 0 { 0 } else { chunk[0] };
+    for (lowest, chunk) in chunks.iter().copied() {
         let mut node = Node::empty_leaf(v, lowest, KEY_MAX);
         node.version = 1;
         for (j, k) in chunk.iter().enumerate() {

@@ -124,3 +124,27 @@ pub fn check_locks_free(layout: &Layout, memory: Memory) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// P-Sherman: no leaf straddles a partition bound (`bounds`, ascending), so each leaf has one
+/// writer compute node — what lets leaf writes skip the RDMA lock. Run after [`check_tree`].
+pub fn check_leaves_owned(layout: &Layout, memory: Memory, bounds: &[u64]) -> Result<(), String> {
+    let mut addr = Gaddr(memory(layout.root_ptr()));
+    loop {
+        let node = read(layout, memory, addr)?;
+        if node.is_leaf() {
+            break;
+        }
+        addr = node.leftmost;
+    }
+    while !addr.is_null() {
+        let leaf = read(layout, memory, addr)?;
+        if let Some(b) = bounds.iter().find(|b| leaf.lowest < **b && **b < leaf.highest) {
+            return Err(format!(
+                "leaf {addr} with fences [{}, {}) straddles the partition bound {b}",
+                leaf.lowest, leaf.highest
+            ));
+        }
+        addr = leaf.sibling;
+    }
+    Ok(())
+}

@@ -41,6 +41,12 @@ pub struct Config {
     /// Fraction of a bulk-loaded leaf filled (sorted inserts with 50/50 splits leave ~0.5).
     pub bulk_fill: f64,
     pub cpu: CpuCosts,
+    /// P-Sherman (DEX §8): the key space is range-partitioned across compute nodes, each
+    /// client issues only keys its compute node owns, bulk-loaded leaves are cut at the
+    /// boundaries, and leaf writes take only the local lock (no RDMA lock: a leaf has one
+    /// writer node). Internal nodes keep the global lock.
+    #[serde(default)]
+    pub partitioned: bool,
     #[serde(default)]
     pub mutant: Mutant,
 }
@@ -59,6 +65,7 @@ impl Config {
             internal_split_at: None,
             bulk_fill: 0.5,
             cpu: CpuCosts { node_ns: 200, cache_ns: 100 },
+            partitioned: false,
             mutant: Mutant::None,
         }
     }

@@ -16,6 +16,7 @@
 //! | `leaf_split_at`, `internal_split_at` | capacity | split thresholds (a fuzzing knob) |
 //! | `bulk_fill` | 0.5 | fill of bulk-loaded nodes |
 //! | `cpu.{node_ns, cache_ns}` | 200, 100 | compute-side CPU per node image / cache access |
+//! | `partitioned` | false | P-Sherman: keys range-partitioned over compute nodes, leaf writes lock locally only |
 //!
 //! Metrics (all per measured operation; warm-up excluded): `throughput_mops`, `ops`,
 //! `reads_per_op`, `writes_per_op`, `atomics_per_op`, `two_sided_per_op` (always 0),
@@ -27,11 +28,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::bench::{run_client, KvLogger};
-use super::bulk::{build, node_count, BulkTree};
+use super::bulk::{build_cut, node_count_cut, BulkTree};
 use super::cache::IndexCache;
-use super::check::{check_locks_free, check_tree};
+use super::check::{check_leaves_owned, check_locks_free, check_tree};
 use super::config::Config;
 use super::layout::Layout;
+use super::node::TOMBSTONE;
 use super::stats::{OpStats, Stats, KINDS};
 use super::tree::{compute_region_bytes, Client, Shared};
 use crate::common::metrics::percentile;
@@ -41,7 +43,9 @@ use crate::harness::{
     PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
+use crate::workload::partition::Partitions;
 use crate::workload::rng_for_thread;
+use crate::workload::scan_check::{check_scans, KeyWrite, ScanRecord};
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
 #[derive(Clone, Copy)]
@@ -79,6 +83,8 @@ pub struct ShermanPlan {
     seed: u64,
     check: CheckLevel,
     tree: Arc<BulkTree>,
+    /// P-Sherman's partitions (one per compute node).
+    parts: Option<Arc<Partitions>>,
 }
 
 /// "field: reason" → a problem at `prefix.field`.
@@ -113,10 +119,20 @@ impl ShermanPlan {
         config.mutant = super::mutants::named(&point.mutant).ok_or_else(|| {
             vec![Problem::new("mutant", format!("Sherman has no mutant {:?}", point.mutant))]
         })?;
+        if config.partitioned {
+            w.check_partitioned(&mut out);
+        }
         if !out.is_empty() {
             return Err(out);
         }
-        let (frames, level1) = node_count(&config, w.bulk_load());
+        let keys = w.load_keys();
+        let parts =
+            config.partitioned.then(|| Arc::new(Partitions::new(&keys, point.compute_nodes as usize)));
+        let mut cuts = parts.as_ref().map(|p| p.bounds().to_vec()).unwrap_or_default();
+        let (frames, level1) = node_count_cut(&config, w.bulk_load(), cuts.len() as u64 + 1);
+        if config.mutant == super::mutants::Mutant::PartitionLeafStraddles {
+            cuts.clear();
+        }
         let run = shape::resolve(&w.shape_fields(), point.compute_nodes, level1.max(1), false, &mut out);
         if let Some(n) = run.cache_frames {
             config.cache_nodes = n;
@@ -143,7 +159,7 @@ impl ShermanPlan {
             locks: config.locks,
             on_chip_locks: config.on_chip_locks,
         };
-        let tree = Arc::new(build(&config, &layout, &w.load_keys()));
+        let tree = Arc::new(build_cut(&config, &layout, &keys, &cuts));
         let cluster = point.cluster(layout.memory_region_bytes(), compute_region_bytes(run.threads_per_node));
         Ok(ShermanPlan {
             workload: w,
@@ -155,6 +171,7 @@ impl ShermanPlan {
             seed: point.seed,
             check: point.check,
             tree,
+            parts,
         })
     }
 
@@ -234,7 +251,10 @@ impl Plan for ShermanPlan {
         let cn = compute.iter().position(|n| *n == me).unwrap_or(0);
         let cache_rng = rng_for_thread(self.seed ^ 0x5ca1_ab1e, me.0, u32::MAX);
         let cache = IndexCache::new(self.config.cache_nodes as usize, cache_rng);
-        let shared = Arc::new(Shared::new(self.config.clone(), self.layout.clone(), cn, cache));
+        let mut shared = Shared::new(self.config.clone(), self.layout.clone(), cn, cache);
+        shared.partition = self.parts.as_ref().map(|p| p.range(cn));
+        let shared = Arc::new(shared);
+        let members = self.parts.as_ref().map(|p| Arc::new(self.workload.partition_members(p, cn)));
         let log = self.check.histories().then(crate::harness::OpLog::new);
         let mains: Vec<Task> = (0..self.threads)
             .map(|t| {
@@ -248,6 +268,10 @@ impl Plan for ShermanPlan {
                     self.ops_per_thread,
                     rng,
                 );
+                let stream = match (&self.parts, &members) {
+                    (Some(p), Some(m)) => stream.partitioned(p.clone(), cn, m.clone()),
+                    _ => stream,
+                };
                 let client = Client::new(nic.qp(t as u16), shared.clone(), t);
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
@@ -311,8 +335,29 @@ impl Plan for ShermanPlan {
         if let Some(e) = crate::harness::first_error(reports) {
             return Err(Violation::new("no protocol error", e.to_string()));
         }
+        let scans: Vec<ScanRecord> = reports
+            .iter()
+            .filter_map(|r| serde_json::from_value::<Stats>(r.extra.clone()).ok())
+            .flat_map(|s| s.scans)
+            .collect();
+        let writes = reports.iter().flat_map(|r| r.history.iter()).filter_map(|o| {
+            o.write.map(|v| KeyWrite {
+                key: o.key,
+                invoke_ns: o.invoke_ns,
+                return_ns: o.return_ns,
+                live: v != 0 && v & TOMBSTONE == 0,
+            })
+        });
         let Some(memory) = memory else { return Ok(()) };
+        // Only with memory, i.e. in the simulator: there every log is on one clock. On hardware
+        // each process logs on its own clock and `verify` gets no offsets (the harness's history
+        // checkers do), so a skewed clock would fake a skipped key.
+        check_scans(&scans, writes).map_err(|m| Violation::new("no scan skips a live key", m))?;
         let contents = check_tree(&self.layout, memory).map_err(|m| Violation::new("tree structure", m))?;
+        if let Some(p) = &self.parts {
+            check_leaves_owned(&self.layout, memory, p.bounds())
+                .map_err(|m| Violation::new("each leaf in one partition", m))?;
+        }
         check_locks_free(&self.layout, memory).map_err(|m| Violation::new("locks free at end", m))?;
         // No lost key: every key a completed write stored (or the bulk load) is in a leaf.
         for r in reports {

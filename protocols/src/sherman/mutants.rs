@@ -18,6 +18,8 @@ pub enum Mutant {
     NoSiblingChase,
     SplitKeepsFence,
     SplitDropsEntry,
+    PartitionLeafStraddles,
+    ScanExcludesStart,
 }
 
 crate::mutant_table!(Mutant {
@@ -39,4 +41,8 @@ crate::mutant_table!(Mutant {
         "a split leaves the old node's highest fence unchanged, so both halves claim the upper keys",
     "split-drops-entry" => SplitDropsEntry:
         "a leaf split forgets to copy the last entry into the new sibling",
+    "partition-leaf-straddles" => PartitionLeafStraddles:
+        "P-Sherman's bulk load ignores the partition bounds, so a leaf two compute nodes write under local locks only can straddle one",
+    "scan-excludes-start" => ScanExcludesStart:
+        "a range scan returns keys strictly above its start key, skipping the start key itself",
 });

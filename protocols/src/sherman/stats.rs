@@ -50,6 +50,9 @@ pub struct Stats {
     pub latencies: Vec<Vec<u64>>,
     pub first_op_start_ns: Option<u64>,
     pub last_op_end_ns: u64,
+    /// Completed scans, when the run logs histories ([`crate::workload::scan_check`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scans: Vec<crate::workload::scan_check::ScanRecord>,
 }
 
 impl Stats {

@@ -41,6 +41,8 @@ pub struct Shared {
     pub locks: LocalLocks,
     /// The root as this node last saw it (0: read the root pointer).
     pub root: AtomicU64,
+    /// P-Sherman: the key range `[lo, hi)` this compute node owns (it writes only those keys).
+    pub partition: Option<(u64, u64)>,
     /// Next free frame per memory node in this node's slab.
     alloc: Mutex<Vec<u64>>,
     pub errors: ErrorSlot,
@@ -58,6 +60,7 @@ impl Shared {
             cache: Mutex::new(cache),
             locks: LocalLocks::default(),
             root: AtomicU64::new(0),
+            partition: None,
             alloc: Mutex::new(vec![0; mns]),
             errors: ErrorSlot::new(),
             stats: Mutex::new(Stats::new()),
@@ -102,6 +105,9 @@ pub struct Client<N: Nic> {
     /// Node addresses visited per level on the last descent (Sherman's `path_stack`).
     path: Vec<Gaddr>,
     alloc_hint: usize,
+    /// The lock held (at most one at a time) includes the global lock word: false for a
+    /// P-Sherman leaf locked only locally.
+    global_held: bool,
 }
 
 impl<N: Nic> Client<N> {
@@ -109,7 +115,16 @@ impl<N: Nic> Client<N> {
         let tag = ((shared.cn as u64 + 1) << 32) | (thread as u64 + 1);
         let buf = thread as u64 * THREAD_BUFFER_BYTES;
         let alloc_hint = thread as usize;
-        Client { nic, shared, tag, buf, cur: OpStats::default(), path: Vec::new(), alloc_hint }
+        Client {
+            nic,
+            shared,
+            tag,
+            buf,
+            cur: OpStats::default(),
+            path: Vec::new(),
+            alloc_hint,
+            global_held: true,
+        }
     }
 
     fn config(&self) -> &Config {
@@ -321,11 +336,12 @@ impl<N: Nic> Client<N> {
     pub async fn scan(&mut self, from: u64, n: usize) -> ProtocolResult<Vec<(u64, u64)>> {
         let mut out = Vec::new();
         let mut leaf = self.find_leaf(from).await?;
+        let first = if self.mutant() == Mutant::ScanExcludesStart { from.saturating_add(1) } else { from };
         loop {
             let mut live: Vec<(u64, u64)> = leaf
                 .slots
                 .iter()
-                .filter(|s| s.value != 0 && s.value & TOMBSTONE == 0 && s.key >= from && leaf.covers(s.key))
+                .filter(|s| s.value != 0 && s.value & TOMBSTONE == 0 && s.key >= first && leaf.covers(s.key))
                 .map(|s| (s.key, s.value))
                 .collect();
             live.sort_unstable();
@@ -345,6 +361,11 @@ impl<N: Nic> Client<N> {
     /// Insert or overwrite `key` with `value` (a tombstone deletes); returns the value replaced
     /// (0 if none), read under the lock.
     pub async fn store(&mut self, key: u64, value: u64) -> ProtocolResult<u64> {
+        if let Some((lo, hi)) = self.shared.partition {
+            if key < lo || key >= hi {
+                return Err(self.partition_error("store: a key another compute node owns (misrouted)"));
+            }
+        }
         if let Some((leaf, id)) = self.cache_lookup(key) {
             self.path.clear();
             if !self.shared.layout.is_frame(leaf) {
@@ -369,14 +390,33 @@ impl<N: Nic> Client<N> {
 
     // ---- locking ------------------------------------------------------------------------
 
+    fn partition_error(&self, during: &'static str) -> crate::common::error::ProtocolError {
+        crate::common::error::ErrorInfo {
+            node: self.nic.node(),
+            verb: "-".into(),
+            target: crate::common::error::Target::Port { node: self.nic.node(), port: 0 },
+            during,
+            at: self.nic.now(),
+            source: crate::nic::NicError::BadBatch { reason: "P-Sherman partition violated" },
+        }
+        .into()
+    }
+
     /// Take the lock of `page`: local lock, then the global one unless it was handed over.
-    async fn lock(&mut self, page: Gaddr) -> ProtocolResult<(Arc<LocalLock>, RemoteAddr)> {
+    /// `local_only` (a P-Sherman leaf, written by this compute node alone): no global lock,
+    /// unless a hand-over passed one in (two pages can share a lock word).
+    async fn lock(&mut self, page: Gaddr, local_only: bool) -> ProtocolResult<(Arc<LocalLock>, RemoteAddr)> {
         let lock_addr = self.shared.layout.lock_addr(page);
         let local = self.shared.locks.entry(lock_addr);
         // With hierarchical locks off, `hand_over` below never grants, so nothing is inherited.
         let handed = local.acquire().await;
+        self.global_held = true;
         if handed {
             self.cur.handovers += 1;
+            return Ok((local, lock_addr));
+        }
+        if local_only {
+            self.global_held = false;
             return Ok((local, lock_addr));
         }
         if self.mutant() == Mutant::NoGlobalLock {
@@ -403,6 +443,11 @@ impl<N: Nic> Client<N> {
 
     /// Release without writing anything.
     async fn unlock(&mut self, local: Arc<LocalLock>, lock_addr: RemoteAddr) -> ProtocolResult<()> {
+        if !self.global_held {
+            local.clear_hand_over();
+            local.release();
+            return Ok(());
+        }
         if !self.hand_over(&local) && self.mutant() != Mutant::NoGlobalLock {
             let r = self.batch(&[Verb::WriteWord { remote: lock_addr, value: 0 }], "unlock").await;
             if r.is_err() {
@@ -427,7 +472,10 @@ impl<N: Nic> Client<N> {
     ) -> ProtocolResult<()> {
         let write = Verb::Write { remote, local_bytes: local_off, len_bytes };
         let unlock = Verb::WriteWord { remote: lock_addr, value: 0 };
-        let r = if self.hand_over(&local) {
+        let r = if !self.global_held {
+            local.clear_hand_over();
+            self.batch(&[write], "write back (local lock)").await.map(|_| ())
+        } else if self.hand_over(&local) {
             if self.mutant() == Mutant::HandoverWithoutWriteBack {
                 Ok(())
             } else {
@@ -455,8 +503,12 @@ impl<N: Nic> Client<N> {
 
     /// Lock `page` and read it (no writer can be in flight, so the versions agree); a failed
     /// read gives the local lock back before returning its error.
-    async fn lock_and_read(&mut self, page: Gaddr) -> ProtocolResult<(Arc<LocalLock>, RemoteAddr, Node)> {
-        let (local, lock_addr) = self.lock(page).await?;
+    async fn lock_and_read(
+        &mut self,
+        page: Gaddr,
+        local_only: bool,
+    ) -> ProtocolResult<(Arc<LocalLock>, RemoteAddr, Node)> {
+        let (local, lock_addr) = self.lock(page, local_only).await?;
         match self.read_node(page).await {
             Ok(node) => Ok((local, lock_addr, node)),
             Err(e) => {
@@ -478,7 +530,8 @@ impl<N: Nic> Client<N> {
         let mut page = page;
         let mut from_cache = from_cache;
         loop {
-            let (local, lock_addr, mut node) = self.lock_and_read(page).await?;
+            let partition = self.shared.partition;
+            let (local, lock_addr, mut node) = self.lock_and_read(page, partition.is_some()).await?;
             let trust_cache = from_cache && self.mutant() == Mutant::StaleCacheEntry;
             if from_cache && !node.covers(key) && !trust_cache {
                 self.unlock(local, lock_addr).await?;
@@ -498,6 +551,13 @@ impl<N: Nic> Client<N> {
                 page = node.sibling;
                 from_cache = false;
                 continue;
+            }
+            if let Some((lo, hi)) = partition {
+                // Only the owner may write a leaf under the local lock alone.
+                if node.lowest < lo || node.highest > hi {
+                    local.release();
+                    return Err(self.partition_error("leaf store: a leaf that crosses a partition bound"));
+                }
             }
             let v = self.config().versions;
             let (slot, replaced) = match node.find(key) {
@@ -664,7 +724,7 @@ impl<N: Nic> Client<N> {
     ) -> ProtocolResult<bool> {
         let mut page = page;
         loop {
-            let (local, lock_addr, mut node) = self.lock_and_read(page).await?;
+            let (local, lock_addr, mut node) = self.lock_and_read(page, false).await?;
             if key < node.lowest
                 || node.level != level
                 || (key >= node.highest && !self.shared.layout.is_frame(node.sibling))

@@ -1,8 +1,9 @@
 //! The client loop: one thread's operations in order, each timed and counted, and — when the
 //! run checks histories — logged per key for the linearizability checkers (a lookup logs the
 //! value word it returned; a write logs its unique stamp and the value it replaced; a delete
-//! writes a tombstone stamp, so every value stays unique). Scans are not logged; the loop
-//! checks that each scan's keys ascend.
+//! writes a tombstone stamp, so every value stays unique). Scans are not logged per key; the
+//! loop checks that each scan's keys ascend and, when logging, records the scan for the
+//! no-skipped-key check ([`crate::workload::scan_check`]).
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use super::workload::OpStream;
 use crate::common::bench::write_stamp;
 use crate::harness::{LoggedOp, OpLog};
 use crate::nic::{Nanos, Nic};
+use crate::workload::scan_check::ScanRecord;
 
 /// Where a thread logs its operations: the node's log and the thread's cluster-wide client id.
 #[derive(Clone)]
@@ -65,6 +67,16 @@ pub async fn run_client<N: Nic>(
                 Ok(rows) => {
                     if rows.windows(2).any(|p| p[0].0 >= p[1].0) {
                         tree.note_scan_disorder();
+                    }
+                    if let Some(l) = &logging {
+                        tree.note_scan(ScanRecord {
+                            client: l.client,
+                            from: op.key,
+                            limit: op.scan_len,
+                            keys: rows.iter().map(|r| r.0).collect(),
+                            invoke_ns: start.0,
+                            return_ns: w.nic.now().0,
+                        });
                     }
                     (Ok(0), false)
                 }

@@ -53,6 +53,12 @@ pub struct Config {
     /// the run's writes are expected to allocate.
     pub arena_slack_bytes: u64,
     pub cpu: CpuCosts,
+    /// P-SMART (DEX §8): the key space is range-partitioned across compute nodes, each client
+    /// issues only keys its compute node owns, and an in-place leaf update skips the RDMA lock
+    /// (a leaf holds one key, so one compute node writes it); the node's writes of one key are
+    /// serialized locally instead. Internal nodes keep their CASes.
+    #[serde(default)]
+    pub partitioned: bool,
     /// A deliberately planted bug ([`super::mutants`]).
     #[serde(default)]
     pub mutant: Mutant,
@@ -74,6 +80,7 @@ impl Config {
             coroutines_per_thread: 8,
             arena_slack_bytes: 64 << 10,
             cpu: CpuCosts::default(),
+            partitioned: false,
             mutant: Mutant::None,
         }
     }

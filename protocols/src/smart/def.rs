@@ -29,10 +29,10 @@ use super::bench::{run_client, Logging};
 use super::bulk::{build, Image};
 use super::check::{chain_ends, walk};
 use super::config::Config;
-use super::layout::{Layout, LEAF_HEADER_WORDS, NODE_BYTES};
+use super::layout::{Layout, LEAF_HEADER_WORDS, NODE_BYTES, TOMBSTONE};
 use super::stats::{OpKind, Stats};
 use super::tree::{scratch_bytes, Tree};
-use super::workload::Workload;
+use super::workload::{Owned, Workload};
 use crate::common::metrics::percentile;
 use crate::common::shape;
 use crate::harness::{
@@ -40,7 +40,9 @@ use crate::harness::{
     Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind};
+use crate::workload::partition::Partitions;
 use crate::workload::rng_for_thread;
+use crate::workload::scan_check::{check_scans, KeyWrite, ScanRecord};
 
 /// The registration.
 #[derive(Clone, Copy)]
@@ -80,6 +82,8 @@ pub struct SmartPlan {
     ops_per_thread: u64,
     seed: u64,
     check: CheckLevel,
+    /// P-SMART's partitions (one per compute node).
+    parts: Option<Arc<Partitions>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -126,11 +130,19 @@ impl SmartPlan {
         if run.threads_per_node > u16::MAX as u32 {
             out.push(Problem::new("workload.threads_per_node", "at most 65535 (one QP channel each)"));
         }
+        if config.partitioned {
+            if let Workload::Ycsb(y) = &w {
+                y.check_partitioned(&mut out);
+            }
+        }
         if !out.is_empty() {
             return Err(out);
         }
         let mns: Vec<_> = point.cluster(0, 0).memory_nodes();
-        let image = build(&w.loaded_keys(), &mns, config.value_words(), config.fine_grain_nodes);
+        let keys = w.loaded_keys();
+        let parts =
+            config.partitioned.then(|| Arc::new(Partitions::new(&keys, point.compute_nodes as usize)));
+        let image = build(&keys, &mns, config.value_words(), config.fine_grain_nodes);
         // Room for what the run's inserts can allocate (a leaf and a node each, twice over for
         // lost races), spread over the memory nodes, plus slack.
         let leaf_bytes = ((LEAF_HEADER_WORDS + config.value_words()) * 8) as u64;
@@ -156,6 +168,7 @@ impl SmartPlan {
             ops_per_thread: run.ops_per_thread,
             seed: point.seed,
             check: point.check,
+            parts,
         })
     }
 
@@ -199,7 +212,14 @@ impl Plan for SmartPlan {
         }
         let compute_index = nic.node().index() - self.layout.memory_nodes.len();
         let threads = self.config.threads_per_node;
-        let tree = Arc::new(Tree::new(nic.clone(), self.config.clone(), self.layout.clone(), compute_index));
+        let mut tree = Tree::new(nic.clone(), self.config.clone(), self.layout.clone(), compute_index);
+        tree.partition = self.parts.as_ref().map(|p| p.range(compute_index));
+        let tree = Arc::new(tree);
+        let owned = self.parts.as_ref().map(|p| Owned {
+            members: Arc::new(self.workload.partition_members(p, compute_index)),
+            parts: p.clone(),
+            me: compute_index,
+        });
         let log = self.check.histories().then(OpLog::new);
         // Each coroutine is its own client: its own stream (threads × coroutines "threads" to
         // the generators) and history client id.
@@ -212,7 +232,15 @@ impl Plan for SmartPlan {
                 let client = compute_index as u32 * threads * coros + lane;
                 let rng = rng_for_thread(self.seed, nic.node().0, lane);
                 let (ops, lanes) = (self.ops_per_thread, threads * coros);
-                let stream = self.workload.stream(compute_index as u16, computes, lane, lanes, ops, rng);
+                let stream = self.workload.stream(
+                    compute_index as u16,
+                    computes,
+                    lane,
+                    lanes,
+                    ops,
+                    rng,
+                    owned.as_ref(),
+                );
                 let logging = log.clone().map(|log| Logging { log, client });
                 let task: crate::nic::Task =
                     Box::pin(run_client(tree.clone(), thread, coro, stream, logging));
@@ -290,6 +318,35 @@ impl Plan for SmartPlan {
                 "scans ascend",
                 format!("{} scans returned keys out of order", total.scan_order_violations),
             ));
+        }
+        let scans: Vec<ScanRecord> = reports
+            .iter()
+            .filter_map(|r| match serde_json::from_value::<SmartReport>(r.extra.clone()) {
+                Ok(SmartReport::Compute(s)) => Some(s.scans),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        // Only with memory, i.e. in the simulator (one clock for every log): on hardware each
+        // process logs on its own clock and `verify` gets no offsets.
+        if !scans.is_empty() && memory.is_some() {
+            // Bulk-loaded keys are live from time 0 (their value word is 0, the histories' start).
+            let loaded = self.workload.loaded_keys().into_iter().map(|key| KeyWrite {
+                key,
+                invoke_ns: 0,
+                return_ns: Some(0),
+                live: true,
+            });
+            let writes = reports.iter().flat_map(|r| r.history.iter()).filter_map(|o| {
+                o.write.map(|v| KeyWrite {
+                    key: o.key,
+                    invoke_ns: o.invoke_ns,
+                    return_ns: o.return_ns,
+                    live: v & TOMBSTONE == 0,
+                })
+            });
+            check_scans(&scans, loaded.chain(writes))
+                .map_err(|m| Violation::new("no scan skips a live key", m))?;
         }
         let Some(memory) = memory else { return Ok(()) };
         let tree = walk(memory, self.layout.root_entry(), self.layout.root_ptr(), self.layout.value_words)

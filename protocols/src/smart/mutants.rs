@@ -19,6 +19,8 @@ pub enum Mutant {
     CombiningDropsWrite,
     InsertIgnoresPrefix,
     LeafLockSkipped,
+    PartitionKeyUnlocked,
+    ScanExcludesStart,
 }
 
 crate::mutant_table!(Mutant {
@@ -40,4 +42,8 @@ crate::mutant_table!(Mutant {
         "inserts skip the compressed-prefix check, so a key can land under a node whose prefix it does not share",
     "leaf-lock-skipped" => LeafLockSkipped:
         "in-place updates write the leaf without taking its embedded lock (no version check either)",
+    "partition-key-unlocked" => PartitionKeyUnlocked:
+        "P-SMART: a write skips the compute node's per-key local lock that stands in for the leaf's RDMA lock",
+    "scan-excludes-start" => ScanExcludesStart:
+        "a range scan returns keys strictly above its start key, skipping the start key itself",
 });

@@ -112,6 +112,9 @@ pub struct Stats {
     pub cache_bytes: u64,
     /// Scans whose result was not strictly ascending (a broken index).
     pub scan_order_violations: u64,
+    /// Completed scans, when the run logs histories ([`crate::workload::scan_check`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scans: Vec<crate::workload::scan_check::ScanRecord>,
 }
 
 impl Stats {

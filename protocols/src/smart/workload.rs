@@ -7,6 +7,8 @@
 //!   scans over a bulk-loaded key set in three key layouts, and `touch_inserted` so reads meet
 //!   fresh keys — the fuzz scenarios' workload, shaped to exercise splits and growth.
 
+use std::sync::Arc;
+
 use rand_chacha::rand_core::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
@@ -14,6 +16,7 @@ use serde::Deserialize;
 use super::stats::OpKind;
 use crate::common::shape::ShapeFields;
 use crate::harness::{parse_typed, Problem};
+use crate::workload::partition::Partitions;
 use crate::workload::ycsb::{OpKind as YcsbKind, YcsbStream, YcsbWorkload};
 use crate::workload::zipf::{unit_f64, Zipf};
 
@@ -184,6 +187,14 @@ pub struct IndexOp {
     pub warmup: bool,
 }
 
+/// P-SMART: the partition a compute node's streams are confined to.
+pub struct Owned {
+    pub parts: Arc<Partitions>,
+    pub me: usize,
+    /// YCSB only: the keyspace indices this partition owns.
+    pub members: Arc<Vec<u64>>,
+}
+
 /// A scenario's `workload`, either spelling.
 #[derive(Clone, Debug)]
 pub enum Workload {
@@ -254,7 +265,17 @@ impl Workload {
         ratio.map(|r| (r * (keys * 16) as f64) as u64)
     }
 
-    /// Thread `thread` of compute node `compute` (of `computes`, `threads` each): its stream.
+    /// Keyspace indices partition `me` owns (YCSB; the op mix filters its draws instead).
+    pub fn partition_members(&self, parts: &Partitions, me: usize) -> Vec<u64> {
+        match self {
+            Workload::Mix(_) => Vec::new(),
+            Workload::Ycsb(w) => w.partition_members(parts, me),
+        }
+    }
+
+    /// Thread `thread` of compute node `compute` (of `computes`, `threads` each): its stream,
+    /// confined to `owned` keys in a partitioned run.
+    #[allow(clippy::too_many_arguments)]
     pub fn stream(
         &self,
         compute: u16,
@@ -263,15 +284,22 @@ impl Workload {
         threads: u32,
         ops: u64,
         rng: ChaCha8Rng,
+        owned: Option<&Owned>,
     ) -> OpStream {
         match self {
             Workload::Mix(w) => {
                 let client = compute as u64 * threads as u64 + thread as u64;
                 let clients = computes as u64 * threads as u64;
-                OpStream::Mix(IndexStream::new(w, client, clients, ops, rng))
+                let mut s = IndexStream::new(w, client, clients, ops, rng);
+                s.owned = owned.map(|o| (o.parts.clone(), o.me));
+                OpStream::Mix(s)
             }
             Workload::Ycsb(w) => {
-                OpStream::Ycsb(YcsbStream::new(w, compute, computes, thread, threads, ops, rng))
+                let s = YcsbStream::new(w, compute, computes, thread, threads, ops, rng);
+                OpStream::Ycsb(match owned {
+                    Some(o) => s.partitioned(o.parts.clone(), o.me, o.members.clone()),
+                    None => s,
+                })
             }
         }
     }
@@ -314,6 +342,8 @@ pub struct IndexStream {
     stride: u64,
     /// Ordinals lookups, updates and deletes draw from.
     span: u64,
+    /// P-SMART: only keys this partition owns ([`IndexStream::next`] redraws the others).
+    owned: Option<(Arc<Partitions>, usize)>,
 }
 
 impl IndexStream {
@@ -330,6 +360,7 @@ impl IndexStream {
             left: ops,
             next_insert: w.key_count + client,
             stride: clients.max(1),
+            owned: None,
         }
     }
 
@@ -351,6 +382,22 @@ impl Iterator for IndexStream {
             return None;
         }
         self.left -= 1;
+        // Partitioned: redraw whole operations until one names an owned key ([CHOICE]: with
+        // dense keys every fresh insert lies past the last bound, so the other partitions' mixes
+        // lose their inserts). A partition that owns nothing ends its streams.
+        for _ in 0..10_000 {
+            let op = self.draw();
+            match &self.owned {
+                Some((parts, me)) if parts.owner(op.key) != *me => continue,
+                _ => return Some(op),
+            }
+        }
+        None
+    }
+}
+
+impl IndexStream {
+    fn draw(&mut self) -> IndexOp {
         let mut u = unit_f64(self.rng.next_u64());
         let mut kind = OpKind::Lookup;
         for (k, f) in self.w.mix.parts() {
@@ -370,7 +417,7 @@ impl Iterator for IndexStream {
             }
             _ => self.existing(),
         };
-        Some(IndexOp { kind, key, scan_len: self.w.scan_length, warmup: false })
+        IndexOp { kind, key, scan_len: self.w.scan_length, warmup: false }
     }
 }
 

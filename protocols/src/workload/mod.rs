@@ -3,12 +3,16 @@
 //!
 //! * [`micro`] — the GAM-style micro-benchmark of SELCC §7.1 (sharing ratio, read ratio,
 //!   uniform/zipf skew, repeat-previous locality).
+//! * [`partition`] — range partitioning of keys across compute nodes (DEX's P-* variants).
+//! * [`scan_check`] — the history check that no scan skipped a key live throughout it.
 //! * [`scenario`] — the micro-benchmark's `workload` section as scenarios write it.
 //! * [`zipf`] — an exact seeded Zipf sampler for any θ > 0.
 //! * [`ycsb`] — the YCSB core workloads (A–E, LOAD, DEX's insert/scan-intensive mixes) for
 //!   ordered indexes, with the scrambled-zipfian and latest key choices, and its scenario section.
 
 pub mod micro;
+pub mod partition;
+pub mod scan_check;
 pub mod scenario;
 pub mod ycsb;
 pub mod zipf;

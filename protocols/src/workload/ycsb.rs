@@ -28,6 +28,9 @@ use rand_chacha::rand_core::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+
+use super::partition::Partitions;
 use super::zipf::{unit_f64, Zipf};
 use crate::common::shape::ShapeFields;
 use crate::harness::Problem;
@@ -219,6 +222,21 @@ impl YcsbWorkload {
         keys
     }
 
+    /// Indices in `0..keyspace` whose keys partition `me` owns (ascending).
+    pub fn partition_members(&self, parts: &Partitions, me: usize) -> Vec<u64> {
+        (0..self.keyspace).filter(|i| parts.owner(self.key(*i)) == me).collect()
+    }
+
+    /// Problems of a partitioned run (P-Sherman, P-SMART) with this workload.
+    pub fn check_partitioned(&self, out: &mut Vec<Problem>) {
+        if self.key_order == KeyOrder::Ordered && self.proportions().insert > 0.0 {
+            out.push(Problem::new(
+                "workload.key_order",
+                "partitioned runs with inserts need hashed keys: ordered fresh keys all fall in the last partition",
+            ));
+        }
+    }
+
     /// Problems with the fields, each naming its path under `workload`.
     pub fn check(&self, out: &mut Vec<Problem>) {
         if self.keyspace == 0 || self.keyspace >= 1 << 62 {
@@ -327,6 +345,16 @@ pub struct YcsbStream {
     inserted: u64,
     warmup_left: u64,
     remaining: u64,
+    /// P-* variants: only keys of this partition ([`YcsbStream::partitioned`]).
+    part: Option<Owned>,
+}
+
+/// The partition a stream is confined to.
+struct Owned {
+    parts: Arc<Partitions>,
+    me: usize,
+    /// Key indices in `0..keyspace` whose keys this partition owns.
+    members: Arc<Vec<u64>>,
 }
 
 impl YcsbStream {
@@ -368,7 +396,26 @@ impl YcsbStream {
             inserted: 0,
             warmup_left: w.warmup_ops_per_thread,
             remaining: w.warmup_ops_per_thread + ops,
+            part: None,
         }
+    }
+
+    /// Confine the stream to partition `me` (DEX's P-* variants, `newbench.cpp`): uniform and
+    /// zipfian requests draw over the partition's own keys (`members`, from
+    /// [`YcsbWorkload::partition_members`]; zipf ranks over them, scrambled), so every
+    /// partition has its own hot set; inserts take this thread's fresh indices whose keys fall
+    /// in the partition; `latest` draws are redrawn until they do.
+    pub fn partitioned(mut self, parts: Arc<Partitions>, me: usize, members: Arc<Vec<u64>>) -> YcsbStream {
+        if let (Some(z), false) = (&self.zipf, members.is_empty()) {
+            let items = if z.n() == self.keyspace { members.len() as u64 } else { z.n() };
+            self.zipf = Some(Zipf::new(items, self.theta));
+        }
+        self.part = Some(Owned { parts, me, members });
+        self
+    }
+
+    fn owns(&self, index: u64) -> bool {
+        self.part.as_ref().is_none_or(|o| o.parts.owner(key_name(self.order, index)) == o.me)
     }
 
     /// A value in [0, n).
@@ -383,6 +430,32 @@ impl YcsbStream {
 
     /// The key index a read/update/scan/delete targets.
     fn request_index(&mut self) -> u64 {
+        let Some(members) = self.part.as_ref().map(|o| o.members.clone()) else {
+            return self.global_index();
+        };
+        let n = members.len() as u64;
+        match self.distribution {
+            Distribution::Uniform if n > 0 => members[self.below(n) as usize],
+            Distribution::Zipfian if n > 0 => {
+                let z = self.zipf.as_ref().expect("zipfian stream has a sampler");
+                let rng = &mut self.rng;
+                let rank = z.sample(|| rng.next_u64()) - 1;
+                members[(fnv_hash64(rank) % n) as usize]
+            }
+            _ => {
+                for _ in 0..10_000 {
+                    let i = self.global_index();
+                    if self.owns(i) {
+                        return i;
+                    }
+                }
+                // No owned key drawn (an empty partition): any owned index of the keyspace.
+                members.first().copied().unwrap_or(0)
+            }
+        }
+    }
+
+    fn global_index(&mut self) -> u64 {
         match self.distribution {
             Distribution::Uniform => self.below(self.keyspace),
             Distribution::Zipfian => {
@@ -427,8 +500,14 @@ impl Iterator for YcsbStream {
             0 => (OpKind::Read, self.request_index()),
             1 => (OpKind::Update, self.request_index()),
             2 => {
-                let index = self.insert_index(self.inserted);
+                let mut index = self.insert_index(self.inserted);
                 self.inserted += 1;
+                // Partitioned: the next fresh index this partition owns ([`Self::partitioned`];
+                // the plans refuse ordered keys, whose fresh keys all lie past the last bound).
+                while !self.owns(index) {
+                    index = self.insert_index(self.inserted);
+                    self.inserted += 1;
+                }
                 (OpKind::Insert, index)
             }
             3 => {

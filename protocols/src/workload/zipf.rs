@@ -34,6 +34,11 @@ impl Zipf {
         z
     }
 
+    /// The number of ranks.
+    pub fn n(&self) -> u64 {
+        self.n
+    }
+
     /// A rank in `1..=n`; rank 1 is the most popular. `next` supplies fresh random u64s.
     pub fn sample(&self, mut next: impl FnMut() -> u64) -> u64 {
         for _ in 0..1_000 {

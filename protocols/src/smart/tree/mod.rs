@@ -7,6 +7,7 @@
 mod change;
 mod scan;
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use super::cache::{CacheHit, CachedNode, RadixCache};
@@ -38,6 +39,10 @@ pub struct Tree<N: Nic> {
     reads: RoundTable<(), ReadOutcome>,
     writes: RoundTable<u64, WriteOutcome>,
     arena: Mutex<Arena>,
+    /// P-SMART: the key range `[lo, hi)` this compute node owns, and a local lock per key its
+    /// writes hold instead of the leaf's RDMA lock.
+    pub partition: Option<(u64, u64)>,
+    key_locks: Mutex<BTreeMap<u64, Arc<Latch>>>,
     pub errors: ErrorSlot,
     stats: Mutex<Stats>,
 }
@@ -101,6 +106,8 @@ impl<N: Nic> Tree<N> {
             reads: RoundTable::default(),
             writes: RoundTable::default(),
             arena: Mutex::new(Arena { next, end, turn: compute_index % mns.max(1) }),
+            partition: None,
+            key_locks: Mutex::new(BTreeMap::new()),
             errors: ErrorSlot::new(),
             stats: Mutex::new(Stats::new()),
             config,
@@ -145,6 +152,10 @@ impl<N: Nic> Tree<N> {
         k.shared += shared as u64;
         k.latency_ns_total += latency;
         k.latencies_ns.push(latency);
+    }
+
+    pub fn note_scan(&self, scan: crate::workload::scan_check::ScanRecord) {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).scans.push(scan);
     }
 
     pub fn note_scan_disorder(&self) {
@@ -410,6 +421,19 @@ impl<N: Nic> Tree<N> {
     /// Write `value` for `key` (insert, update, or a tombstone for delete), with write
     /// combining. Returns what the write replaced in the key's linearization order.
     pub async fn write(&self, w: &mut Worker<N>, key: u64, value: u64) -> (WriteOutcome, bool) {
+        if let Some((lo, hi)) = self.partition {
+            if key < lo || key >= hi {
+                let error = ErrorInfo {
+                    node: w.nic.node(),
+                    verb: "-".into(),
+                    target: Target::Port { node: w.nic.node(), port: 0 },
+                    during: "write: a key another compute node owns (misrouted)",
+                    at: w.nic.now(),
+                    source: NicError::BadBatch { reason: "P-SMART partition violated" },
+                };
+                return (Err(error.into()), false);
+            }
+        }
         if !self.config.write_combining {
             return (self.write_remote(w, key, value).await, false);
         }
@@ -477,6 +501,22 @@ impl<N: Nic> Tree<N> {
     }
 
     async fn write_remote(&self, w: &mut Worker<N>, key: u64, value: u64) -> WriteOutcome {
+        if self.partition.is_none() || self.config.mutant == Mutant::PartitionKeyUnlocked {
+            return self.write_remote_unlocked(w, key, value).await;
+        }
+        // P-SMART: this node's writes of `key` one at a time (with write combining on, rounds
+        // already are), so a leaf read inside is the value the write replaces.
+        let latch = {
+            let mut locks = self.key_locks.lock().unwrap_or_else(|e| e.into_inner());
+            locks.entry(key).or_insert_with(|| Arc::new(Latch::new())).clone()
+        };
+        latch.lock(Mode::Exclusive).await;
+        let r = self.write_remote_unlocked(w, key, value).await;
+        latch.unlock(Mode::Exclusive);
+        r
+    }
+
+    async fn write_remote_unlocked(&self, w: &mut Worker<N>, key: u64, value: u64) -> WriteOutcome {
         let mut c = self.start(w, key).await;
         loop {
             if c.entry.is_null() {

@@ -52,7 +52,12 @@ impl<N: Nic> Tree<N> {
                         stack.push((*at, fresh, *p, *k));
                         break;
                     }
-                    if view.key >= from
+                    let first = if self.config.mutant == Mutant::ScanExcludesStart {
+                        from.saturating_add(1)
+                    } else {
+                        from
+                    };
+                    if view.key >= first
                         && view.value & crate::smart::layout::TOMBSTONE == 0
                         && out.len() < count
                     {
