@@ -188,7 +188,27 @@ pub fn run(mut args: HwRunArgs) -> ExitCode {
                 names.join(", ")
             );
         }
-        match plan.run(&args, &format!("scenario {scenario_hash} point {i}")) {
+        let device_memory_bytes = if point.config.cluster.device_memory {
+            match dmsim_sim::scenario::load::resolve_profile(&point.config.cluster) {
+                Ok(profile) => profile.device_memory_bytes,
+                Err(problems) => {
+                    for p in problems {
+                        eprintln!("error: {}: point {i}: {p}", shown(&args.scenario));
+                    }
+                    return ExitCode::from(exit::BAD_INPUT);
+                }
+            }
+        } else {
+            0
+        };
+        if device_memory_bytes > 0 {
+            eprintln!(
+                "note: point {i}: NIC device memory ({device_memory_bytes} bytes per node) is emulated as a \
+                 second registered host-memory region with its own rkey: addresses, bounds and atomics \
+                 behave as on-chip memory would, latency and atomic rate are host memory's"
+            );
+        }
+        match plan.run(&args, &format!("scenario {scenario_hash} point {i}"), device_memory_bytes) {
             Ok(Some(outcome)) => {
                 points.push(point.clone());
                 results.push(outcome.result);
@@ -233,8 +253,14 @@ pub trait HwPlan {
     fn node_count(&self) -> usize;
     /// What the plan leaves out on hardware.
     fn notes(&self) -> Vec<String>;
-    /// `job` describes the scenario and point for the rendezvous' job hash.
-    fn run(&self, args: &HwRunArgs, job: &str) -> Result<Option<PointOutcome>, ExitCode>;
+    /// `job` describes the scenario and point for the rendezvous' job hash; memory nodes offer
+    /// `device_memory_bytes` of emulated NIC device memory (the point's `cluster.device_memory`).
+    fn run(
+        &self,
+        args: &HwRunArgs,
+        job: &str,
+        device_memory_bytes: u64,
+    ) -> Result<Option<PointOutcome>, ExitCode>;
 }
 
 /// Any [`Protocol`] as an [`HwProtocol`].
@@ -257,8 +283,13 @@ impl<P: Plan> HwPlan for Planned<P> {
         self.0.notes()
     }
 
-    fn run(&self, args: &HwRunArgs, job: &str) -> Result<Option<PointOutcome>, ExitCode> {
-        run_plan(&self.0, args, job)
+    fn run(
+        &self,
+        args: &HwRunArgs,
+        job: &str,
+        device_memory_bytes: u64,
+    ) -> Result<Option<PointOutcome>, ExitCode> {
+        run_plan(&self.0, args, job, device_memory_bytes)
     }
 }
 
@@ -278,8 +309,16 @@ pub struct PointOutcome {
 }
 
 /// One point on this rank; rank 0 gets the combined outcome, the others `None`.
-fn run_plan<P: Plan>(plan: &P, args: &HwRunArgs, job: &str) -> Result<Option<PointOutcome>, ExitCode> {
+fn run_plan<P: Plan>(
+    plan: &P,
+    args: &HwRunArgs,
+    job: &str,
+    device_memory_bytes: u64,
+) -> Result<Option<PointOutcome>, ExitCode> {
     let mut options = BootstrapOptions::new(plan.cluster());
+    // Every rank registers the region (its role is known only after the bootstrap); protocols
+    // address device memory on memory nodes only, as in the simulator.
+    options.config.device_memory_bytes = device_memory_bytes;
     options.rank = args.rank;
     options.size = args.size;
     options.rendezvous = args.rendezvous.clone();
