@@ -27,3 +27,4 @@ pub mod sherman;
 pub mod smart;
 pub mod sync;
 pub mod workload;
+pub mod dex;
