@@ -334,6 +334,9 @@ impl Plan for DexPlan {
     }
 
     fn invariants(&self, states: Vec<Option<Arc<Shared>>>) -> Option<Invariants> {
+        if !self.check.full() {
+            return None;
+        }
         let states: Vec<Arc<Shared>> = states.into_iter().flatten().collect();
         Some(Box::new(move |_memory| {
             for s in &states {

@@ -596,7 +596,7 @@ impl<N: Nic> Client<N> {
     }
 
     async fn descend_once(&mut self, key: u64, write: bool, admit_leaf: bool) -> ProtocolResult<Step> {
-        self.ensure_free(2).await?;
+        self.ensure_free(1).await?;
         let parts = self.shared.parts;
         match self.walk(key, write, admit_leaf) {
             Action::Leaf(f) => return Ok(Step::Leaf(Leaf::Cached(f))),
