@@ -50,8 +50,13 @@ const SLOW_TO_CATCH: &[&str] = &[
 /// 0.97^200 ≈ 0.2%.
 const SMART_RARE: &[&str] = &["checksum-skipped", "stale-cache-type-used"];
 const SMART_RARE_BUDGET: u64 = 200;
-const SCENARIOS: &[&str] =
-    &["selcc/fuzz-small.json", "gam/fuzz-small.json", "sherman/fuzz-small.json", "smart/fuzz-small.json"];
+const SCENARIOS: &[&str] = &[
+    "selcc/fuzz-small.json",
+    "gam/fuzz-small.json",
+    "sherman/fuzz-small.json",
+    "smart/fuzz-small.json",
+    "dex/fuzz-small.json",
+];
 
 fn target(scenario: &str) -> ProtocolTarget {
     let path = format!("{}/../scenarios/{scenario}", env!("CARGO_MANIFEST_DIR"));
@@ -156,6 +161,7 @@ fn mutant_names_are_unique_and_described() {
         ("gam/fuzz-small.json", 6),
         ("sherman/fuzz-small.json", 8),
         ("smart/fuzz-small.json", 8),
+        ("dex/fuzz-small.json", 8),
     ] {
         let target = target(scenario);
         let mutants = target.mutants();

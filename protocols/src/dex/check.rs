@@ -16,8 +16,6 @@
 //! sorted separators, reachability), every RDMA lock free, no leaf crossing a partition
 //! boundary, and no key a completed write stored missing.
 
-use std::collections::BTreeMap;
-
 use super::cache::{Cache, Entry, State};
 use super::partition::Partitions;
 use crate::sherman::layout::{Gaddr, Layout, NODE_WORDS};
@@ -25,15 +23,13 @@ use crate::sherman::node::Node;
 use crate::harness::Memory;
 
 pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> {
-    let mut holders: BTreeMap<Gaddr, usize> = BTreeMap::new();
+    let mut holders: Vec<(Gaddr, usize)> = Vec::with_capacity(c.frames.len());
     let (lo, hi) = parts.range(cn);
     for (i, f) in c.frames.iter().enumerate() {
         if f.state == State::Free {
             continue;
         }
-        if let Some(j) = holders.insert(f.addr, i) {
-            return Err(format!("node {} is cached twice (frames {j} and {i})", f.addr));
-        }
+        holders.push((f.addr, i));
         if f.dirty && f.shared {
             return Err(format!("shared node {} is dirty in frame {i}", f.addr));
         }
@@ -57,11 +53,6 @@ pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> 
                 None if c.root == Some(i) => {}
                 None => return Err(format!("HOT node {} (frame {i}) has no parent and is not the root", f.addr)),
             }
-            let children: Vec<Gaddr> = if f.node.is_leaf() {
-                Vec::new()
-            } else {
-                std::iter::once(f.node.leftmost).chain(f.node.children.iter().map(|(_, a)| *a)).collect()
-            };
             for (a, cf) in &f.swizzled {
                 let child = &c.frames[*cf];
                 if child.state != State::Hot || child.addr != *a || child.parent != Some(i) {
@@ -70,7 +61,9 @@ pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> 
                         f.addr, child.addr, child.state, child.parent
                     ));
                 }
-                if !children.contains(a) {
+                let is_child =
+                    !f.node.is_leaf() && (f.node.leftmost == *a || f.node.children.iter().any(|(_, x)| x == a));
+                if !is_child {
                     return Err(format!("frame {i} ({}) swizzles {a}, which is not its child", f.addr));
                 }
             }
@@ -86,6 +79,10 @@ pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> 
                 return Err(format!("COOLING node {} (frame {i}) is in {n} cooling-map slots", f.addr));
             }
         }
+    }
+    holders.sort_unstable();
+    if let Some(w) = holders.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(format!("node {} is cached twice (frames {} and {})", w[0].0, w[0].1, w[1].1));
     }
     for b in &c.buckets {
         if b.len() > c.bucket_slots {
