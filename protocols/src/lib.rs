@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod common;
+pub mod dex;
 pub mod gam;
 pub mod harness;
 pub mod memory;
@@ -27,4 +28,3 @@ pub mod sherman;
 pub mod smart;
 pub mod sync;
 pub mod workload;
-pub mod dex;

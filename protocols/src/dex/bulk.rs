@@ -29,7 +29,8 @@ struct Proto {
 
 fn fills(config: &Config) -> (usize, usize) {
     let leaf = ((VERSIONS.leaf_cap() as f64 * config.bulk_fill) as usize).clamp(1, config.leaf_split() - 1);
-    let inner = ((VERSIONS.internal_cap() as f64 * config.bulk_fill) as usize).clamp(2, config.internal_split() - 1);
+    let inner =
+        ((VERSIONS.internal_cap() as f64 * config.bulk_fill) as usize).clamp(2, config.internal_split() - 1);
     (leaf, inner)
 }
 
@@ -139,7 +140,10 @@ pub fn build(config: &Config, parts: Partitions, layout: &Layout, keys: &[u64]) 
                     highest,
                     version: 1,
                     slots: Vec::new(),
-                    children: p.children[1..].iter().map(|c| (below[*c].lowest, addrs[level - 1][*c])).collect(),
+                    children: p.children[1..]
+                        .iter()
+                        .map(|c| (below[*c].lowest, addrs[level - 1][*c]))
+                        .collect(),
                 }
             };
             node.version = 1;

@@ -18,9 +18,9 @@
 
 use super::cache::{Cache, Entry, State};
 use super::partition::Partitions;
+use crate::harness::Memory;
 use crate::sherman::layout::{Gaddr, Layout, NODE_WORDS};
 use crate::sherman::node::Node;
-use crate::harness::Memory;
 
 pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> {
     let mut holders: Vec<(Gaddr, usize)> = Vec::with_capacity(c.frames.len());
@@ -51,7 +51,9 @@ pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> 
                     }
                 }
                 None if c.root == Some(i) => {}
-                None => return Err(format!("HOT node {} (frame {i}) has no parent and is not the root", f.addr)),
+                None => {
+                    return Err(format!("HOT node {} (frame {i}) has no parent and is not the root", f.addr))
+                }
             }
             for (a, cf) in &f.swizzled {
                 let child = &c.frames[*cf];
@@ -61,8 +63,8 @@ pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> 
                         f.addr, child.addr, child.state, child.parent
                     ));
                 }
-                let is_child =
-                    !f.node.is_leaf() && (f.node.leftmost == *a || f.node.children.iter().any(|(_, x)| x == a));
+                let is_child = !f.node.is_leaf()
+                    && (f.node.leftmost == *a || f.node.children.iter().any(|(_, x)| x == a));
                 if !is_child {
                     return Err(format!("frame {i} ({}) swizzles {a}, which is not its child", f.addr));
                 }
@@ -93,7 +95,10 @@ pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> 
         if let Entry::Frame(f) = e {
             let fr = &c.frames[*f];
             if fr.addr != *a || fr.state == State::Free {
-                return Err(format!("mapping table sends {a} to frame {f} holding {} ({:?})", fr.addr, fr.state));
+                return Err(format!(
+                    "mapping table sends {a} to frame {f} holding {} ({:?})",
+                    fr.addr, fr.state
+                ));
             }
         }
     }

@@ -101,7 +101,8 @@ impl DexPlan {
         w.key_order = KeyOrder::Ordered;
         let presets = [("default", Config::dex()), ("dex", Config::dex()), ("eager", Config::eager())];
         let mut config: Config =
-            merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED).map_err(|p| vec![p])?;
+            merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
+                .map_err(|p| vec![p])?;
         let mut out = Vec::new();
         w.check(&mut out);
         out.extend(config.validate().iter().map(|p| problem_at("protocol_options", p)));
@@ -151,7 +152,8 @@ impl DexPlan {
         }
         let p = w.proportions();
         let store_share = p.update + p.insert + p.delete;
-        let stores = (run.ops_per_thread + w.warmup_ops_per_thread) as f64 * run.threads_per_node as f64 * store_share;
+        let stores =
+            (run.ops_per_thread + w.warmup_ops_per_thread) as f64 * run.threads_per_node as f64 * store_share;
         let half_leaf = (config.leaf_split() / 2).max(1) as f64;
         let per_cn = (2.0 * stores / half_leaf).ceil() as u64 + 64;
         let bulk_frames = per_mn.iter().copied().max().unwrap_or(1);
@@ -260,8 +262,14 @@ impl Plan for DexPlan {
             self.config.bucket_slots as usize,
             self.tree.root,
         );
-        let shared =
-            Arc::new(Shared::new(self.config.clone(), self.layout.clone(), self.parts, cn, cache, self.threads));
+        let shared = Arc::new(Shared::new(
+            self.config.clone(),
+            self.layout.clone(),
+            self.parts,
+            cn,
+            cache,
+            self.threads,
+        ));
         let log = self.check.histories().then(crate::harness::OpLog::new);
         let routing = Routing { keyspace: self.workload.keyspace, bulk_load: self.workload.bulk_load() };
         let mains: Vec<Task> = (0..self.threads)
@@ -277,7 +285,8 @@ impl Plan for DexPlan {
                 );
                 let cache_rng = rng_for_thread(self.seed ^ 0xdec0_ded0_cafe, me.0, t);
                 let client = Client::new(nic.qp(t as u16), shared.clone(), t, cache_rng);
-                let logger = log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
+                let logger =
+                    log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
                 let task: Task = Box::pin(run_client(client, t, stream, routing, logger, self.quiesce));
                 task
             })
@@ -340,8 +349,9 @@ impl Plan for DexPlan {
         let states: Vec<Arc<Shared>> = states.into_iter().flatten().collect();
         Some(Box::new(move |_memory| {
             for s in &states {
-                check_cache(&s.cache(), s.parts, s.cn)
-                    .map_err(|m| Violation::new("cache structure", format!("compute server {}: {m}", s.cn)))?;
+                check_cache(&s.cache(), s.parts, s.cn).map_err(|m| {
+                    Violation::new("cache structure", format!("compute server {}: {m}", s.cn))
+                })?;
             }
             Ok(())
         }))
@@ -362,7 +372,7 @@ impl Plan for DexPlan {
             .map_err(|m| Violation::new("leaf ownership", m))?;
         for r in reports {
             for op in r.history.iter().filter(|o| o.write.is_some() && o.return_ns.is_some()) {
-                if contents.get(&op.key).is_none() {
+                if !contents.contains_key(&op.key) {
                     return Err(Violation::new(
                         "no lost key",
                         format!("key {} was stored (client {}) but no leaf holds it", op.key, op.client),

@@ -67,7 +67,14 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: Config, layout: Layout, parts: Partitions, cn: u16, cache: Cache, threads: u32) -> Shared {
+    pub fn new(
+        config: Config,
+        layout: Layout,
+        parts: Partitions,
+        cn: u16,
+        cache: Cache,
+        threads: u32,
+    ) -> Shared {
         let mns = layout.memory_nodes.len();
         Shared {
             config,
@@ -249,7 +256,11 @@ impl<N: Nic> Client<N> {
         self.shared.config.mutant
     }
 
-    async fn batch(&mut self, verbs: &[Verb], during: &'static str) -> ProtocolResult<crate::nic::BatchResult> {
+    async fn batch(
+        &mut self,
+        verbs: &[Verb],
+        during: &'static str,
+    ) -> ProtocolResult<crate::nic::BatchResult> {
         for v in verbs {
             match v {
                 Verb::Read { .. } => self.cur.reads += 1,
@@ -282,7 +293,8 @@ impl<N: Nic> Client<N> {
         let word = self.buf + 2 * NODE_BYTES;
         let lock = self.shared.lock_word(addr);
         if shared {
-            self.batch(&[Verb::Read { remote: lock, local_bytes: word, len_bytes: 8 }], "read lock word").await?;
+            self.batch(&[Verb::Read { remote: lock, local_bytes: word, len_bytes: 8 }], "read lock word")
+                .await?;
             if self.nic.local().load(word) != 0 {
                 return Ok(None);
             }
@@ -293,7 +305,8 @@ impl<N: Nic> Client<N> {
         self.nic.local().read_words(self.buf, &mut words);
         let node = Node::decode(VERSIONS, &words).ok();
         if shared {
-            self.batch(&[Verb::Read { remote: lock, local_bytes: word, len_bytes: 8 }], "re-read lock word").await?;
+            self.batch(&[Verb::Read { remote: lock, local_bytes: word, len_bytes: 8 }], "re-read lock word")
+                .await?;
             if self.nic.local().load(word) != 0 {
                 return Ok(None);
             }
@@ -372,7 +385,8 @@ impl<N: Nic> Client<N> {
                 let mut pick = |len: usize| (rng.next_u64() % len as u64) as usize;
                 let cand = if self.shared.config.mutant == Mutant::NoPathDelegation {
                     let f = &c.frames[start];
-                    (f.state == State::Hot && !f.busy && f.parent.is_none_or(|p| !c.frames[p].busy)).then_some(start)
+                    (f.state == State::Hot && !f.busy && f.parent.is_none_or(|p| !c.frames[p].busy))
+                        .then_some(start)
                 } else {
                     c.cooling_candidate(start, &mut pick)
                 };
@@ -573,10 +587,8 @@ impl<N: Nic> Client<N> {
                 None => {}
             }
             self.cur.cache_misses += 1;
-            let admit = child_level > 0
-                || admit_leaf
-                || !c.filled
-                || unit_f64(self.rng.next_u64()) < leaf_admission;
+            let admit =
+                child_level > 0 || admit_leaf || !c.filled || unit_f64(self.rng.next_u64()) < leaf_admission;
             if !admit || !self.free.is_empty() {
                 if !no_io {
                     c.table.insert(child, Entry::Io);
@@ -688,7 +700,8 @@ impl<N: Nic> Client<N> {
                     left.sibling = right_addr;
                     right.sibling = frame.node.sibling;
                     let cur_shared = frame.shared;
-                    let (p_addr, p_node, p_shared) = (c.frames[p].addr, c.frames[p].node.clone(), c.frames[p].shared);
+                    let (p_addr, p_node, p_shared) =
+                        (c.frames[p].addr, c.frames[p].node.clone(), c.frames[p].shared);
                     c.frames[f].busy = true;
                     c.frames[p].busy = true;
                     Some(Some((p, addr, left, right_addr, right, sep, cur_shared, p_addr, p_node, p_shared)))
@@ -700,14 +713,17 @@ impl<N: Nic> Client<N> {
         let Some(prepared) = prepared else {
             return self.split_root(f).await;
         };
-        let Some((p, addr, mut left, right_addr, right, sep, cur_shared, p_addr, mut p_node, p_shared)) = prepared
+        let Some((p, addr, mut left, right_addr, right, sep, cur_shared, p_addr, mut p_node, p_shared)) =
+            prepared
         else {
             self.backoff().await;
             return Ok(());
         };
         let i = p_node.children.partition_point(|(k, _)| *k < sep);
         p_node.children.insert(i, (sep, right_addr));
-        let remote = self.split_remote(addr, &mut left, right_addr, &right, p_addr, &mut p_node, cur_shared, p_shared).await;
+        let remote = self
+            .split_remote(addr, &mut left, right_addr, &right, p_addr, &mut p_node, cur_shared, p_shared)
+            .await;
         let stale = {
             let mut c = self.shared.cache();
             c.frames[f].busy = false;
