@@ -28,6 +28,7 @@ fn all() -> Vec<Registered> {
         entry(dmsim_protocols::gam::Gam),
         entry(dmsim_protocols::sherman::Sherman),
         entry(dmsim_protocols::smart::Smart),
+        entry(dmsim_protocols::dex::Dex),
     ]
 }
 

@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod common;
+pub mod dex;
 pub mod gam;
 pub mod harness;
 pub mod memory;

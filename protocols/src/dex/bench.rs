@@ -1,0 +1,123 @@
+//! The YCSB client loop of one DEX thread: draw an operation, route its key into this server's
+//! partition ([`super::partition`]), run it, count its verbs, log it for the history checkers
+//! (as Sherman's `bench.rs`: lookups log the value seen, writes their unique stamp and the
+//! value replaced, scans one read per returned key).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::tree::{Client, Shared};
+use crate::common::bench::write_stamp;
+use crate::nic::Nic;
+use crate::sherman::bench::KvLogger;
+use crate::sherman::node::TOMBSTONE;
+use crate::sherman::stats::OpStats;
+use crate::workload::ycsb::{OpKind, YcsbStream};
+
+/// How stream keys (ordered: key = index + 1) become this server's keys.
+#[derive(Clone, Copy)]
+pub struct Routing {
+    pub keyspace: u64,
+    pub bulk_load: u64,
+}
+
+fn kind_index(kind: OpKind) -> usize {
+    match kind {
+        OpKind::Read => 0,
+        OpKind::Update => 1,
+        OpKind::Insert => 2,
+        OpKind::Scan { .. } => 3,
+        OpKind::Delete => 4,
+    }
+}
+
+/// One client thread; stops at its first error. The last thread of the server to finish
+/// flushes the cache when the run quiesces.
+pub async fn run_client<N: Nic>(
+    mut c: Client<N>,
+    thread: u32,
+    stream: YcsbStream,
+    routing: Routing,
+    logger: Option<KvLogger>,
+    quiesce: bool,
+) {
+    let node = c.nic.node();
+    let parts = c.shared.parts;
+    let cn = c.shared.cn;
+    let mut sequence = 0u64;
+    for op in stream {
+        c.cur = OpStats::default();
+        let index = op.key - 1;
+        let key = match op.kind {
+            OpKind::Insert => parts.insert_key(cn, index, routing.keyspace, routing.bulk_load),
+            _ => parts.request_key(cn, index),
+        };
+        let start = c.nic.now().0;
+        let mut stamp = || {
+            sequence += 1;
+            write_stamp(node, thread, sequence)
+        };
+        let mut found = false;
+        let result = match op.kind {
+            OpKind::Read => c.lookup(key).await.map(|v| {
+                found = v != 0 && v & TOMBSTONE == 0;
+                vec![(key, None, v)]
+            }),
+            OpKind::Update | OpKind::Insert => {
+                let s = stamp();
+                c.store(key, s).await.map(|old| vec![(key, Some(s), old)])
+            }
+            OpKind::Delete => {
+                let s = TOMBSTONE | stamp();
+                c.store(key, s).await.map(|old| vec![(key, Some(s), old)])
+            }
+            OpKind::Scan { len } => c
+                .scan(key, len as usize)
+                .await
+                .map(|rows| rows.into_iter().map(|(k, v)| (k, None, v)).collect()),
+        };
+        let accesses = match result {
+            Ok(a) => a,
+            Err(e) => {
+                c.shared.errors.record(e);
+                return;
+            }
+        };
+        let end = c.nic.now().0;
+        if let Some(l) = &logger {
+            let mut log = l.log.lock();
+            for (key, write, seen) in accesses {
+                log.push(crate::harness::LoggedOp {
+                    client: l.client,
+                    key,
+                    write,
+                    seen: Some(seen),
+                    invoke_ns: start,
+                    return_ns: Some(end),
+                });
+            }
+        }
+        if !op.warmup {
+            record(&c.shared, op.kind, &c.cur, start, end, found);
+        }
+        c.shared.ops_done.fetch_add(1, Ordering::Relaxed);
+    }
+    if c.shared.active.fetch_sub(1, Ordering::Relaxed) == 1 && quiesce {
+        if let Err(e) = c.flush_all().await {
+            c.shared.errors.record(e);
+        }
+    }
+}
+
+fn record(shared: &Arc<Shared>, kind: OpKind, cur: &OpStats, start: u64, end: u64, found: bool) {
+    let mut stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner());
+    let k = kind_index(kind);
+    let mut one = cur.clone();
+    one.ops = 1;
+    one.latency_ns_total = end - start;
+    one.found = found as u64;
+    stats.kinds[k].merge(&one);
+    stats.latencies[k].push(end - start);
+    stats.first_op_start_ns = Some(stats.first_op_start_ns.map_or(start, |s| s.min(start)));
+    stats.last_op_end_ns = stats.last_op_end_ns.max(end);
+}

@@ -1,0 +1,258 @@
+//! The compute-side cache of one compute server (DEX §5): page frames holding whole nodes, the
+//! mapping table (node ID → frame, or the I/O flag), swizzled child pointers, and the cooling
+//! map of FIFO buckets.
+//!
+//! * **Swizzling**: a HOT frame is reachable from its parent frame without a table probe; we
+//!   keep that as the parent's `swizzled` map (child address → frame), the artifact's per-child
+//!   bitmap plus local pointers, and the child's `parent`. The root is swizzled into
+//!   [`Cache::root`].
+//! * **States**: HOT (swizzled), COOLING (unswizzled, clean, in a cooling-map bucket), FLUSHING
+//!   (unswizzled, its write-back in flight: not usable until it lands), FREE.
+//! * **Cooling map**: `ceil(frames · cooling_fraction / bucket_slots)` buckets of
+//!   `bucket_slots` frames each, FIFO: a cooled page enters at the tail; a full bucket pushes
+//!   its head out of the cache.
+//!
+//! All of this is plain data changed between awaits: a thread's synchronous step is atomic
+//! with respect to the other threads of its server (the simulator runs one task at a time; the
+//! mutex makes it so on hardware). A thread that must hold a frame across an RDMA verb (a
+//! split, a flush of a subtree) marks it `busy` (the local write lock of optimistic lock
+//! coupling); other threads restart when they meet a busy frame.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::sherman::layout::Gaddr;
+use crate::sherman::node::Node;
+
+pub type FrameId = usize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Free,
+    Hot,
+    Cooling,
+    Flushing,
+}
+
+#[derive(Clone, Debug)]
+pub struct Frame {
+    pub addr: Gaddr,
+    pub node: Node,
+    pub state: State,
+    pub dirty: bool,
+    pub busy: bool,
+    /// The frame this one is swizzled into (`None` for the root or when not HOT).
+    pub parent: Option<FrameId>,
+    /// Swizzled children: child node ID → frame.
+    pub swizzled: BTreeMap<Gaddr, FrameId>,
+    /// Local version: bumped by every change of `node` (optimistic lock coupling).
+    pub version: u64,
+    /// The node crosses a partition boundary.
+    pub shared: bool,
+}
+
+impl Frame {
+    fn free() -> Frame {
+        Frame {
+            addr: Gaddr::NULL,
+            node: Node::empty_leaf(super::config::VERSIONS, 0, 0),
+            state: State::Free,
+            dirty: false,
+            busy: false,
+            parent: None,
+            swizzled: BTreeMap::new(),
+            version: 0,
+            shared: false,
+        }
+    }
+}
+
+/// A mapping-table value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// A thread is fetching (or flushing out) this node: others restart.
+    Io,
+    Frame(FrameId),
+}
+
+pub struct Cache {
+    pub frames: Vec<Frame>,
+    pub table: BTreeMap<Gaddr, Entry>,
+    /// Frames never used yet (the cache is "filled" once this is empty).
+    pub pool: Vec<FrameId>,
+    pub buckets: Vec<VecDeque<FrameId>>,
+    pub bucket_slots: usize,
+    /// The root frame (swizzled into the root slot), and the root node ID this server knows.
+    pub root: Option<FrameId>,
+    pub root_addr: Gaddr,
+    pub filled: bool,
+}
+
+/// Fixed mix of a node ID to a bucket (the artifact hashes the node ID too).
+fn bucket_of(addr: Gaddr, buckets: usize) -> usize {
+    let mut x = addr.0 ^ 0x2545_f491_4f6c_dd1d;
+    x = (x ^ (x >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    ((x ^ (x >> 32)) % buckets as u64) as usize
+}
+
+impl Cache {
+    pub fn new(frames: usize, cooling_fraction: f64, bucket_slots: usize, root_addr: Gaddr) -> Cache {
+        let buckets = ((frames as f64 * cooling_fraction) / bucket_slots as f64).ceil().max(1.0) as usize;
+        Cache {
+            frames: (0..frames).map(|_| Frame::free()).collect(),
+            table: BTreeMap::new(),
+            pool: (0..frames).rev().collect(),
+            buckets: vec![VecDeque::new(); buckets],
+            bucket_slots,
+            root: None,
+            root_addr,
+            filled: false,
+        }
+    }
+
+    /// Put `node` (fetched from `addr`) into free frame `f`, HOT, swizzled into `parent`
+    /// (`None`: the root slot).
+    pub fn install(&mut self, f: FrameId, addr: Gaddr, node: Node, parent: Option<FrameId>, shared: bool) {
+        let frame = &mut self.frames[f];
+        debug_assert_eq!(frame.state, State::Free);
+        *frame = Frame {
+            addr,
+            node,
+            state: State::Hot,
+            dirty: false,
+            busy: false,
+            parent,
+            swizzled: BTreeMap::new(),
+            version: frame.version + 1,
+            shared,
+        };
+        self.swizzle(f, parent);
+        self.table.insert(addr, Entry::Frame(f));
+    }
+
+    fn swizzle(&mut self, f: FrameId, parent: Option<FrameId>) {
+        let addr = self.frames[f].addr;
+        self.frames[f].parent = parent;
+        self.frames[f].state = State::Hot;
+        match parent {
+            Some(p) => {
+                self.frames[p].swizzled.insert(addr, f);
+            }
+            None => self.root = Some(f),
+        }
+    }
+
+    /// Undo the swizzle of HOT frame `f` in its parent (or the root slot).
+    pub fn unswizzle(&mut self, f: FrameId) {
+        let addr = self.frames[f].addr;
+        match self.frames[f].parent.take() {
+            Some(p) => {
+                self.frames[p].swizzled.remove(&addr);
+            }
+            None => {
+                if self.root == Some(f) {
+                    self.root = None;
+                }
+            }
+        }
+    }
+
+    /// Second chance: a COOLING frame met again goes back to HOT under `parent`.
+    pub fn reheat(&mut self, f: FrameId, parent: Option<FrameId>) {
+        for b in &mut self.buckets {
+            b.retain(|x| *x != f);
+        }
+        self.swizzle(f, parent);
+    }
+
+    /// Put a clean, unswizzled frame at the tail of its bucket; a full bucket evicts its head,
+    /// whose frame is returned (free).
+    pub fn push_cooling(&mut self, f: FrameId) -> Option<FrameId> {
+        self.frames[f].state = State::Cooling;
+        let n = self.buckets.len();
+        let b = bucket_of(self.frames[f].addr, n);
+        self.buckets[b].push_back(f);
+        if self.buckets[b].len() > self.bucket_slots {
+            let head = self.buckets[b].pop_front().expect("over-full bucket");
+            return Some(self.evict(head));
+        }
+        None
+    }
+
+    /// Take the oldest page of the first non-empty bucket among `probe` buckets from `start`.
+    pub fn evict_from_buckets(&mut self, start: usize, probe: usize) -> Option<FrameId> {
+        let n = self.buckets.len();
+        for i in 0..probe.min(n) {
+            let b = (start + i) % n;
+            if let Some(head) = self.buckets[b].pop_front() {
+                return Some(self.evict(head));
+            }
+        }
+        None
+    }
+
+    /// Drop a clean COOLING page from the cache; its frame becomes free.
+    fn evict(&mut self, f: FrameId) -> FrameId {
+        let addr = self.frames[f].addr;
+        if self.table.get(&addr) == Some(&Entry::Frame(f)) {
+            self.table.remove(&addr);
+        }
+        let frame = &mut self.frames[f];
+        frame.state = State::Free;
+        frame.swizzled.clear();
+        frame.parent = None;
+        frame.busy = false;
+        f
+    }
+
+    /// Free an unswizzled frame outright (after a flush of a stale subtree).
+    pub fn release(&mut self, f: FrameId) -> FrameId {
+        for b in &mut self.buckets {
+            b.retain(|x| *x != f);
+        }
+        self.evict(f)
+    }
+
+    /// The HOT frames of the subtree under `f` (itself included), children before parents.
+    pub fn subtree(&self, f: FrameId) -> Vec<FrameId> {
+        let mut out = Vec::new();
+        let mut stack = vec![(f, false)];
+        while let Some((x, expanded)) = stack.pop() {
+            if expanded {
+                out.push(x);
+                continue;
+            }
+            stack.push((x, true));
+            for c in self.frames[x].swizzled.values() {
+                stack.push((*c, false));
+            }
+        }
+        out
+    }
+
+    /// Sampling for cooling (path-aware): from HOT frame `f` follow swizzled children down to
+    /// a frame with none. `None` if the path meets a busy frame.
+    pub fn cooling_candidate(&self, f: FrameId, pick: &mut impl FnMut(usize) -> usize) -> Option<FrameId> {
+        let mut x = f;
+        loop {
+            let frame = &self.frames[x];
+            if frame.state != State::Hot || frame.busy {
+                return None;
+            }
+            if frame.swizzled.is_empty() {
+                break;
+            }
+            let i = pick(frame.swizzled.len());
+            x = *frame.swizzled.values().nth(i).expect("index below len");
+        }
+        if let Some(p) = self.frames[x].parent {
+            if self.frames[p].busy {
+                return None;
+            }
+        }
+        Some(x)
+    }
+
+    pub fn cooling_len(&self) -> usize {
+        self.buckets.iter().map(|b| b.len()).sum()
+    }
+}

@@ -1,0 +1,114 @@
+//! DEX's options (`protocol_options`), merged over a preset.
+
+use serde::{Deserialize, Serialize};
+
+use super::mutants::Mutant;
+use crate::sherman::layout::Versions;
+
+/// Compute-side CPU costs (ns) charged with `nic.cpu`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuCosts {
+    /// Searching one cached 1 KB node (the artifact's `l_s`, 40 ns).
+    pub node_ns: u64,
+    /// Installing a fetched page into a frame (the paper's T_c, 400 ns for a 1 KB page).
+    pub install_ns: u64,
+    /// A restart after seeing an I/O flag or a node locked by another thread of this server.
+    pub backoff_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Leaf admission probability P_A once the cache has filled (paper: 0.1; inner nodes: always).
+    pub leaf_admission: f64,
+    /// Cooling map capacity as a fraction of the cache's frames (paper: 10%).
+    pub cooling_fraction: f64,
+    /// FIFO slots per cooling-map bucket (paper: 6, one 64-byte cache line).
+    pub bucket_slots: u32,
+    /// Frames sampled per cooling round (paper: 2).
+    pub samples_per_round: u32,
+    /// Consecutive buckets probed for a victim before sampling again ([ART] `probing_length`).
+    pub probe_buckets: u32,
+    /// A leaf splits when it holds this many entries (default: its capacity); a fuzzing knob.
+    pub leaf_split_at: Option<u32>,
+    /// Likewise for inner nodes (children per node).
+    pub internal_split_at: Option<u32>,
+    /// Fill of bulk-loaded nodes (sorted single inserts with 50/50 splits leave ~0.5).
+    pub bulk_fill: f64,
+    /// Subtrees rooted at this level live on one memory server (paper: M = 3).
+    pub subtree_level: u8,
+    pub cpu: CpuCosts,
+    #[serde(default)]
+    pub mutant: Mutant,
+}
+
+/// Node layout: Sherman's word-aligned node with a version in every 64-byte line, so a torn
+/// whole-node image is always detected.
+pub const VERSIONS: Versions = Versions::Line;
+
+impl Config {
+    pub fn dex() -> Config {
+        Config {
+            leaf_admission: 0.1,
+            cooling_fraction: 0.1,
+            bucket_slots: 6,
+            samples_per_round: 2,
+            probe_buckets: 8,
+            leaf_split_at: None,
+            internal_split_at: None,
+            bulk_fill: 0.5,
+            subtree_level: 3,
+            cpu: CpuCosts { node_ns: 40, install_ns: 400, backoff_ns: 200 },
+            mutant: Mutant::None,
+        }
+    }
+
+    /// Eager admission of every page (the Fig. 9 baseline's policy).
+    pub fn eager() -> Config {
+        Config { leaf_admission: 1.0, ..Config::dex() }
+    }
+
+    pub fn leaf_split(&self) -> usize {
+        self.leaf_split_at.map(|n| n as usize).unwrap_or(VERSIONS.leaf_cap())
+    }
+
+    /// Children per inner node at which it splits.
+    pub fn internal_split(&self) -> usize {
+        self.internal_split_at.map(|n| n as usize).unwrap_or(VERSIONS.internal_cap())
+    }
+
+    /// Problems as "field: reason".
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !(0.0..=1.0).contains(&self.leaf_admission) {
+            out.push("leaf_admission: must be in [0, 1]".into());
+        }
+        if !(self.cooling_fraction > 0.0 && self.cooling_fraction <= 1.0) {
+            out.push("cooling_fraction: must be in (0, 1]".into());
+        }
+        if self.bucket_slots == 0 || self.bucket_slots > 64 {
+            out.push("bucket_slots: must be in 1..=64".into());
+        }
+        if self.samples_per_round == 0 {
+            out.push("samples_per_round: must be at least 1".into());
+        }
+        if self.probe_buckets == 0 {
+            out.push("probe_buckets: must be at least 1".into());
+        }
+        if let Some(n) = self.leaf_split_at {
+            if n < 2 || n as usize > VERSIONS.leaf_cap() {
+                out.push(format!("leaf_split_at: must be in 2..={}", VERSIONS.leaf_cap()));
+            }
+        }
+        if let Some(n) = self.internal_split_at {
+            if n < 4 || n as usize > VERSIONS.internal_cap() {
+                out.push(format!("internal_split_at: must be in 4..={}", VERSIONS.internal_cap()));
+            }
+        }
+        if !(self.bulk_fill > 0.0 && self.bulk_fill <= 1.0) {
+            out.push("bulk_fill: must be in (0, 1]".into());
+        }
+        out
+    }
+}

@@ -1,0 +1,995 @@
+//! DEX's index operations on one compute server (paper §4–§5, Algorithm 1).
+//!
+//! * **Traversal** (`descend`) starts at the cached root and follows swizzled pointers; a
+//!   pointer that is not swizzled probes the mapping table: a COOLING page gets its second
+//!   chance (re-swizzled), the I/O flag or a frame in flight means restart, and a miss puts the
+//!   I/O flag, fetches the node (one 1 KB READ, or for a shared node lock word + node + lock word
+//!   (Alg. 1 lines 3–6)), checks the parent did not change meanwhile and the fences cover the
+//!   key (else the cached parent is stale: `refresh`), and installs it. Inner nodes are always
+//!   admitted; a leaf with probability P_A once the cache has filled, else it is used from the
+//!   READ buffer (a write goes back with one 1 KB WRITE while the I/O flag is held).
+//! * **Writes** change cached leaves in place and mark them dirty: no RDMA at all. Leaves are
+//!   never shared, so they need no RDMA lock.
+//! * **Splits** are eager: a write traversal splits every full node it meets, top-down. The new
+//!   right node is written at once (and cached); the separator goes into the cached parent. A
+//!   shared parent (or a shared node being split) is changed under its RDMA lock (CAS 0 → tag on
+//!   its lock word), only if the cached copy is still the remote one (same version), and written
+//!   back before unlocking; otherwise the split is abandoned and the stale parent refreshed. A
+//!   root split flushes the cache's tree, splits under the root's lock and swings the root
+//!   pointer by CAS.
+//! * **Cooling** (`ensure_free`): when a thread's free-page set runs low it takes a never-used
+//!   frame, else evicts the head of a random cooling-map bucket (probing a few), else samples
+//!   frames and cools the end of their cached path (path-aware delegation), writing dirty pages
+//!   back first.
+//! * **Refresh** of a stale cached node flushes its whole cached subtree (dirty pages written
+//!   back, frames freed) so the next traversal fetches fresh copies ([CHOICE]: the paper
+//!   re-fetches the path and invalidates stale nodes; dropping the subtree keeps the cached
+//!   paths contiguous without patching swizzled pointers).
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rand_chacha::rand_core::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use super::cache::{Cache, Entry, FrameId, State};
+use super::config::{Config, VERSIONS};
+use super::mutants::Mutant;
+use super::partition::Partitions;
+use crate::common::error::{ErrorSlot, NicExt, ProtocolResult};
+use crate::nic::{Nanos, Nic, RemoteAddr, Verb};
+use crate::sherman::layout::{Gaddr, Layout, NODE_BYTES, NODE_WORDS};
+use crate::sherman::node::{Node, Slot};
+use crate::sherman::stats::{OpStats, Stats};
+use crate::workload::zipf::unit_f64;
+
+/// Per thread: a READ buffer, a WRITE buffer, a word.
+const THREAD_BUFFER_BYTES: u64 = 3 * NODE_BYTES;
+
+pub fn compute_region_bytes(threads: u32) -> u64 {
+    threads as u64 * THREAD_BUFFER_BYTES
+}
+
+/// What one compute server shares among its threads.
+pub struct Shared {
+    pub config: Config,
+    pub layout: Layout,
+    pub parts: Partitions,
+    /// This server's index among compute servers (= its partition).
+    pub cn: u16,
+    pub cache: Mutex<Cache>,
+    alloc: Mutex<Vec<u64>>,
+    pub errors: ErrorSlot,
+    pub stats: Mutex<Stats>,
+    pub ops_done: AtomicU64,
+    /// Threads still running (the last one flushes the cache when quiescing).
+    pub active: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(
+        config: Config,
+        layout: Layout,
+        parts: Partitions,
+        cn: u16,
+        cache: Cache,
+        threads: u32,
+    ) -> Shared {
+        let mns = layout.memory_nodes.len();
+        Shared {
+            config,
+            layout,
+            parts,
+            cn,
+            cache: Mutex::new(cache),
+            alloc: Mutex::new(vec![0; mns]),
+            errors: ErrorSlot::new(),
+            stats: Mutex::new(Stats::new()),
+            ops_done: AtomicU64::new(0),
+            active: AtomicU64::new(threads as u64),
+        }
+    }
+
+    pub fn cache(&self) -> MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A fresh frame on memory node `mn` (the splitting node's: [ART] keeps a level-M subtree on
+    /// one memory server), from this server's slab; no verb (carved locally, as Sherman).
+    fn allocate(&self, mn: usize) -> Gaddr {
+        let mut next = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let mns = next.len();
+        for i in 0..mns {
+            let m = (mn + i) % mns;
+            if next[m] < self.layout.slab_frames {
+                let frame = self.layout.slab_start(self.cn as usize) + next[m];
+                next[m] += 1;
+                return self.layout.frame(m, frame);
+            }
+        }
+        panic!("DEX slab exhausted on compute server {}: the plan sized it too small", self.cn)
+    }
+
+    fn mn_index(&self, addr: Gaddr) -> usize {
+        self.layout.memory_nodes.iter().position(|m| *m == addr.node()).unwrap_or(0)
+    }
+
+    /// The RDMA lock word of node `addr` (one per frame, after the frames).
+    pub fn lock_word(&self, addr: Gaddr) -> RemoteAddr {
+        self.layout.lock_word(addr.node(), addr.offset() / NODE_BYTES)
+    }
+}
+
+/// The leaf a traversal ended at.
+enum Leaf {
+    /// A HOT frame: use it before the next await.
+    Cached(FrameId),
+    /// A leaf not admitted: its image, with the I/O flag held.
+    Uncached(Gaddr, Node),
+}
+
+enum Step {
+    Leaf(Leaf),
+    Restart,
+}
+
+/// A missed node to fetch.
+struct Miss {
+    child: Gaddr,
+    shared: bool,
+    parent: FrameId,
+    parent_addr: Gaddr,
+    parent_version: u64,
+    child_level: u8,
+    admit: bool,
+}
+
+/// What the synchronous walk asks for next.
+enum Action {
+    Leaf(FrameId),
+    /// Walk again (state changed under the lock, e.g. a second chance at the root).
+    Again,
+    Backoff,
+    Refresh(FrameId),
+    Split(FrameId),
+    FetchRoot(Gaddr),
+    Fetch(Miss),
+}
+
+/// Outcome of the remote part of a split.
+enum Remote {
+    Done,
+    /// The cached parent is not the remote one (or is full there): refresh it.
+    Stale,
+}
+
+/// A full node's halves: (left, right, separator).
+fn halves(node: &Node, mutant: Mutant) -> (Node, Node, u64) {
+    let mut left = node.clone();
+    let mut right;
+    let sep;
+    if node.is_leaf() {
+        let mut live: Vec<Slot> = node.slots.iter().copied().filter(|s| s.value != 0).collect();
+        live.sort_unstable_by_key(|s| s.key);
+        let m = live.len() / 2;
+        sep = live[m].key;
+        right = Node::empty_leaf(VERSIONS, sep, node.highest);
+        let end = if mutant == Mutant::SplitDropsEntry { live.len() - 1 } else { live.len() };
+        for (i, s) in live[m..end].iter().enumerate() {
+            right.slots[i] = *s;
+        }
+        left.slots = vec![Slot::default(); VERSIONS.leaf_cap()];
+        for (i, s) in live[..m].iter().enumerate() {
+            left.slots[i] = *s;
+        }
+    } else {
+        let m = node.children.len() / 2;
+        let (k, c) = node.children[m];
+        sep = k;
+        right = Node {
+            level: node.level,
+            leftmost: c,
+            sibling: Gaddr::NULL,
+            lowest: sep,
+            highest: node.highest,
+            version: 0,
+            slots: Vec::new(),
+            children: node.children[m + 1..].to_vec(),
+        };
+        left.children.truncate(m);
+    }
+    right.version = 1;
+    right.sibling = node.sibling;
+    if mutant != Mutant::SplitKeepsFence {
+        left.highest = sep;
+    }
+    (left, right, sep)
+}
+
+/// The child addresses of an inner node.
+fn child_addrs(node: &Node) -> Vec<Gaddr> {
+    std::iter::once(node.leftmost).chain(node.children.iter().map(|(_, c)| *c)).collect()
+}
+
+/// `[lo, hi)` that `parent` routes to its child for `key`.
+fn slot_range(parent: &Node, key: u64) -> (u64, u64) {
+    let i = parent.children.partition_point(|(k, _)| *k <= key);
+    let lo = if i == 0 { parent.lowest } else { parent.children[i - 1].0 };
+    let hi = parent.children.get(i).map(|(k, _)| *k).unwrap_or(parent.highest);
+    (lo, hi)
+}
+
+/// One client thread.
+pub struct Client<N: Nic> {
+    pub nic: N,
+    pub shared: Arc<Shared>,
+    tag: u64,
+    buf: u64,
+    pub cur: OpStats,
+    rng: ChaCha8Rng,
+    /// The thread-local free-page set.
+    free: Vec<FrameId>,
+    /// CPU owed for the synchronous steps since the last charge.
+    cpu_owed: u64,
+}
+
+impl<N: Nic> Client<N> {
+    pub fn new(nic: N, shared: Arc<Shared>, thread: u32, rng: ChaCha8Rng) -> Client<N> {
+        let tag = ((shared.cn as u64 + 1) << 32) | (thread as u64 + 1);
+        Client {
+            nic,
+            shared,
+            tag,
+            buf: thread as u64 * THREAD_BUFFER_BYTES,
+            cur: OpStats::default(),
+            rng,
+            free: Vec::new(),
+            cpu_owed: 0,
+        }
+    }
+
+    fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    fn mutant(&self) -> Mutant {
+        self.shared.config.mutant
+    }
+
+    async fn batch(
+        &mut self,
+        verbs: &[Verb],
+        during: &'static str,
+    ) -> ProtocolResult<crate::nic::BatchResult> {
+        for v in verbs {
+            match v {
+                Verb::Read { .. } => self.cur.reads += 1,
+                Verb::Write { .. } | Verb::WriteWord { .. } => self.cur.writes += 1,
+                _ => self.cur.atomics += 1,
+            }
+            self.cur.bytes += v.payload_bytes() as u64;
+        }
+        self.nic.try_batch(verbs, during).await
+    }
+
+    /// Charge the CPU owed (after the synchronous step it paid for).
+    pub async fn settle_cpu(&mut self) {
+        if self.cpu_owed > 0 {
+            let ns = std::mem::take(&mut self.cpu_owed);
+            self.nic.cpu(Nanos(ns)).await;
+        }
+    }
+
+    async fn backoff(&mut self) {
+        self.cur.retries += 1;
+        self.settle_cpu().await;
+        self.nic.cpu(Nanos(self.config().cpu.backoff_ns)).await;
+    }
+
+    // ---- remote memory --------------------------------------------------------------------
+
+    /// Alg. 1 `remote_read`: `None` when a shared node is locked or changed under the read.
+    async fn read_remote(&mut self, addr: Gaddr, shared: bool) -> ProtocolResult<Option<Node>> {
+        let word = self.buf + 2 * NODE_BYTES;
+        let lock = self.shared.lock_word(addr);
+        if shared {
+            self.batch(&[Verb::Read { remote: lock, local_bytes: word, len_bytes: 8 }], "read lock word")
+                .await?;
+            if self.nic.local().load(word) != 0 {
+                return Ok(None);
+            }
+        }
+        let read = Verb::Read { remote: addr.remote(), local_bytes: self.buf, len_bytes: NODE_BYTES as u32 };
+        self.batch(&[read], "read node").await?;
+        let mut words = vec![0u64; NODE_WORDS];
+        self.nic.local().read_words(self.buf, &mut words);
+        let node = Node::decode(VERSIONS, &words).ok();
+        if shared {
+            self.batch(&[Verb::Read { remote: lock, local_bytes: word, len_bytes: 8 }], "re-read lock word")
+                .await?;
+            if self.nic.local().load(word) != 0 {
+                return Ok(None);
+            }
+        }
+        Ok(node)
+    }
+
+    /// Write a whole node image (the caller bumped its version).
+    async fn write_node(&mut self, addr: Gaddr, node: &Node, during: &'static str) -> ProtocolResult<()> {
+        let off = self.buf + NODE_BYTES;
+        self.nic.local().write_words(off, &node.encode(VERSIONS));
+        let write = Verb::Write { remote: addr.remote(), local_bytes: off, len_bytes: NODE_BYTES as u32 };
+        self.batch(&[write], during).await.map(|_| ())
+    }
+
+    /// The RDMA "global lock" of a shared node: CAS its lock word 0 → tag until it swaps.
+    async fn lock_remote(&mut self, addr: Gaddr) -> ProtocolResult<()> {
+        let lock = self.shared.lock_word(addr);
+        loop {
+            let cas = Verb::Cas { remote: lock, expect: 0, swap: self.tag };
+            if self.batch(&[cas], "lock shared node").await?.get(0) == 0 {
+                return Ok(());
+            }
+            self.backoff().await;
+        }
+    }
+
+    async fn unlock_remote(&mut self, addr: Gaddr) -> ProtocolResult<()> {
+        let lock = self.shared.lock_word(addr);
+        self.batch(&[Verb::WriteWord { remote: lock, value: 0 }], "unlock shared node").await.map(|_| ())
+    }
+
+    async fn read_root_pointer(&mut self) -> ProtocolResult<Gaddr> {
+        let word = self.buf + 2 * NODE_BYTES;
+        let read = Verb::Read { remote: self.shared.layout.root_ptr(), local_bytes: word, len_bytes: 8 };
+        self.batch(&[read], "read root pointer").await?;
+        Ok(Gaddr(self.nic.local().load(word)))
+    }
+
+    // ---- free pages and cooling ---------------------------------------------------------------
+
+    /// Fill the thread-local free-page set to `n` frames.
+    async fn ensure_free(&mut self, n: usize) -> ProtocolResult<()> {
+        while self.free.len() < n {
+            let got = {
+                let mut c = self.shared.cache();
+                if let Some(f) = c.pool.pop() {
+                    Some(f)
+                } else {
+                    c.filled = true;
+                    let start = (self.rng.next_u64() % c.buckets.len() as u64) as usize;
+                    c.evict_from_buckets(start, self.shared.config.probe_buckets as usize)
+                }
+            };
+            match got {
+                Some(f) => self.free.push(f),
+                None => {
+                    if !self.cool_round().await? {
+                        self.backoff().await;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sample frames and cool the end of their cached paths. `true` if any page cooled.
+    async fn cool_round(&mut self) -> ProtocolResult<bool> {
+        let mut cooled = false;
+        for _ in 0..self.config().samples_per_round {
+            let picked = {
+                let mut c = self.shared.cache();
+                let n = c.frames.len();
+                let start = (self.rng.next_u64() % n as u64) as usize;
+                let rng = &mut self.rng;
+                let mut pick = |len: usize| (rng.next_u64() % len as u64) as usize;
+                let cand = if self.shared.config.mutant == Mutant::NoPathDelegation {
+                    let f = &c.frames[start];
+                    (f.state == State::Hot && !f.busy && f.parent.is_none_or(|p| !c.frames[p].busy))
+                        .then_some(start)
+                } else {
+                    c.cooling_candidate(start, &mut pick)
+                };
+                cand.map(|f| {
+                    c.unswizzle(f);
+                    let frame = &mut c.frames[f];
+                    let flush = frame.dirty && self.shared.config.mutant != Mutant::CoolWithoutWriteBack;
+                    frame.dirty = false;
+                    if flush {
+                        frame.state = State::Flushing;
+                        frame.node.version = frame.node.version.wrapping_add(1);
+                        (f, Some((frame.addr, frame.node.clone())))
+                    } else {
+                        (f, None)
+                    }
+                })
+            };
+            let Some((f, image)) = picked else { continue };
+            if let Some((addr, node)) = image {
+                self.write_node(addr, &node, "write back cooled page").await?;
+            }
+            let mut c = self.shared.cache();
+            if let Some(evicted) = c.push_cooling(f) {
+                self.free.push(evicted);
+            }
+            cooled = true;
+        }
+        Ok(cooled)
+    }
+
+    /// Drop the cached subtree under HOT frame `f`: write its dirty pages back, free its
+    /// frames. Used for stale shared nodes, root changes and the final flush.
+    async fn flush_subtree(&mut self, f: FrameId) -> ProtocolResult<()> {
+        let (sub, images) = loop {
+            let ready = {
+                let mut c = self.shared.cache();
+                if c.frames[f].state != State::Hot {
+                    return Ok(());
+                }
+                let sub = c.subtree(f);
+                if sub.iter().any(|x| c.frames[*x].busy) {
+                    None
+                } else {
+                    c.unswizzle(f);
+                    let mut images = Vec::new();
+                    for x in &sub {
+                        let frame = &mut c.frames[*x];
+                        frame.busy = true;
+                        frame.state = State::Flushing;
+                        if frame.dirty {
+                            frame.dirty = false;
+                            frame.node.version = frame.node.version.wrapping_add(1);
+                            images.push((frame.addr, frame.node.clone()));
+                        }
+                    }
+                    Some((sub, images))
+                }
+            };
+            match ready {
+                Some(r) => break r,
+                None => self.backoff().await,
+            }
+        };
+        let mut result = Ok(());
+        for (addr, node) in &images {
+            if let Err(e) = self.write_node(*addr, node, "flush cached subtree").await {
+                result = Err(e);
+                break;
+            }
+        }
+        let mut c = self.shared.cache();
+        for x in sub {
+            // Back to the shared pool, not this thread's set: a flushed root would hoard them.
+            let freed = c.release(x);
+            c.pool.push(freed);
+        }
+        result
+    }
+
+    /// A cached node turned out stale: flush its subtree (re-reading the root pointer if it
+    /// was the root) so the next traversal fetches it again.
+    async fn refresh(&mut self, f: FrameId) -> ProtocolResult<()> {
+        self.cur.retries += 1;
+        let was_root = self.shared.cache().root == Some(f);
+        self.flush_subtree(f).await?;
+        if was_root {
+            let root = self.read_root_pointer().await?;
+            self.shared.cache().root_addr = root;
+        }
+        Ok(())
+    }
+
+    /// Flush everything this server caches (end of a quiesced run).
+    pub async fn flush_all(&mut self) -> ProtocolResult<()> {
+        let root = self.shared.cache().root;
+        if let Some(f) = root {
+            self.flush_subtree(f).await?;
+        }
+        Ok(())
+    }
+
+    // ---- traversal ------------------------------------------------------------------------
+
+    fn clear_io(c: &mut Cache, addr: Gaddr) {
+        if c.table.get(&addr) == Some(&Entry::Io) {
+            c.table.remove(&addr);
+        }
+    }
+
+    /// Descend to the leaf covering `key`. `write`: split full nodes on the way (eager split);
+    /// `admit_leaf`: admit a missed leaf whatever P_A says.
+    async fn descend(&mut self, key: u64, write: bool, admit_leaf: bool) -> ProtocolResult<Leaf> {
+        loop {
+            match self.descend_once(key, write, admit_leaf).await? {
+                Step::Leaf(l) => return Ok(l),
+                Step::Restart => {}
+            }
+        }
+    }
+
+    /// The synchronous part of a traversal: walk the cached tree under the cache lock as far
+    /// as it goes and say what must happen next.
+    fn walk(&mut self, key: u64, write: bool, admit_leaf: bool) -> Action {
+        let node_ns = self.config().cpu.node_ns;
+        let internal_split = self.config().internal_split();
+        let leaf_admission = self.config().leaf_admission;
+        let parts = self.shared.parts;
+        let no_io = self.mutant() == Mutant::NoIoFlag;
+        let shared = self.shared.clone();
+        let mut c = shared.cache();
+        let mut cur = match c.root {
+            Some(f) => f,
+            None => {
+                let root = c.root_addr;
+                return match c.table.get(&root).copied() {
+                    Some(Entry::Frame(f)) if c.frames[f].state == State::Cooling => {
+                        c.reheat(f, None);
+                        Action::Again
+                    }
+                    Some(_) => Action::Backoff,
+                    None => {
+                        if !no_io {
+                            c.table.insert(root, Entry::Io);
+                        }
+                        self.cur.cache_misses += 1;
+                        Action::FetchRoot(root)
+                    }
+                };
+            }
+        };
+        if c.frames[cur].addr != c.root_addr {
+            // The root moved (a root split): the cached one is an ordinary, maybe stale node.
+            return Action::Refresh(cur);
+        }
+        loop {
+            self.cpu_owed += node_ns;
+            let frame = &c.frames[cur];
+            if frame.busy {
+                return Action::Backoff;
+            }
+            if !frame.node.covers(key) {
+                // Only the root gets here uncovered: another server split it.
+                return Action::Refresh(cur);
+            }
+            if frame.node.is_leaf() {
+                self.cur.cache_hits += 1;
+                return Action::Leaf(cur);
+            }
+            if write && frame.node.children.len() + 1 >= internal_split {
+                return Action::Split(cur);
+            }
+            let child = frame.node.child_for(key);
+            let (lo, hi) = slot_range(&frame.node, key);
+            let child_level = frame.node.level - 1;
+            let parent_addr = frame.addr;
+            let parent_version = frame.version;
+            if let Some(&cf) = frame.swizzled.get(&child) {
+                if !c.frames[cf].node.covers(key) {
+                    return Action::Refresh(cur);
+                }
+                self.cur.cache_hits += 1;
+                cur = cf;
+                continue;
+            }
+            match c.table.get(&child).copied() {
+                Some(Entry::Frame(f)) if c.frames[f].state == State::Cooling => {
+                    if !c.frames[f].node.covers(key) {
+                        return Action::Refresh(cur);
+                    }
+                    self.cur.cache_hits += 1;
+                    c.reheat(f, Some(cur));
+                    cur = f;
+                    continue;
+                }
+                // HOT under another parent: our copy of `cur` routes like a stale one.
+                Some(Entry::Frame(f)) if c.frames[f].state == State::Hot => return Action::Refresh(cur),
+                Some(_) => return Action::Backoff,
+                None => {}
+            }
+            self.cur.cache_misses += 1;
+            let admit =
+                child_level > 0 || admit_leaf || !c.filled || unit_f64(self.rng.next_u64()) < leaf_admission;
+            if !admit || !self.free.is_empty() {
+                if !no_io {
+                    c.table.insert(child, Entry::Io);
+                }
+                return Action::Fetch(Miss {
+                    child,
+                    shared: parts.is_shared(lo, hi),
+                    parent: cur,
+                    parent_addr,
+                    parent_version,
+                    child_level,
+                    admit,
+                });
+            }
+            return Action::Again;
+        }
+    }
+
+    async fn descend_once(&mut self, key: u64, write: bool, admit_leaf: bool) -> ProtocolResult<Step> {
+        self.ensure_free(1).await?;
+        let parts = self.shared.parts;
+        match self.walk(key, write, admit_leaf) {
+            Action::Leaf(f) => return Ok(Step::Leaf(Leaf::Cached(f))),
+            Action::Again => {}
+            Action::Backoff => self.backoff().await,
+            Action::Refresh(f) => self.refresh(f).await?,
+            Action::Split(f) => self.split(f).await?,
+            Action::FetchRoot(root) => {
+                self.settle_cpu().await;
+                let node = self.read_remote(root, parts.count > 1).await?;
+                let installed = {
+                    let mut c = self.shared.cache();
+                    match node {
+                        Some(n) if c.root.is_none() && c.root_addr == root && n.lowest == 0 => {
+                            let f = self.free.pop().expect("ensured");
+                            let shared = parts.is_shared(n.lowest, n.highest);
+                            c.install(f, root, n, None, shared);
+                            self.cpu_owed += self.config().cpu.install_ns;
+                            true
+                        }
+                        _ => {
+                            Self::clear_io(&mut c, root);
+                            false
+                        }
+                    }
+                };
+                if !installed {
+                    self.backoff().await;
+                }
+            }
+            Action::Fetch(m) => {
+                self.settle_cpu().await;
+                let node = self.read_remote(m.child, m.shared).await?;
+                let outcome = {
+                    let mut c = self.shared.cache();
+                    let p = &c.frames[m.parent];
+                    let parent_ok = p.state == State::Hot
+                        && p.addr == m.parent_addr
+                        && p.version == m.parent_version
+                        && !p.busy;
+                    match node {
+                        Some(n) if parent_ok => {
+                            if !n.covers(key) || n.level != m.child_level {
+                                Self::clear_io(&mut c, m.child);
+                                Action::Refresh(m.parent)
+                            } else if !m.admit {
+                                return Ok(Step::Leaf(Leaf::Uncached(m.child, n)));
+                            } else {
+                                let f = self.free.pop().expect("checked before the fetch");
+                                let node_shared = parts.is_shared(n.lowest, n.highest);
+                                c.install(f, m.child, n, Some(m.parent), node_shared);
+                                self.cpu_owed += self.config().cpu.install_ns;
+                                Action::Again
+                            }
+                        }
+                        _ => {
+                            Self::clear_io(&mut c, m.child);
+                            Action::Backoff
+                        }
+                    }
+                };
+                match outcome {
+                    Action::Refresh(f) => self.refresh(f).await?,
+                    Action::Backoff => self.backoff().await,
+                    _ => {}
+                }
+            }
+        }
+        Ok(Step::Restart)
+    }
+
+    // ---- splits ---------------------------------------------------------------------------
+
+    /// Split HOT frame `f` (full); the caller restarts its traversal afterwards.
+    async fn split(&mut self, f: FrameId) -> ProtocolResult<()> {
+        let mutant = self.mutant();
+        let prepared = {
+            let mut c = self.shared.cache();
+            let frame = &c.frames[f];
+            if frame.state != State::Hot || frame.busy {
+                Some(None)
+            } else if let Some(p) = frame.parent {
+                if c.frames[p].busy || self.free.is_empty() {
+                    Some(None)
+                } else {
+                    let (mut left, mut right, sep) = halves(&frame.node, mutant);
+                    let addr = frame.addr;
+                    let right_addr = self.shared.allocate(self.shared.mn_index(addr));
+                    left.sibling = right_addr;
+                    right.sibling = frame.node.sibling;
+                    let cur_shared = frame.shared;
+                    let (p_addr, p_node, p_shared) =
+                        (c.frames[p].addr, c.frames[p].node.clone(), c.frames[p].shared);
+                    c.frames[f].busy = true;
+                    c.frames[p].busy = true;
+                    Some(Some((p, addr, left, right_addr, right, sep, cur_shared, p_addr, p_node, p_shared)))
+                }
+            } else {
+                None
+            }
+        };
+        let Some(prepared) = prepared else {
+            return self.split_root(f).await;
+        };
+        let Some((p, addr, mut left, right_addr, right, sep, cur_shared, p_addr, mut p_node, p_shared)) =
+            prepared
+        else {
+            self.backoff().await;
+            return Ok(());
+        };
+        let i = p_node.children.partition_point(|(k, _)| *k < sep);
+        p_node.children.insert(i, (sep, right_addr));
+        let remote = self
+            .split_remote(addr, &mut left, right_addr, &right, p_addr, &mut p_node, cur_shared, p_shared)
+            .await;
+        let stale = {
+            let mut c = self.shared.cache();
+            c.frames[f].busy = false;
+            c.frames[p].busy = false;
+            match remote? {
+                Remote::Stale => true,
+                Remote::Done => {
+                    self.cur.splits += 1;
+                    let right_f = self.free.pop().expect("checked before the split");
+                    c.frames[f].node = left;
+                    c.frames[f].version += 1;
+                    c.frames[f].dirty |= !cur_shared;
+                    c.frames[p].node = p_node;
+                    c.frames[p].version += 1;
+                    c.frames[p].dirty |= !p_shared;
+                    let right_shared = self.shared.parts.is_shared(right.lowest, right.highest);
+                    let moved: Vec<Gaddr> = if right.is_leaf() { Vec::new() } else { child_addrs(&right) };
+                    c.install(right_f, right_addr, right, Some(p), right_shared);
+                    for a in moved {
+                        if let Some(cf) = c.frames[f].swizzled.remove(&a) {
+                            c.frames[right_f].swizzled.insert(a, cf);
+                            c.frames[cf].parent = Some(right_f);
+                        }
+                    }
+                    false
+                }
+            }
+        };
+        if stale {
+            self.refresh(p).await?;
+        }
+        Ok(())
+    }
+
+    /// The RDMA part of a split under parent `p_addr`: lock and verify shared nodes, write the
+    /// new right node, the left one if shared, the parent if shared, unlock.
+    #[allow(clippy::too_many_arguments)]
+    async fn split_remote(
+        &mut self,
+        addr: Gaddr,
+        left: &mut Node,
+        right_addr: Gaddr,
+        right: &Node,
+        p_addr: Gaddr,
+        p_node: &mut Node,
+        cur_shared: bool,
+        p_shared: bool,
+    ) -> ProtocolResult<Remote> {
+        let mutant = self.mutant();
+        let locking = (p_shared || cur_shared) && mutant != Mutant::SharedWithoutLock;
+        if locking {
+            self.lock_remote(p_addr).await?;
+            if cur_shared {
+                self.lock_remote(addr).await?;
+            }
+            let remote_p = self.read_remote(p_addr, false).await?;
+            let expected = p_node.version;
+            let ok = match &remote_p {
+                Some(r) => {
+                    (mutant == Mutant::SharedSkipVerify || r.version == expected)
+                        && r.children.len() + 1 < self.config().internal_split()
+                }
+                None => false,
+            };
+            let cur_ok = if cur_shared && ok {
+                let remote_cur = self.read_remote(addr, false).await?;
+                remote_cur.is_some_and(|r| r.version == left.version || mutant == Mutant::SharedSkipVerify)
+            } else {
+                true
+            };
+            if !ok || !cur_ok {
+                if cur_shared {
+                    self.unlock_remote(addr).await?;
+                }
+                self.unlock_remote(p_addr).await?;
+                return Ok(Remote::Stale);
+            }
+        }
+        self.write_node(right_addr, right, "write split sibling").await?;
+        if cur_shared {
+            left.version = left.version.wrapping_add(1);
+            self.write_node(addr, left, "write split shared node").await?;
+        }
+        if p_shared {
+            p_node.version = p_node.version.wrapping_add(1);
+            self.write_node(p_addr, p_node, "write shared parent").await?;
+        }
+        if locking {
+            if cur_shared {
+                self.unlock_remote(addr).await?;
+            }
+            self.unlock_remote(p_addr).await?;
+        }
+        Ok(Remote::Done)
+    }
+
+    /// Split the root: flush the cached tree, split under the root's RDMA lock, write the new
+    /// root and swing the root pointer by CAS.
+    async fn split_root(&mut self, f: FrameId) -> ProtocolResult<()> {
+        self.flush_subtree(f).await?;
+        let root = {
+            // The I/O flag on the root keeps this server's threads from caching it mid-split.
+            let mut c = self.shared.cache();
+            let root = c.root_addr;
+            if c.root.is_some() || c.table.contains_key(&root) {
+                None
+            } else {
+                c.table.insert(root, Entry::Io);
+                Some(root)
+            }
+        };
+        let Some(root) = root else {
+            self.backoff().await;
+            return Ok(());
+        };
+        self.lock_remote(root).await?;
+        let current = self.read_root_pointer().await?;
+        let node = if current == root { self.read_remote(root, false).await? } else { None };
+        let full = |n: &Node| {
+            if n.is_leaf() {
+                n.live_count() >= self.config().leaf_split()
+            } else {
+                n.children.len() + 1 >= self.config().internal_split()
+            }
+        };
+        if let Some(node) = node.filter(full) {
+            self.cur.splits += 1;
+            let (mut left, mut right, sep) = halves(&node, self.mutant());
+            let mn = self.shared.mn_index(root);
+            let right_addr = self.shared.allocate(mn);
+            let new_root = self.shared.allocate(mn);
+            left.sibling = right_addr;
+            right.sibling = node.sibling;
+            left.version = left.version.wrapping_add(1);
+            self.write_node(right_addr, &right, "write split sibling").await?;
+            self.write_node(root, &left, "write split root").await?;
+            let top = Node::new_root(root, sep, right_addr, node.level + 1);
+            self.write_node(new_root, &top, "write new root").await?;
+            let cas = Verb::Cas { remote: self.shared.layout.root_ptr(), expect: root.0, swap: new_root.0 };
+            self.batch(&[cas], "swing root pointer").await?;
+        }
+        self.unlock_remote(root).await?;
+        let now = self.read_root_pointer().await?;
+        let mut c = self.shared.cache();
+        c.root_addr = now;
+        Self::clear_io(&mut c, root);
+        Ok(())
+    }
+
+    // ---- operations -----------------------------------------------------------------------
+
+    /// The value stored for `key` (0 if none; a tombstone if deleted).
+    pub async fn lookup(&mut self, key: u64) -> ProtocolResult<u64> {
+        let leaf = self.descend(key, false, false).await?;
+        let v = match leaf {
+            Leaf::Cached(f) => {
+                let c = self.shared.cache();
+                let n = &c.frames[f].node;
+                n.find(key).map(|i| n.slots[i].value).unwrap_or(0)
+            }
+            Leaf::Uncached(addr, n) => {
+                Self::clear_io(&mut self.shared.cache(), addr);
+                n.find(key).map(|i| n.slots[i].value).unwrap_or(0)
+            }
+        };
+        self.settle_cpu().await;
+        Ok(v)
+    }
+
+    /// Write `key` into cached leaf `f`; `None` if it is full and must split first.
+    fn apply_store(&mut self, f: FrameId, key: u64, value: u64) -> Option<u64> {
+        let split_at = self.config().leaf_split();
+        let dirty = self.mutant() != Mutant::ModifyWithoutDirty;
+        let mut c = self.shared.cache();
+        let frame = &mut c.frames[f];
+        let i = match frame.node.find(key) {
+            Some(i) => i,
+            None if frame.node.live_count() >= split_at => return None,
+            None => frame.node.slots.iter().position(|s| s.value == 0)?,
+        };
+        let replaced = frame.node.slots[i].value;
+        frame.node.slots[i] = Slot { key, value, version: 0 };
+        frame.version += 1;
+        frame.dirty |= dirty;
+        Some(replaced)
+    }
+
+    /// Insert or overwrite `key` (a tombstone deletes); the value replaced.
+    pub async fn store(&mut self, key: u64, value: u64) -> ProtocolResult<u64> {
+        let mut admit = false;
+        loop {
+            match self.descend(key, true, admit).await? {
+                Leaf::Cached(f) => match self.apply_store(f, key, value) {
+                    Some(replaced) => {
+                        self.settle_cpu().await;
+                        return Ok(replaced);
+                    }
+                    None => self.split(f).await?,
+                },
+                Leaf::Uncached(addr, mut n) => {
+                    let slot = match n.find(key) {
+                        Some(i) => Some(i),
+                        None if n.live_count() >= self.config().leaf_split() => None,
+                        None => n.slots.iter().position(|s| s.value == 0),
+                    };
+                    let Some(i) = slot else {
+                        // A full leaf splits through the cache: admit it.
+                        Self::clear_io(&mut self.shared.cache(), addr);
+                        admit = true;
+                        continue;
+                    };
+                    let replaced = n.slots[i].value;
+                    n.slots[i] = Slot { key, value, version: 0 };
+                    n.version = n.version.wrapping_add(1);
+                    self.settle_cpu().await;
+                    let r = if self.mutant() == Mutant::NonAdmittedNoWriteBack {
+                        Ok(())
+                    } else {
+                        self.write_node(addr, &n, "write back non-admitted leaf").await
+                    };
+                    Self::clear_io(&mut self.shared.cache(), addr);
+                    r?;
+                    return Ok(replaced);
+                }
+            }
+        }
+    }
+
+    /// Up to `n` live entries with keys ≥ `from`, ascending: one lookup per leaf, the next
+    /// starting at the leaf's upper fence (leaves are not linked). [CHOICE] a scan stops at the
+    /// end of this server's partition.
+    pub async fn scan(&mut self, from: u64, n: usize) -> ProtocolResult<Vec<(u64, u64)>> {
+        let (_, part_end) = self.shared.parts.range(self.shared.cn);
+        let mut out = Vec::new();
+        let mut k = from;
+        loop {
+            let leaf = self.descend(k, false, false).await?;
+            let (mut live, highest) = {
+                let mut c = self.shared.cache();
+                let node = match &leaf {
+                    Leaf::Cached(f) => c.frames[*f].node.clone(),
+                    Leaf::Uncached(addr, node) => {
+                        Self::clear_io(&mut c, *addr);
+                        node.clone()
+                    }
+                };
+                let live: Vec<(u64, u64)> = node
+                    .slots
+                    .iter()
+                    .filter(|s| s.value != 0 && s.value & crate::sherman::node::TOMBSTONE == 0 && s.key >= k)
+                    .map(|s| (s.key, s.value))
+                    .collect();
+                (live, node.highest)
+            };
+            live.sort_unstable();
+            for e in live {
+                if out.len() == n {
+                    break;
+                }
+                out.push(e);
+            }
+            self.settle_cpu().await;
+            if out.len() >= n || highest >= part_end || highest == u64::MAX {
+                return Ok(out);
+            }
+            k = highest;
+        }
+    }
+}
