@@ -86,7 +86,9 @@ pub fn resolve(
             Some(0)
         }
     };
-    RunShape { threads_per_node: threads.max(1), ops_per_thread, cache_frames }
+    // Out-of-range counts are reported above; the shape returned stays in range so callers can
+    // size things from it before they look at `out`.
+    RunShape { threads_per_node: threads.clamp(1, 512), ops_per_thread, cache_frames }
 }
 
 #[cfg(test)]

@@ -176,8 +176,8 @@ fn check(point: &PointSpec, w: &Workload) -> Vec<Problem> {
     if point.memory_nodes == 0 {
         out.push(Problem::new("cluster.memory_nodes", "must be at least 1"));
     }
-    let threads = point.compute_nodes as u32 * w.threads_per_node;
-    if threads > (u16::MAX - REPLY_PORT_BASE) as u32 {
+    let threads = point.compute_nodes as u64 * w.threads_per_node as u64;
+    if threads > (u16::MAX - REPLY_PORT_BASE) as u64 {
         out.push(Problem::new("workload.threads_per_node", "too many threads in total"));
     }
     out
