@@ -262,7 +262,7 @@ impl Workload {
             Workload::Mix(w) => (w.cache_ratio, w.key_count),
             Workload::Ycsb(w) => (w.cache_ratio, w.keyspace),
         };
-        ratio.map(|r| (r * (keys * 16) as f64) as u64)
+        ratio.map(|r| (r * keys as f64 * 16.0) as u64)
     }
 
     /// Keyspace indices partition `me` owns (YCSB; the op mix filters its draws instead).
