@@ -1,0 +1,148 @@
+//! Free pages and cooling (`ensure_free`): a never-used frame, else the head of a random
+//! cooling-map bucket, else sampled frames cooled at the end of their cached path (path-aware
+//! delegation); dirty pages are written back first. Also the flushes of a cached subtree
+//! (`refresh` of a stale node, the end of a quiesced run).
+
+use super::*;
+
+impl<N: Nic> Client<N> {
+    /// Fill the thread-local free-page set to `n` frames.
+    pub(super) async fn ensure_free(&mut self, n: usize) -> ProtocolResult<()> {
+        while self.free.len() < n {
+            let got = {
+                let mut c = self.shared.cache();
+                if let Some(f) = c.pool.pop() {
+                    Some(f)
+                } else {
+                    c.filled = true;
+                    let start = (self.rng.next_u64() % c.buckets.len() as u64) as usize;
+                    c.evict_from_buckets(start, self.shared.config.probe_buckets as usize)
+                }
+            };
+            match got {
+                Some(f) => self.free.push(f),
+                None => {
+                    if !self.cool_round().await? {
+                        self.backoff().await;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sample frames and cool the end of their cached paths. `true` if any page cooled.
+    pub(super) async fn cool_round(&mut self) -> ProtocolResult<bool> {
+        let mut cooled = false;
+        for _ in 0..self.config().samples_per_round {
+            let picked = {
+                let mut c = self.shared.cache();
+                let n = c.frames.len();
+                let start = (self.rng.next_u64() % n as u64) as usize;
+                let rng = &mut self.rng;
+                let mut pick = |len: usize| (rng.next_u64() % len as u64) as usize;
+                let cand = if self.shared.config.mutant == Mutant::NoPathDelegation {
+                    let f = &c.frames[start];
+                    (f.state == State::Hot && !f.busy && f.parent.is_none_or(|p| !c.frames[p].busy))
+                        .then_some(start)
+                } else {
+                    c.cooling_candidate(start, &mut pick)
+                };
+                cand.map(|f| {
+                    c.unswizzle(f);
+                    let frame = &mut c.frames[f];
+                    let flush = frame.dirty && self.shared.config.mutant != Mutant::CoolWithoutWriteBack;
+                    frame.dirty = false;
+                    if flush {
+                        frame.state = State::Flushing;
+                        frame.node.version = frame.node.version.wrapping_add(1);
+                        (f, Some((frame.addr, frame.node.clone())))
+                    } else {
+                        (f, None)
+                    }
+                })
+            };
+            let Some((f, image)) = picked else { continue };
+            if let Some((addr, node)) = image {
+                self.write_node(addr, &node, "write back cooled page").await?;
+            }
+            let mut c = self.shared.cache();
+            if let Some(evicted) = c.push_cooling(f) {
+                self.free.push(evicted);
+            }
+            cooled = true;
+        }
+        Ok(cooled)
+    }
+
+    /// Drop the cached subtree under HOT frame `f`: write its dirty pages back, free its
+    /// frames. Used for stale shared nodes, root changes and the final flush.
+    pub(super) async fn flush_subtree(&mut self, f: FrameId) -> ProtocolResult<()> {
+        let (sub, images) = loop {
+            let ready = {
+                let mut c = self.shared.cache();
+                if c.frames[f].state != State::Hot {
+                    return Ok(());
+                }
+                let sub = c.subtree(f);
+                if sub.iter().any(|x| c.frames[*x].busy) {
+                    None
+                } else {
+                    c.unswizzle(f);
+                    let mut images = Vec::new();
+                    for x in &sub {
+                        let frame = &mut c.frames[*x];
+                        frame.busy = true;
+                        frame.state = State::Flushing;
+                        if frame.dirty {
+                            frame.dirty = false;
+                            frame.node.version = frame.node.version.wrapping_add(1);
+                            images.push((frame.addr, frame.node.clone()));
+                        }
+                    }
+                    Some((sub, images))
+                }
+            };
+            match ready {
+                Some(r) => break r,
+                None => self.backoff().await,
+            }
+        };
+        let mut result = Ok(());
+        for (addr, node) in &images {
+            if let Err(e) = self.write_node(*addr, node, "flush cached subtree").await {
+                result = Err(e);
+                break;
+            }
+        }
+        let mut c = self.shared.cache();
+        for x in sub {
+            // Back to the shared pool, not this thread's set: a flushed root would hoard them.
+            let freed = c.release(x);
+            c.pool.push(freed);
+        }
+        result
+    }
+
+    /// A cached node turned out stale: flush its subtree (re-reading the root pointer if it
+    /// was the root) so the next traversal fetches it again.
+    pub(super) async fn refresh(&mut self, f: FrameId) -> ProtocolResult<()> {
+        self.cur.retries += 1;
+        let was_root = self.shared.cache().root == Some(f);
+        self.flush_subtree(f).await?;
+        if was_root {
+            let root = self.read_root_pointer().await?;
+            self.shared.cache().root_addr = root;
+        }
+        Ok(())
+    }
+
+    /// Flush everything this server caches (end of a quiesced run).
+    pub async fn flush_all(&mut self) -> ProtocolResult<()> {
+        let root = self.shared.cache().root;
+        if let Some(f) = root {
+            self.flush_subtree(f).await?;
+        }
+        Ok(())
+    }
+}
