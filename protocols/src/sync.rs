@@ -79,6 +79,23 @@ impl LatchState {
     }
 }
 
+/// A "may have changed" mark for checkers that run after every simulator event: set (relaxed,
+/// one store) by whatever might change the watched state, taken (read and cleared) by the
+/// checker, which then looks again only at what was marked.
+#[derive(Default)]
+pub struct TouchMark(AtomicBool);
+
+impl TouchMark {
+    pub fn mark(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether marked since the last call (and clear it).
+    pub fn take(&self) -> bool {
+        self.0.load(Ordering::Relaxed) && self.0.swap(false, Ordering::Relaxed)
+    }
+}
+
 /// A local shared/exclusive latch without data (the data lives in registered memory).
 #[derive(Default)]
 pub struct Latch {
@@ -86,10 +103,10 @@ pub struct Latch {
     /// Set by every operation that may change the state (never by [`Latch::snapshot`]): lets an
     /// invariant checker that runs after every simulator event look again only at latches that
     /// may have changed ([`Latch::take_touched`]).
-    touched: AtomicBool,
+    touched: TouchMark,
     /// Also set on every such operation: a mark shared by a group of latches (a node's cache),
     /// so the checker can skip whole groups.
-    group: Option<Arc<AtomicBool>>,
+    group: Option<Arc<TouchMark>>,
 }
 
 impl Latch {
@@ -98,22 +115,22 @@ impl Latch {
     }
 
     /// A latch whose operations also set `group` (see [`Latch::take_touched`]).
-    pub fn in_group(group: Arc<AtomicBool>) -> Latch {
+    pub fn in_group(group: Arc<TouchMark>) -> Latch {
         Latch { group: Some(group), ..Latch::default() }
     }
 
     /// The state, locked for an operation that may change it.
     fn state(&self) -> std::sync::MutexGuard<'_, LatchState> {
-        self.touched.store(true, Ordering::Relaxed);
+        self.touched.mark();
         if let Some(group) = &self.group {
-            group.store(true, Ordering::Relaxed);
+            group.mark();
         }
         self.state.lock().unwrap()
     }
 
     /// Whether an operation may have changed the state since the last call (and clear that).
     pub fn take_touched(&self) -> bool {
-        self.touched.load(Ordering::Relaxed) && self.touched.swap(false, Ordering::Relaxed)
+        self.touched.take()
     }
 
     /// Take the latch now if a new arrival would be granted it at once (compatible, no waiter
@@ -234,17 +251,17 @@ impl Drop for LatchWait<'_> {
 #[derive(Default)]
 pub struct Watched<T> {
     value: Mutex<T>,
-    touched: AtomicBool,
+    touched: TouchMark,
 }
 
 impl<T> Watched<T> {
     pub fn new(value: T) -> Watched<T> {
-        Watched { value: Mutex::new(value), touched: AtomicBool::new(false) }
+        Watched { value: Mutex::new(value), touched: TouchMark::default() }
     }
 
     /// Lock for reading or writing (marks the value touched).
     pub fn lock(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, T>> {
-        self.touched.store(true, Ordering::Relaxed);
+        self.touched.mark();
         self.value.lock()
     }
 
@@ -255,7 +272,7 @@ impl<T> Watched<T> {
 
     /// Whether the value was locked by [`Watched::lock`] since the last call (and clear that).
     pub fn take_touched(&self) -> bool {
-        self.touched.load(Ordering::Relaxed) && self.touched.swap(false, Ordering::Relaxed)
+        self.touched.take()
     }
 }
 

@@ -7,12 +7,13 @@
 //! The index is a `HashMap` with a fixed hasher and is never iterated, so no run depends on
 //! hash order (DESIGN "no HashMap iteration order").
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use super::frame::{Frame, FrameMeta, Memo};
 use super::layout::Gaddr;
 use crate::common::lookup::LookupMap;
+use crate::sync::TouchMark;
 
 const NIL: u32 = u32::MAX;
 
@@ -138,7 +139,7 @@ struct Shard {
 pub struct Cache {
     pub frames: Box<[Frame]>,
     /// Set when any frame's meta or local latch may have changed (see [`Cache::take_touched`]).
-    touched: Arc<AtomicBool>,
+    touched: Arc<TouchMark>,
     links: Box<[AtomicU64]>,
     shards: Box<[Mutex<Shard>]>,
     free: Mutex<Vec<u32>>,
@@ -160,7 +161,7 @@ pub enum Lookup {
 impl Cache {
     pub fn new(frame_count: u32, shard_count: u32) -> Cache {
         assert!(frame_count > 0 && shard_count > 0);
-        let touched = Arc::new(AtomicBool::new(false));
+        let touched: Arc<TouchMark> = Arc::default();
         Cache {
             frames: (0..frame_count).map(|_| Frame::in_group(touched.clone())).collect(),
             touched,
@@ -179,7 +180,7 @@ impl Cache {
     /// Whether any frame may have changed since the last call (and clear the mark; each frame
     /// keeps its own mark, [`Frame::take_touched`]). For the incremental invariant checker.
     pub fn take_touched(&self) -> bool {
-        self.touched.load(Relaxed) && self.touched.swap(false, Relaxed)
+        self.touched.take()
     }
 
     pub fn free_count(&self) -> usize {

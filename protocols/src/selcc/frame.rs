@@ -6,10 +6,9 @@
 //! while the frame's local latch is held exclusively (by an acquiring thread, a handler, a lease
 //! release or the evictor), which is what keeps one global acquire per frame at a time (spec B6).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::sync::Latch;
+use crate::sync::{Latch, TouchMark};
 
 use super::fairness::Lease;
 use super::layout::Gaddr;
@@ -87,30 +86,30 @@ pub struct Frame {
     meta: Mutex<FrameMeta>,
     /// Set whenever `meta` is handed out for possible change: the incremental invariant checker
     /// (`check_incremental.rs`) looks again only at frames touched since its last call.
-    touched: AtomicBool,
+    touched: TouchMark,
     /// The same mark for the whole cache the frame belongs to (shared with the local latch).
-    group: Arc<AtomicBool>,
+    group: Arc<TouchMark>,
 }
 
 impl Frame {
     pub fn new() -> Frame {
-        Frame::in_group(Arc::new(AtomicBool::new(false)))
+        Frame::in_group(Arc::default())
     }
 
     /// A frame of a cache whose touch mark is `group` ([`super::cache::Cache::take_touched`]).
-    pub fn in_group(group: Arc<AtomicBool>) -> Frame {
+    pub fn in_group(group: Arc<TouchMark>) -> Frame {
         Frame {
             latch: Latch::in_group(group.clone()),
             meta: Mutex::new(FrameMeta::free()),
-            touched: AtomicBool::new(false),
+            touched: TouchMark::default(),
             group,
         }
     }
 
     /// The frame's state, locked for reading or writing.
     pub fn meta(&self) -> MutexGuard<'_, FrameMeta> {
-        self.touched.store(true, Ordering::Relaxed);
-        self.group.store(true, Ordering::Relaxed);
+        self.touched.mark();
+        self.group.mark();
         self.meta.lock().unwrap()
     }
 
@@ -123,8 +122,7 @@ impl Frame {
     /// Whether the meta or the local latch may have changed since the last call (and clear
     /// both marks).
     pub fn take_touched(&self) -> bool {
-        let meta = self.touched.load(Ordering::Relaxed) && self.touched.swap(false, Ordering::Relaxed);
-        self.latch.take_touched() | meta
+        self.latch.take_touched() | self.touched.take()
     }
 }
 
