@@ -298,7 +298,10 @@ impl<P: Plan> HwPlan for Planned<P> {
 /// need one process).
 fn hw_spec(point: &scenario::Point) -> PointSpec {
     let level = if point.config.run.check { CheckLevel::Histories } else { CheckLevel::Off };
-    point_spec(&point.config, point.seed, level, true, "none")
+    let mut spec = point_spec(&point.config, point.seed, level, true, "none");
+    // The NIC DMAs real bytes: every payload byte is stored.
+    spec.payload_free = false;
+    spec
 }
 
 /// What rank 0 has after one point.

@@ -110,6 +110,14 @@ pub trait Plan: Send + Sync + 'static {
     /// Node kinds and region sizes, identical on every rank.
     fn cluster(&self) -> Cluster;
 
+    /// Per node, the span of its region holding opaque payload (lines whose bytes past the
+    /// first few the protocol never interprets), so that a measuring run in the simulator
+    /// may leave those bytes unstored ([`crate::memory::Region::with_elided_payload`]).
+    /// Empty (the default): every byte is meaningful.
+    fn payload_spans(&self) -> Vec<Option<crate::memory::PayloadSpan>> {
+        Vec::new()
+    }
+
     /// Write whatever a node's region must hold before any task runs (e.g. latch words).
     fn setup<N: Nic>(&self, _nic: &N) {}
 

@@ -53,6 +53,11 @@ pub struct PointSpec {
     pub quiesce: bool,
     /// A name from [`super::Protocol::mutants`], or `"none"`.
     pub mutant: String,
+    /// The backend stores only the meaningful words of the plan's payload spans
+    /// ([`super::Plan::payload_spans`]): the simulator in a measuring run (no `check`, no
+    /// `run.full_payload`). Never on hardware, never with histories. A plan may size its memory
+    /// budget by what is stored.
+    pub payload_free: bool,
 }
 
 impl PointSpec {

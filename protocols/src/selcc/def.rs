@@ -177,9 +177,15 @@ impl SelccPlan {
             out.push(Problem::new(join_path("workload", field), reason));
         }
         if out.is_empty() {
-            let stride = w.gcl_size_bytes as u64 + 16;
-            let compute = c.cache_frames as u64 * stride * nodes as u64;
-            let total = gcl_total.saturating_mul(stride).saturating_add(compute);
+            // What the backend stores per GCL in memory and per frame (payload-free: the latch
+            // and header words only, `Layout::payload_span`).
+            let (gcl_bytes, frame_bytes) = if point.payload_free {
+                (16, 8)
+            } else {
+                (w.gcl_size_bytes as u64 + 16, w.gcl_size_bytes as u64 + 8)
+            };
+            let compute = (c.cache_frames as u64).saturating_mul(frame_bytes).saturating_mul(nodes as u64);
+            let total = gcl_total.saturating_mul(gcl_bytes).saturating_add(compute);
             if total > MEMORY_BUDGET_BYTES {
                 out.push(Problem::new(
                     "workload",
@@ -316,6 +322,10 @@ impl Plan for SelccPlan {
 
     fn cluster(&self) -> Cluster {
         self.cluster.clone()
+    }
+
+    fn payload_spans(&self) -> Vec<Option<crate::memory::PayloadSpan>> {
+        self.cluster.kinds.iter().map(|k| self.layout.payload_span(*k)).collect()
     }
 
     fn setup<N: Nic>(&self, nic: &N) {

@@ -18,6 +18,7 @@
 //! SEL (`sel.rs`) caches nothing: frame number `t` is thread `t`'s private page buffer, so SEL
 //! needs `cache_frames ≥ threads_per_node` (`Config::validate`).
 
+use crate::memory::PayloadSpan;
 use crate::nic::{Cluster, NodeId, NodeKind, RemoteAddr};
 
 use super::config::Config;
@@ -171,6 +172,28 @@ impl Layout {
                 NodeKind::Symmetric => self.memory_region_bytes() + self.compute_region_bytes(),
             })
             .collect()
+    }
+
+    /// The GCL data a node of `kind` holds, as opaque payload: in memory every GCL past its
+    /// latch and header, on a compute node every frame past its header (dirty bounds). The
+    /// micro-benchmark never interprets data words, so a measuring run may leave them unstored;
+    /// the B-link tree or anything that stores structure in GCLs must not declare this.
+    pub fn payload_span(&self, kind: NodeKind) -> Option<PayloadSpan> {
+        match kind {
+            NodeKind::Memory => Some(PayloadSpan {
+                start_bytes: MEMORY_HEADER_BYTES,
+                stride_bytes: self.gcl_stride_bytes(),
+                kept_bytes: 2 * WORD,
+                lines: self.memory_gcl_bytes / self.gcl_stride_bytes(),
+            }),
+            NodeKind::Compute => Some(PayloadSpan {
+                start_bytes: 0,
+                stride_bytes: self.frame_stride_bytes(),
+                kept_bytes: WORD,
+                lines: self.cache_frames,
+            }),
+            NodeKind::Symmetric => None,
+        }
     }
 
     pub fn memory_position(&self, node: NodeId) -> usize {

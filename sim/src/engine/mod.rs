@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use dmsim_protocols::memory::Region;
+use dmsim_protocols::memory::{PayloadSpan, Region};
 use dmsim_protocols::nic::{Cluster, Nanos, NodeId};
 
 use crate::choice::{ChoiceLog, ChoiceSource, Strategy};
@@ -69,6 +69,8 @@ pub struct SimConfig {
     pub device_memory_bytes: Vec<u64>,
     /// Bytes of the storage device per node (0 = none, the default).
     pub ssd_bytes: Vec<u64>,
+    /// Per node, the payload span whose bytes are not stored (empty: every byte stored).
+    pub payload_spans: Vec<Option<PayloadSpan>>,
 }
 
 impl SimConfig {
@@ -89,6 +91,7 @@ impl SimConfig {
             faults: FaultPlan::default(),
             device_memory_bytes: vec![0; n],
             ssd_bytes: vec![0; n],
+            payload_spans: Vec::new(),
         }
     }
 
@@ -154,8 +157,12 @@ pub struct Sim {
 
 impl Sim {
     pub fn new(config: SimConfig) -> Sim {
-        let regions: Vec<Arc<Region>> =
-            config.cluster.region_size_bytes.iter().map(|&size| Arc::new(Region::new(size))).collect();
+        let regions: Vec<Arc<Region>> = (config.cluster.region_size_bytes.iter().enumerate())
+            .map(|(i, &size)| match config.payload_spans.get(i).copied().flatten() {
+                Some(span) => Arc::new(Region::with_elided_payload(size, span)),
+                None => Arc::new(Region::new(size)),
+            })
+            .collect();
         let n = config.cluster.node_count();
         let device_regions: Vec<Arc<Region>> = (0..n)
             .map(|i| Arc::new(Region::new(config.device_memory_bytes.get(i).copied().unwrap_or(0) / 8 * 8)))

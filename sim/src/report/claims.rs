@@ -31,6 +31,10 @@ pub struct PaperClaim {
     pub trend_holds: Option<bool>,
     #[serde(default)]
     pub note: String,
+    /// The scenario produced no value for the claim's metric (a series of a system that is not
+    /// simulated yet): the row is shown as n/a and counted apart, neither reproduced nor missed.
+    #[serde(default)]
+    pub not_simulated: bool,
 }
 
 impl PaperClaim {
@@ -53,6 +57,9 @@ impl PaperClaim {
 
     /// [`Self::within_tolerance`] for rows with a paper number, `None` for trend-only rows.
     pub fn tolerance_verdict(&self) -> Option<bool> {
+        if self.not_simulated {
+            return None;
+        }
         self.paper.map(|_| self.within_tolerance())
     }
 
@@ -67,12 +74,14 @@ impl PaperClaim {
             "within_tolerance": self.tolerance_verdict(),
             "trend_holds": self.trend_holds,
             "note": self.note,
+            "not_simulated": self.not_simulated,
         })
     }
 }
 
 /// The claims as a JSON list for `summary.json`; each element has the keys `claim`, `paper`,
-/// `sim`, `ratio`, `tolerance`, `within_tolerance`, `trend_holds`, `note`.
+/// `sim`, `ratio`, `tolerance`, `within_tolerance` (`null` for trend-only and not-simulated
+/// rows), `trend_holds`, `note`, `not_simulated`.
 pub fn paper_vs_sim_json(claims: &[PaperClaim]) -> serde_json::Value {
     serde_json::Value::Array(claims.iter().map(PaperClaim::to_json).collect())
 }
@@ -136,6 +145,7 @@ pub fn paper_vs_sim_markdown(title: &str, claims: &[PaperClaim], calibration_not
     for claim in claims {
         let ratio = claim.ratio().map_or_else(|| "n/a".to_string(), |ratio| format!("{ratio:.2}"));
         let verdict = match claim.tolerance_verdict() {
+            None if claim.not_simulated => "n/a (not simulated)".to_string(),
             Some(true) => format!("yes ({})", format_tolerance(claim.tolerance)),
             Some(false) => format!("**no** ({})", format_tolerance(claim.tolerance)),
             None => "–".to_string(),
@@ -161,6 +171,10 @@ pub fn paper_vs_sim_markdown(title: &str, claims: &[PaperClaim], calibration_not
     let within = verdicts.iter().filter(|&&ok| ok).count();
     let trends: Vec<bool> = claims.iter().filter_map(|claim| claim.trend_holds).collect();
     let _ = write!(out, "\n**{within} of {} claims with a paper number within tolerance**", verdicts.len());
+    let absent = claims.iter().filter(|c| c.not_simulated && c.paper.is_some()).count();
+    if absent > 0 {
+        let _ = write!(out, " ({absent} more not simulated)");
+    }
     if !trends.is_empty() {
         let holding = trends.iter().filter(|&&holds| holds).count();
         let _ = write!(out, "; trend holds for {holding} of {} checked", trends.len());
@@ -193,6 +207,7 @@ mod tests {
             tolerance,
             trend_holds: None,
             note: String::new(),
+            not_simulated: false,
         }
     }
 
@@ -249,6 +264,7 @@ mod tests {
                 tolerance: 0.25,
                 trend_holds: Some(true),
                 note: "line one\nline two".into(),
+                not_simulated: false,
             },
             PaperClaim {
                 claim: "GAM".into(),
@@ -257,6 +273,7 @@ mod tests {
                 tolerance: 0.25,
                 trend_holds: Some(false),
                 note: String::new(),
+                not_simulated: false,
             },
             claim(0.0, 1.0, 0.1),
         ];
@@ -296,6 +313,23 @@ mod tests {
         let text = paper_vs_sim_markdown("t", &[row, claim(10.0, 9.0, 0.25)], "");
         assert!(text.contains("| – | 0.3 | n/a | – | yes |"), "{text}");
         assert!(text.contains("**1 of 1 claims with a paper number within tolerance**"), "{text}");
+    }
+
+    #[test]
+    fn a_row_without_a_simulated_value_is_na_not_a_miss() {
+        // Goal: a claim about a system the scenario does not simulate (its metric is absent)
+        // is neither reproduced nor missed: `null` verdict, "n/a" in the table, counted apart.
+        let mut absent = claim(1.67, f64::NAN, 0.25);
+        absent.not_simulated = true;
+        assert_eq!(absent.tolerance_verdict(), None);
+        assert!(absent.to_json()["within_tolerance"].is_null());
+        assert_eq!(absent.to_json()["not_simulated"], true);
+        let text = paper_vs_sim_markdown("t", &[absent, claim(10.0, 9.0, 0.25)], "");
+        assert!(text.contains("| 1.67 | n/a | n/a | n/a (not simulated) |"), "{text}");
+        assert!(
+            text.contains("**1 of 1 claims with a paper number within tolerance** (1 more not simulated)"),
+            "{text}"
+        );
     }
 
     #[test]

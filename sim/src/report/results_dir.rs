@@ -174,6 +174,7 @@ mod tests {
             tolerance: 0.25,
             trend_holds: None,
             note: String::new(),
+            not_simulated: false,
         }];
         let written = directory.write_all(sample_report(&table, &figure, &claims)).unwrap();
         let names: Vec<_> = written.iter().map(|path| path.file_name().unwrap().to_str().unwrap()).collect();

@@ -57,6 +57,8 @@ pub fn point_spec(
         check,
         quiesce,
         mutant: mutant.to_string(),
+        // Only a measuring run may leave payload unstored: histories and oracles read it back.
+        payload_free: check == CheckLevel::Off && !config.run.full_payload,
     }
 }
 

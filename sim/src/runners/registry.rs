@@ -92,7 +92,11 @@ impl<P: Protocol> SimProtocol for Driver<P> {
         options: SimulateOptions,
     ) -> Result<Judged, Vec<Problem>> {
         let plan = self.0.plan(spec)?;
-        let run = simulate(&plan, config(plan.cluster()), options);
+        let mut sim = config(plan.cluster());
+        if spec.payload_free {
+            sim.payload_spans = plan.payload_spans();
+        }
+        let run = simulate(&plan, sim, options);
         let metrics = run.finished().then(|| plan.metrics(&run.reports, run.outcome.end_time));
         let ops = plan.ops(&run.reports);
         let clocks = vec![Clock::default(); run.reports.len()];

@@ -139,6 +139,11 @@ pub struct RunSpec {
     /// run the protocol's invariants after every event (slow; for tests and small runs).
     #[serde(default)]
     pub check: bool,
+    /// Store every payload byte even in a measuring run. By default a run without `check`
+    /// stores only the words of the payload spans a protocol declares meaningful
+    /// (`Plan::payload_spans`; metrics are identical, memory per line drops to a few words).
+    #[serde(default)]
+    pub full_payload: bool,
 }
 
 fn one_u32() -> u32 {
@@ -156,7 +161,14 @@ fn events_max() -> u64 {
 
 impl Default for RunSpec {
     fn default() -> Self {
-        RunSpec { seeds: 1, seed: 1, time_ns_max: time_max(), events_max: events_max(), check: false }
+        RunSpec {
+            seeds: 1,
+            seed: 1,
+            time_ns_max: time_max(),
+            events_max: events_max(),
+            check: false,
+            full_payload: false,
+        }
     }
 }
 

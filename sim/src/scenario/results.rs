@@ -175,12 +175,13 @@ pub fn claims(scenario: &Scenario, cells: &Cells) -> Vec<PaperClaim> {
             let located = (|| -> Result<(usize, usize, usize), String> {
                 Ok((find(&s.panels, &pv.panel)?, find(&s.series, &pv.series)?, find(&s.x, &pv.x)?))
             })();
-            let (sim, trend_holds, note) = match located {
-                Err(e) => (f64::NAN, None, format!("cannot locate: {e}")),
+            let (sim, trend_holds, note, not_simulated) = match located {
+                Err(e) => (f64::NAN, None, format!("cannot locate: {e}"), false),
                 Ok(cell) => {
-                    let sim = cells.get(cell, &pv.metric).unwrap_or(f64::NAN);
+                    let sim = cells.get(cell, &pv.metric);
                     let trend = pv.trend.as_ref().map(|t| trend(scenario, cells, pv, cell, t));
-                    (sim, trend.as_ref().and_then(|t| t.as_ref().ok().copied()), trend_note(pv, trend))
+                    let holds = trend.as_ref().and_then(|t| t.as_ref().ok().copied());
+                    (sim.unwrap_or(f64::NAN), holds, trend_note(pv, trend), sim.is_none())
                 }
             };
             PaperClaim {
@@ -190,6 +191,7 @@ pub fn claims(scenario: &Scenario, cells: &Cells) -> Vec<PaperClaim> {
                 tolerance: pv.tolerance.unwrap_or(0.25),
                 trend_holds,
                 note,
+                not_simulated,
             }
         })
         .collect()
