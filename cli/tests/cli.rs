@@ -226,3 +226,50 @@ fn a_scenario_can_name_a_profile_file_such_as_a_calibrated_one() {
     let line = stderr.lines().next().unwrap_or_default();
     assert!(line.contains("cluster.nic_profile") && line.contains("nic.json"), "{line}");
 }
+
+#[test]
+fn a_perfetto_trace_is_trace_event_json_with_tracks_slices_flows_and_counters() {
+    // Goal: `--trace-format perfetto` writes Chrome trace-event JSON that a viewer opens: one
+    // process per node, named tracks, each task's doorbell batches as slices from post to
+    // completion, every executed verb and delivered message as a slice at its target with a
+    // flow from the batch that posted it, and atomics' words as counters.
+    let dir = scratch("perfetto");
+    let out = dmsim(&[
+        "run",
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/selcc/fuzz-small.json").to_str().unwrap(),
+        "--out",
+        dir.join("out").to_str().unwrap(),
+        "--trace-format",
+        "perfetto",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(dir.join("out/traces/point-000.json")).unwrap();
+    let trace: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let events = trace["traceEvents"].as_array().expect("a traceEvents array");
+    let phase = |e: &serde_json::Value| e["ph"].as_str().unwrap_or_default().to_string();
+    for e in events {
+        assert!(e["pid"].is_u64() && e["tid"].is_u64(), "every event on a track: {e}");
+        match phase(e).as_str() {
+            "M" => assert!(e["args"]["name"].is_string(), "{e}"),
+            "X" => assert!(e["ts"].as_f64().unwrap() >= 0.0 && e["dur"].as_f64().unwrap() >= 0.0, "{e}"),
+            "s" | "f" | "C" => assert!(e["ts"].is_f64() || e["ts"].is_u64(), "{e}"),
+            other => panic!("unexpected phase {other}: {e}"),
+        }
+    }
+    let names: Vec<&str> =
+        events.iter().filter(|e| phase(e) == "M").filter_map(|e| e["args"]["name"].as_str()).collect();
+    for wanted in ["node 0", "node 4", "memory", "messages", "counters"] {
+        assert!(names.contains(&wanted), "track {wanted:?} named: {names:?}");
+    }
+    assert!(names.iter().any(|n| n.starts_with("task ")), "task tracks: {names:?}");
+    let slices = |name: &str| events.iter().filter(|e| phase(e) == "X" && e["name"] == name).count();
+    assert!(slices("CAS") + slices("FAA") > 0 && slices("READ") > 0 && slices("RECV") > 0);
+    assert!(slices("SEND") > 0, "message sends are batch slices on the sender's task track");
+    let ids = |p: &str| -> std::collections::BTreeSet<u64> {
+        events.iter().filter(|e| phase(e) == p).map(|e| e["id"].as_u64().unwrap()).collect()
+    };
+    let (starts, ends) = (ids("s"), ids("f"));
+    assert!(!starts.is_empty());
+    assert!(starts.is_subset(&ends), "every flow that leaves a batch arrives somewhere");
+    assert!(events.iter().any(|e| phase(e) == "C"), "latch words as counters");
+}

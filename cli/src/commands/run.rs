@@ -28,12 +28,23 @@ pub struct RunArgs {
     /// Also write one trace file per point (one line per event) under <out>/traces/.
     #[arg(long)]
     pub trace: bool,
+    /// Trace file format: `text` (point-NNN.trace, one line per event) or `perfetto`
+    /// (point-NNN.json, Chrome trace-event JSON for ui.perfetto.dev). Implies --trace.
+    #[arg(long, value_enum)]
+    pub trace_format: Option<TraceFormat>,
     /// Runs in parallel (default: one per core). Each run is single-threaded.
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
     /// Only check the scenario file and list its points.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+/// How `--trace` writes a point's trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceFormat {
+    Text,
+    Perfetto,
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
@@ -71,7 +82,8 @@ pub fn run(args: RunArgs) -> ExitCode {
     };
     let dir = staging.dir().clone();
     let trace_dir = dir.file("traces");
-    if args.trace {
+    let tracing = args.trace || args.trace_format.is_some();
+    if tracing {
         if let Err(e) = std::fs::create_dir_all(&trace_dir) {
             eprintln!("error: {}: {e}", shown(&trace_dir));
             return ExitCode::from(exit::IO);
@@ -93,9 +105,12 @@ pub fn run(args: RunArgs) -> ExitCode {
             .points
             .par_iter()
             .map(|p| {
-                let trace = if args.trace {
-                    let path = trace_dir.join(format!("point-{:03}.trace", p.index));
+                let trace = if tracing {
+                    let perfetto = args.trace_format == Some(TraceFormat::Perfetto);
+                    let name = format!("point-{:03}.{}", p.index, if perfetto { "json" } else { "trace" });
+                    let path = trace_dir.join(name);
                     match std::fs::File::create(&path) {
+                        Ok(f) if perfetto => TraceSink::Perfetto(Box::new(std::io::BufWriter::new(f))),
                         Ok(f) => TraceSink::Writer(Box::new(std::io::BufWriter::new(f))),
                         Err(e) => return Err(format!("{}: {e}", shown(&path))),
                     }

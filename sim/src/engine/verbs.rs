@@ -51,6 +51,9 @@ pub struct Op {
     pub finished: bool,
     /// Posted with `post_unsignaled`: nobody waits, and it counts in the QP's unsignaled bound.
     pub unsignaled: bool,
+    /// When it was posted, and the first of its verbs' flow ids (Perfetto traces only).
+    pub posted_ns: u64,
+    pub flow: u64,
 }
 
 const NO_VERB: Verb =
@@ -190,6 +193,12 @@ impl World {
             done_count: 0,
             finished: false,
             unsignaled: false,
+            posted_ns: self.now_ns,
+            flow: if self.trace.perfetto() {
+                (0..len).map(|_| self.trace.flow_id()).min().unwrap_or(0)
+            } else {
+                0
+            },
         };
         let id = self.alloc_op(op);
         self.verbs.batches += 1;
@@ -291,7 +300,9 @@ impl World {
         let (source, target) = (op.source, op.target);
         if let Some((port, bytes)) = &op.send {
             let message = Message { from: source, port: *port, bytes: bytes.clone() };
+            let flow = op.flow + i as u64;
             self.deliver(target, message);
+            self.trace.flow_end(self.now_ns, target.0, "RECV", flow);
         } else if chunks > 1 && chunk == 0 {
             self.trace_verb(id, i, 0);
             let span_ns = ps_to_ns_ceil(self.tear_span_ps(id, i));
@@ -432,6 +443,35 @@ impl World {
             };
             let _ = write!(l, " qp={}>{}.{}", qp.0, qp.1, qp.2);
         });
+        if self.trace.perfetto() {
+            let remote = verb.remote();
+            self.trace.flow_end(now, remote.node.0, verb.name(), op.flow + i as u64);
+            if matches!(verb.class(), VerbClass::Atomic) {
+                let (region, offset) = self.memory(remote);
+                let value = region.load(offset);
+                self.trace.counter(now, remote.node.0, &remote.to_string(), value);
+            }
+        }
+    }
+
+    /// The finished batch `id` as a slice on its task's track (Perfetto traces only).
+    fn trace_batch(&mut self, id: u32) {
+        if !self.trace.perfetto() {
+            return;
+        }
+        let op = &self.ops[id as usize];
+        let verbs = &op.verbs[..op.len as usize];
+        let name = if op.send.is_some() {
+            "SEND".to_string()
+        } else {
+            verbs.iter().map(|v| v.name()).collect::<Vec<_>>().join("+")
+        };
+        let detail =
+            verbs.iter().map(|v| format!("{} {}", v.name(), v.remote())).collect::<Vec<_>>().join("; ");
+        let (source, task, posted, flows) =
+            (op.source.0, op.task, op.posted_ns, op.flow..op.flow + op.len as u64);
+        let detail = format!("{detail} qp={}>{}.{}", op.source.0, op.target.0, op.channel);
+        self.trace.batch_slice(source, task, &name, posted..self.now_ns, &detail, flows);
     }
 
     /// The response reached the initiator; the batch completes with its last verb.
@@ -450,6 +490,8 @@ impl World {
         if op.send.is_some() {
             self.verbs.send += 1;
         }
+        self.trace_batch(id);
+        let op = &self.ops[id as usize];
         if op.task == u32::MAX {
             self.free_ops.push(id); // nobody waits: the future was dropped
         } else {
