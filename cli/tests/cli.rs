@@ -273,3 +273,46 @@ fn a_perfetto_trace_is_trace_event_json_with_tracks_slices_flows_and_counters() 
     assert!(starts.is_subset(&ends), "every flow that leaves a batch arrives somewhere");
     assert!(events.iter().any(|e| phase(e) == "C"), "latch words as counters");
 }
+
+/// Every scenario file in the repository (`scenarios/<protocol>/*.json`, `hw/vm/scenarios/`).
+fn shipped_scenarios() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for dir in ["scenarios", "hw/vm/scenarios"] {
+        let mut stack = vec![root.join(dir)];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "json")
+                    && !path.ends_with("scenarios/schema.json")
+                {
+                    files.push(path);
+                }
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn every_shipped_scenario_matches_the_committed_schema() {
+    // Goal: `scenarios/schema.json` is what `dmsim schema` prints (regenerate it with
+    // `dmsim schema > scenarios/schema.json`), and every shipped scenario validates against it.
+    let out = dmsim(&["schema"]);
+    assert!(out.status.success());
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("schema is JSON");
+    let committed_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/schema.json");
+    let committed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(committed_path).unwrap()).unwrap();
+    assert_eq!(printed, committed, "scenarios/schema.json is stale: regenerate it with `dmsim schema`");
+    let files = shipped_scenarios();
+    assert!(files.len() > 40, "found {} scenario files", files.len());
+    for file in files {
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let problems = dmsim_sim::scenario::schema::validate(&printed, &doc);
+        assert!(problems.is_empty(), "{}: {problems:?}", file.display());
+    }
+}

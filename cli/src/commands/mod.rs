@@ -64,6 +64,9 @@ enum Command {
         /// Profile to print.
         name: Option<String>,
     },
+    /// Print the JSON Schema of scenario files (`scenarios/schema.json` is this output; a
+    /// scenario may name it in `"$schema"` for editor completion).
+    Schema,
 }
 
 pub fn main() -> ExitCode {
@@ -81,6 +84,11 @@ pub fn main() -> ExitCode {
         Command::Bench { what } => bench::bench(what),
         Command::Hw { command } => hw::hw(command),
         Command::Profiles { name } => profiles(name),
+        Command::Schema => {
+            let schema = dmsim_sim::scenario::schema::scenario_schema();
+            println!("{}", serde_json::to_string_pretty(&schema).expect("a schema serializes"));
+            ExitCode::SUCCESS
+        }
         Command::Fuzz(args) => fuzz::fuzz(args),
         Command::Replay(args) => fuzz::replay(args),
     }

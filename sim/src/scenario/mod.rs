@@ -13,6 +13,7 @@
 
 pub mod load;
 pub mod results;
+pub mod schema;
 pub mod strict_json;
 
 use std::collections::BTreeMap;
@@ -23,9 +24,12 @@ use serde_json::Value;
 pub use dmsim_protocols::harness::Problem;
 pub use load::{load, load_str, ScenarioError};
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioFile {
+    /// The JSON Schema of scenario files (`dmsim schema`), for editors; ignored by dmsim.
+    #[serde(default, rename = "$schema", skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
     /// Folder under `results/`: the paper (`selcc`, `nic`, …).
     pub paper: String,
     /// Folder under `results/<paper>/`.
@@ -64,7 +68,7 @@ pub struct ScenarioFile {
     pub calibration_note: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSpec {
     pub memory_nodes: u16,
@@ -102,7 +106,7 @@ fn one() -> f64 {
     1.0
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Sweep {
     pub panels: Option<Axis>,
@@ -110,7 +114,7 @@ pub struct Sweep {
     pub x: Option<Axis>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Axis {
     /// Dotted path the values are written to; without it each value is an override object.
@@ -124,7 +128,7 @@ pub struct Axis {
     pub label: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
     #[serde(default = "one_u32")]
@@ -172,7 +176,7 @@ impl Default for RunSpec {
     }
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlotSpec {
     #[serde(default)]
@@ -195,7 +199,7 @@ pub struct PlotSpec {
 }
 
 /// One number the paper reports, located by axis names, with the trend it should show.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PaperValue {
     pub claim: String,
