@@ -48,6 +48,9 @@ use crate::workload::rng_for_thread;
 use crate::workload::scan_check::{check_scans, KeyWrite, ScanRecord};
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
+/// The largest memory-node region a point may ask for (the tree, its split slabs, the locks).
+const MEMORY_REGION_MAX_BYTES: u64 = 16 << 30;
+
 #[derive(Clone, Copy)]
 pub struct Sherman;
 
@@ -149,7 +152,7 @@ impl ShermanPlan {
         let stores =
             (run.ops_per_thread + w.warmup_ops_per_thread) as f64 * run.threads_per_node as f64 * store_share;
         let half_leaf = (config.leaf_split() / 2).max(1) as f64;
-        let per_cn = (2.0 * stores / half_leaf).ceil() as u64 + 64;
+        let per_cn = ((2.0 * stores / half_leaf).ceil() as u64).saturating_add(64);
         let layout = Layout {
             versions: config.versions,
             memory_nodes: (0..point.memory_nodes).map(NodeId).collect(),
@@ -159,6 +162,15 @@ impl ShermanPlan {
             locks: config.locks,
             on_chip_locks: config.on_chip_locks,
         };
+        if layout.checked_memory_region_bytes().is_none_or(|bytes| bytes > MEMORY_REGION_MAX_BYTES) {
+            return Err(vec![Problem::new(
+                "workload.ops_per_thread",
+                format!(
+                    "room for the splits of this many stores needs more than {} GiB of simulated memory per memory node: lower ops_per_thread, threads or the insert share",
+                    MEMORY_REGION_MAX_BYTES >> 30
+                ),
+            )]);
+        }
         let tree = Arc::new(build_cut(&config, &layout, &keys, &cuts));
         let cluster = point.cluster(layout.memory_region_bytes(), compute_region_bytes(run.threads_per_node));
         Ok(ShermanPlan {

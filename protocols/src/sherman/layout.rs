@@ -170,6 +170,18 @@ impl Layout {
         self.bulk_frames + self.compute_nodes as u64 * self.slab_frames
     }
 
+    /// [`Layout::memory_region_bytes`], `None` if it does not fit a `u64`.
+    pub fn checked_memory_region_bytes(&self) -> Option<u64> {
+        let frames =
+            (self.compute_nodes as u64).checked_mul(self.slab_frames)?.checked_add(self.bulk_frames)?;
+        let nodes = NODE_BYTES.checked_mul(frames.checked_add(1)?)?;
+        if self.on_chip_locks {
+            Some(nodes)
+        } else {
+            nodes.checked_add(self.locks as u64 * 8)
+        }
+    }
+
     pub fn memory_region_bytes(&self) -> u64 {
         let nodes = NODE_BYTES * (1 + self.frames());
         if self.on_chip_locks {
