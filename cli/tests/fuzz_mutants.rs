@@ -47,6 +47,7 @@ const SLOW_TO_CATCH: &[&str] = &[
     "stale-cache-type-used",
     "non-admitted-no-write-back",
     "no-path-delegation",
+    "sibling-written-after-publish",
 ];
 /// SMART mutants caught in a few percent of schedules: 200 seeds miss a 3% bug with probability
 /// 0.97^200 ≈ 0.2%.
@@ -58,6 +59,7 @@ const SCENARIOS: &[&str] = &[
     "sherman/fuzz-small.json",
     "smart/fuzz-small.json",
     "dex/fuzz-small.json",
+    "selcc/blink-fuzz-small.json",
 ];
 
 fn target(scenario: &str) -> ProtocolTarget {
@@ -182,6 +184,7 @@ fn mutant_names_are_unique_and_described() {
         ("sherman/fuzz-small.json", 8),
         ("smart/fuzz-small.json", 8),
         ("dex/fuzz-small.json", 8),
+        ("selcc/blink-fuzz-small.json", 8),
     ] {
         let target = target(scenario);
         let mutants = target.mutants();
@@ -196,4 +199,13 @@ fn mutant_names_are_unique_and_described() {
         }
         assert!(!target.knows_mutant("no-such-bug"));
     }
+}
+
+/// The B-link tree's `sibling-written-after-publish` needs a reader to follow the new right link
+/// in the moment between the old node's release and the sibling's write (11 of seeds 1..=200).
+#[test]
+fn blink_rare_mutant_is_caught_within_its_budget() {
+    let target = target("selcc/blink-fuzz-small.json");
+    let summary = campaign_of(&target, "sibling-written-after-publish", true, 200);
+    assert!(summary.first_failing_seed.is_some(), "sibling-written-after-publish not caught in 200 schedules");
 }

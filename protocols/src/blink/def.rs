@@ -49,6 +49,13 @@ use crate::workload::rng_for_thread;
 use crate::workload::scan_check::{check_scans, KeyWrite, ScanRecord};
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
+/// A compute node's report: the tree's counters and SELCC's beneath them.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Report {
+    tree: Stats,
+    latch: crate::selcc::stats::Stats,
+}
+
 /// The most simulated memory (all regions) one point may allocate.
 const MEMORY_BUDGET_BYTES: u64 = 3 << 30;
 
@@ -239,11 +246,16 @@ impl BlinkPlan {
     fn totals(reports: &[NodeReport]) -> Stats {
         let mut total = Stats::default();
         for r in reports {
-            if let Ok(s) = serde_json::from_value::<Stats>(r.extra.clone()) {
-                total.merge(&s);
+            if let Ok(s) = serde_json::from_value::<Report>(r.extra.clone()) {
+                total.merge(&s.tree);
             }
         }
         total
+    }
+
+    /// SELCC's own counters of every compute node (latch operations, warm-up included).
+    fn latch_stats(reports: &[NodeReport]) -> Vec<crate::selcc::stats::Stats> {
+        reports.iter().filter_map(|r| serde_json::from_value::<Report>(r.extra.clone()).ok()).map(|r| r.latch).collect()
     }
 
     /// The bulk load as writes by one extra client at time 0.
@@ -336,8 +348,9 @@ impl Plan for BlinkPlan {
             collect: Box::new(move || {
                 let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let error = shared.errors.first().or_else(|| node.first_error());
+                let report = Report { tree: stats, latch: node.stats() };
                 NodeReport {
-                    extra: serde_json::to_value(&stats).unwrap_or(Value::Null),
+                    extra: serde_json::to_value(&report).unwrap_or(Value::Null),
                     history: log.map(|l| l.snapshot()).unwrap_or_default(),
                     error: report_error(error),
                     ..NodeReport::default()
@@ -365,6 +378,13 @@ impl Plan for BlinkPlan {
         }
         if stats.kinds[0].ops > 0 {
             m.insert("lookup_found_ratio".into(), stats.kinds[0].found as f64 / stats.kinds[0].ops as f64);
+        }
+        // SELCC's view, per latch operation (warm-up included): how the tree's accesses hit.
+        let latch = crate::selcc::metrics::metrics(&Self::latch_stats(reports), &self.config, 0, None);
+        for name in ["cache_hit_ratio", "invalidation_ratio", "messages_per_op", "retries_per_op", "rt_per_op", "evictions_per_op", "flushed_bytes_per_op"] {
+            if let Some(v) = latch.get(name) {
+                m.insert(format!("latch_{name}"), *v);
+            }
         }
         m
     }
