@@ -207,5 +207,8 @@ fn mutant_names_are_unique_and_described() {
 fn blink_rare_mutant_is_caught_within_its_budget() {
     let target = target("selcc/blink-fuzz-small.json");
     let summary = campaign_of(&target, "sibling-written-after-publish", true, 200);
-    assert!(summary.first_failing_seed.is_some(), "sibling-written-after-publish not caught in 200 schedules");
+    assert!(
+        summary.first_failing_seed.is_some(),
+        "sibling-written-after-publish not caught in 200 schedules"
+    );
 }

@@ -124,3 +124,19 @@ fn gam_seq_plan_with_check_passes_the_history_checkers() {
     assert!(result.metrics["history_ops"] >= 4000.0, "{:?}", result.metrics);
     assert!(result.metrics["history_keys_checked"] > 10.0, "{:?}", result.metrics);
 }
+
+#[test]
+fn blink_plan_runs_as_on_hardware_and_its_histories_catch_a_lost_split() {
+    // Goal: the B-link tree's plan as `dmsim hw run` drives it (reports over the NIC, only the
+    // history checkers: no memory, no oracle) does its operations and passes; with splits that
+    // forget the right link, the histories alone expose lookups that miss stored keys.
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/selcc/blink-fuzz-small.json");
+    let s = scenario::load(&file, &registry::sim()).expect("scenario loads");
+    let point = &s.points[0];
+    let result = rehearse_hardware(&registry::sim(), point, "none").expect("run passes");
+    assert_eq!(result.ops, 3 * 2 * 12);
+    assert!(result.metrics["splits"] > 0.0, "{:?}", result.metrics);
+    assert!(result.metrics["history_keys_checked"] > 10.0, "{:?}", result.metrics);
+    let err = rehearse_hardware(&registry::sim(), point, "split-without-right-link").expect_err("must fail");
+    assert!(err.contains("history check"), "{err}");
+}

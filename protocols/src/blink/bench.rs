@@ -109,7 +109,15 @@ pub async fn run_client<N: Nic>(
     }
 }
 
-fn record(shared: &Arc<Shared>, kind: OpKind, warmup: bool, cur: &OpCounts, start: u64, end: u64, found: bool) {
+fn record(
+    shared: &Arc<Shared>,
+    kind: OpKind,
+    warmup: bool,
+    cur: &OpCounts,
+    start: u64,
+    end: u64,
+    found: bool,
+) {
     let mut stats: std::sync::MutexGuard<'_, Stats> = shared.stats.lock().unwrap_or_else(|e| e.into_inner());
     stats.splits_all += cur.splits;
     stats.root_reads += cur.root_reads;

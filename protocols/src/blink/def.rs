@@ -39,8 +39,8 @@ use super::tree::{Shared, Tree, TreeConfig};
 use crate::common::metrics::percentile;
 use crate::common::shape;
 use crate::harness::{
-    join_path, merge_options, parse_typed, report_error, CheckLevel, Invariants, LoggedOp, Memory, NodeReport,
-    NodeRun, OpLog, Plan, PointSpec, Problem, Protocol, Violation,
+    join_path, merge_options, parse_typed, report_error, CheckLevel, Invariants, LoggedOp, Memory,
+    NodeReport, NodeRun, OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind, Task};
 use crate::selcc::check::Oracle;
@@ -135,12 +135,16 @@ impl BlinkPlan {
         let mut c: Config = merge_options(&Value::Object(options), "protocol_options", &presets, RESERVED)
             .map_err(|p| vec![p])?;
         c.sel_node_latch = sel;
-        tree.mutant = super::mutants::named(&point.mutant)
-            .ok_or_else(|| vec![Problem::new("mutant", format!("the B-link tree has no mutant {:?}", point.mutant))])?;
+        tree.mutant = super::mutants::named(&point.mutant).ok_or_else(|| {
+            vec![Problem::new("mutant", format!("the B-link tree has no mutant {:?}", point.mutant))]
+        })?;
         let mut out = Vec::new();
         w.check(&mut out);
         if w.proportions().delete > 0.0 {
-            out.push(Problem::new("workload.proportions.delete", "the B-link tree has no delete (nodes never merge)"));
+            out.push(Problem::new(
+                "workload.proportions.delete",
+                "the B-link tree has no delete (nodes never merge)",
+            ));
         }
         point.no_symmetric("The B-link tree", &mut out);
         if point.memory_nodes == 0 {
@@ -155,7 +159,11 @@ impl BlinkPlan {
         let page_words = (c.gcl_size_bytes / 8) as usize;
         for p in tree.validate(page_words) {
             let (field, reason) = p.split_once(": ").unwrap_or(("", &p));
-            let at = if field == "gcl_size_bytes" { "protocol_options".to_string() } else { "protocol_options.tree".into() };
+            let at = if field == "gcl_size_bytes" {
+                "protocol_options".to_string()
+            } else {
+                "protocol_options.tree".into()
+            };
             out.push(Problem::new(join_path(&at, field), reason));
         }
         if !out.is_empty() {
@@ -194,7 +202,11 @@ impl BlinkPlan {
         if total > MEMORY_BUDGET_BYTES {
             out.push(Problem::new(
                 "workload",
-                format!("needs {} MiB of simulated memory, over the {} MiB budget", total >> 20, MEMORY_BUDGET_BYTES >> 20),
+                format!(
+                    "needs {} MiB of simulated memory, over the {} MiB budget",
+                    total >> 20,
+                    MEMORY_BUDGET_BYTES >> 20
+                ),
             ));
         }
         if !out.is_empty() {
@@ -214,7 +226,8 @@ impl BlinkPlan {
             // The oracle knows every word the bulk load wrote, as if written at time 0.
             o.commit(layout.gcl(0), &[(0, PageId::of(layout.gcl(bulk.root)).0)], Nanos::ZERO);
             for (i, image) in &bulk.nodes {
-                let words: Vec<(u32, u64)> = image.encode().into_iter().enumerate().map(|(k, v)| (k as u32, v)).collect();
+                let words: Vec<(u32, u64)> =
+                    image.encode().into_iter().enumerate().map(|(k, v)| (k as u32, v)).collect();
                 o.commit(layout.gcl(*i), &words, Nanos::ZERO);
             }
         }
@@ -255,7 +268,11 @@ impl BlinkPlan {
 
     /// SELCC's own counters of every compute node (latch operations, warm-up included).
     fn latch_stats(reports: &[NodeReport]) -> Vec<crate::selcc::stats::Stats> {
-        reports.iter().filter_map(|r| serde_json::from_value::<Report>(r.extra.clone()).ok()).map(|r| r.latch).collect()
+        reports
+            .iter()
+            .filter_map(|r| serde_json::from_value::<Report>(r.extra.clone()).ok())
+            .map(|r| r.latch)
+            .collect()
     }
 
     /// The bulk load as writes by one extra client at time 0.
@@ -333,7 +350,8 @@ impl Plan for BlinkPlan {
                     rng,
                 );
                 let tree = Tree::new(SelccPages::new(node.clone(), t), shared.clone());
-                let logger = log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
+                let logger =
+                    log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
                 let task: Task = Box::pin(run_client(tree, t, stream, logger, self.quiesce));
                 task
             })
@@ -381,7 +399,15 @@ impl Plan for BlinkPlan {
         }
         // SELCC's view, per latch operation (warm-up included): how the tree's accesses hit.
         let latch = crate::selcc::metrics::metrics(&Self::latch_stats(reports), &self.config, 0, None);
-        for name in ["cache_hit_ratio", "invalidation_ratio", "messages_per_op", "retries_per_op", "rt_per_op", "evictions_per_op", "flushed_bytes_per_op"] {
+        for name in [
+            "cache_hit_ratio",
+            "invalidation_ratio",
+            "messages_per_op",
+            "retries_per_op",
+            "rt_per_op",
+            "evictions_per_op",
+            "flushed_bytes_per_op",
+        ] {
             if let Some(v) = latch.get(name) {
                 m.insert(format!("latch_{name}"), *v);
             }
@@ -410,7 +436,12 @@ impl Plan for BlinkPlan {
         // In the simulator every log is on one clock (on hardware `verify` gets no offsets).
         let scans: Vec<ScanRecord> = Self::totals(reports).scans;
         let writes = reports.iter().flat_map(|r| r.history.iter()).filter_map(|o| {
-            o.write.map(|_| KeyWrite { key: o.key, invoke_ns: o.invoke_ns, return_ns: o.return_ns, live: true })
+            o.write.map(|_| KeyWrite {
+                key: o.key,
+                invoke_ns: o.invoke_ns,
+                return_ns: o.return_ns,
+                live: true,
+            })
         });
         check_scans(&scans, writes).map_err(|m| Violation::new("no scan skips a live key", m))?;
         if !self.quiesce {
@@ -418,7 +449,8 @@ impl Plan for BlinkPlan {
         }
         let page_words = (self.config.gcl_size_bytes / 8) as usize;
         debug_assert!(capacity(page_words) >= 3);
-        let contents = check_tree(memory, self.meta(), page_words).map_err(|m| Violation::new("tree structure", m))?;
+        let contents =
+            check_tree(memory, self.meta(), page_words).map_err(|m| Violation::new("tree structure", m))?;
         for (k, _) in &self.loaded {
             if !contents.contains_key(k) {
                 return Err(Violation::new("no lost key", format!("bulk-loaded key {k} is in no leaf")));

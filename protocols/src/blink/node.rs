@@ -73,7 +73,14 @@ impl Image {
         }
         let keys = (0..count).map(|i| words[key_at(i)]).collect();
         let vals = (0..count).map(|i| words[key_at(i) + 1]).collect();
-        Ok(Image { level: (h >> 16) as u8, low: words[1], high: words[2], right: PageId(words[3]), keys, vals })
+        Ok(Image {
+            level: (h >> 16) as u8,
+            low: words[1],
+            high: words[2],
+            right: PageId(words[3]),
+            keys,
+            vals,
+        })
     }
 
     /// The node's words up to its last entry.

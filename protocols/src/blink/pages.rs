@@ -60,7 +60,8 @@ pub trait Pages: Send {
 
     /// Data words per page.
     fn page_words(&self) -> usize;
-    fn lock(&mut self, page: PageId, mode: Latch) -> impl Future<Output = ProtocolResult<Self::Guard>> + Send;
+    fn lock(&mut self, page: PageId, mode: Latch)
+        -> impl Future<Output = ProtocolResult<Self::Guard>> + Send;
     fn unlock(&mut self, guard: Self::Guard) -> impl Future<Output = ProtocolResult<()>> + Send;
     /// Words `at..at + out.len()` of the locked page's local copy.
     fn read(&self, guard: &Self::Guard, at: usize, out: &mut [u64]);

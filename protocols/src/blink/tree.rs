@@ -41,7 +41,13 @@ pub struct TreeConfig {
 
 impl Default for TreeConfig {
     fn default() -> Self {
-        TreeConfig { split_at: None, bulk_fill: 0.7, node_ns: 200, root_backoff_ns: 1000, mutant: Mutant::None }
+        TreeConfig {
+            split_at: None,
+            bulk_fill: 0.7,
+            node_ns: 200,
+            root_backoff_ns: 1000,
+            mutant: Mutant::None,
+        }
     }
 }
 
@@ -221,7 +227,12 @@ impl<P: Pages> Tree<P> {
     }
 
     /// Lock `page` in `mode` and move right until the node covers `key` (B-link).
-    async fn move_right(&mut self, mut page: PageId, key: u64, mode: Latch) -> ProtocolResult<(PageId, P::Guard, Image)> {
+    async fn move_right(
+        &mut self,
+        mut page: PageId,
+        key: u64,
+        mode: Latch,
+    ) -> ProtocolResult<(PageId, P::Guard, Image)> {
         loop {
             let (g, n) = self.load(page, mode).await?;
             if key >= n.high && !n.right.is_null() && self.mutant() != Mutant::MissingHighKeyCheck {
@@ -414,7 +425,13 @@ impl<P: Pages> Tree<P> {
     }
 
     /// If `left` is still the root, make a new root above it holding `left` and `child`.
-    async fn install_root(&mut self, level: u8, sep: u64, child: PageId, left: PageId) -> ProtocolResult<bool> {
+    async fn install_root(
+        &mut self,
+        level: u8,
+        sep: u64,
+        child: PageId,
+        left: PageId,
+    ) -> ProtocolResult<bool> {
         let mut meta = self.pages.lock(self.shared.meta, Latch::X).await?;
         let mut root = [0u64];
         self.pages.read(&meta, 0, &mut root);
