@@ -402,9 +402,8 @@ impl<P: Pages> Tree<P> {
                 }
                 let mut above = [PageId::NULL; MAX_LEVELS];
                 let found = self.find(sep, level, Latch::X, &mut above).await?;
-                for l in level as usize + 1..MAX_LEVELS {
-                    path[l] = above[l];
-                }
+                let from = level as usize + 1;
+                path[from..].copy_from_slice(&above[from..]);
                 found
             };
             let i = match n.search(sep) {
