@@ -406,6 +406,7 @@ impl Plan for BlinkPlan {
             "retries_per_op",
             "rt_per_op",
             "evictions_per_op",
+            "rt_evict_per_op",
             "flushed_bytes_per_op",
         ] {
             if let Some(v) = latch.get(name) {
