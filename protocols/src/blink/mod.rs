@@ -10,7 +10,7 @@
 //! * [`node`] — a node's words in a GCL (header, fences, right link, sorted entries);
 //! * [`tree`] — lookup, store (update or insert, splits, separators posted upwards, new roots),
 //!   scan; the meta page and the root hint;
-//! * [`bulk`] — the bulk-loaded starting tree;
+//! * [`bulk`] — the bulk-loaded starting tree; [`mem_pages`] — the trait over local memory (tests);
 //! * [`bench`], [`stats`] — the YCSB client loop and its counters;
 //! * [`check`] — structural invariants over memory after a quiesced run;
 //! * [`mutants`] — planted bugs; [`def`] — the protocol definition.
@@ -23,6 +23,7 @@ pub mod bench;
 pub mod bulk;
 pub mod check;
 pub mod def;
+pub mod mem_pages;
 pub mod mutants;
 pub mod node;
 pub mod pages;
