@@ -9,10 +9,11 @@
 //!                       "gcl_size_bytes": 2048, "tree": { "split_at": 4 } }
 //! ```
 //!
-//! [CHOICE] `blink-sel` runs SEL with `sel_node_latch` (dmsim's node-latched SEL: a node's
-//! threads share one latch word bit per GCL, release after every access): the tree holds two
-//! latches during a split (old node and its new sibling) and the authors' per-thread SEL
-//! (`selcc/sel.rs`) gives each thread one page buffer.
+//! `blink-sel` runs SEL as the authors do (`selcc/sel.rs`: every thread latches by RDMA into
+//! its one private page buffer), so the tree holds one latch at a time there
+//! ([`super::pages::Pages::one_latch_at_a_time`]: a split writes the new sibling first and
+//! publishes it only if the old node is unchanged). `sel_node_latch: true` selects dmsim's
+//! node-latched SEL instead.
 //!
 //! Checks: histories of every lookup, store and scanned key (the bulk load logged as writes at
 //! time 0) for per-key linearizability; `Full` adds SELCC's coherence invariants and the
@@ -87,7 +88,6 @@ const RESERVED: &[(&str, &str)] = &[
     ("threads_per_node", "workload.threads_per_node or workload.threads_total"),
     ("mode", "the scenario's protocol (blink or blink-sel)"),
     ("mutant", "dmsim fuzz --mutant (SELCC's mutants are the selcc protocol's)"),
-    ("sel_node_latch", "blink-sel (always the node-latched SEL)"),
 ];
 
 pub struct BlinkPlan {
@@ -134,7 +134,6 @@ impl BlinkPlan {
         };
         let mut c: Config = merge_options(&Value::Object(options), "protocol_options", &presets, RESERVED)
             .map_err(|p| vec![p])?;
-        c.sel_node_latch = sel;
         tree.mutant = super::mutants::named(&point.mutant).ok_or_else(|| {
             vec![Problem::new("mutant", format!("the B-link tree has no mutant {:?}", point.mutant))]
         })?;

@@ -17,6 +17,8 @@ const PREFIX_WORDS: usize = 2;
 #[derive(Clone)]
 pub struct MemPages {
     words: usize,
+    /// Report [`Pages::one_latch_at_a_time`] (to test the tree's path for SEL).
+    pub one_latch: bool,
     pages: Arc<Mutex<Vec<Vec<u64>>>>,
 }
 
@@ -28,7 +30,7 @@ pub struct MemGuard {
 
 impl MemPages {
     pub fn new(page_words: usize) -> MemPages {
-        MemPages { words: page_words, pages: Arc::new(Mutex::new(Vec::new())) }
+        MemPages { words: page_words, one_latch: false, pages: Arc::new(Mutex::new(Vec::new())) }
     }
 
     fn stride(&self) -> u64 {
@@ -106,6 +108,10 @@ impl Pages for MemPages {
     fn now(&self) -> u64 {
         0
     }
+
+    fn one_latch_at_a_time(&self) -> bool {
+        self.one_latch
+    }
 }
 
 #[cfg(test)]
@@ -130,7 +136,10 @@ mod tests {
     }
 
     fn empty_tree(split_at: u32) -> (Tree<MemPages>, MemPages, PageId) {
-        let pages = MemPages::new(32);
+        tree_over(MemPages::new(32), split_at)
+    }
+
+    fn tree_over(pages: MemPages, split_at: u32) -> (Tree<MemPages>, MemPages, PageId) {
         let meta = pages.allocate_now();
         let root = pages.allocate_now();
         pages.store(root, 0, &Image::leaf(0, KEY_MAX).encode());
@@ -144,8 +153,15 @@ mod tests {
     fn thousands_of_random_stores_keep_the_structure_and_every_key() {
         // Goal: inserts and updates in random order split leaves, inner nodes and the root many
         // times over; afterwards the structure check passes, every key holds its last value,
-        // lookups find them and a full scan returns them in order.
-        let (mut tree, pages, meta) = empty_tree(4);
+        // lookups find them and a full scan returns them in order. Both split paths: nested
+        // latches (SELCC) and one latch at a time (SEL).
+        for one_latch in [false, true] {
+            random_stores(MemPages { one_latch, ..MemPages::new(32) });
+        }
+    }
+
+    fn random_stores(pages: MemPages) {
+        let (mut tree, pages, meta) = tree_over(pages, 4);
         let mut x = 7u64;
         let mut model = BTreeMap::new();
         for i in 1..=3000u64 {

@@ -74,6 +74,11 @@ pub trait Pages: Send {
     /// Wait a little before retrying (a root another thread is installing).
     fn backoff(&self, ns: u64) -> impl Future<Output = ()> + Send;
     fn now(&self) -> u64;
+    /// Whether a thread may hold only one page latch at a time (then the tree never nests
+    /// latches: a split writes the new sibling first and publishes it after re-checking).
+    fn one_latch_at_a_time(&self) -> bool {
+        false
+    }
 }
 
 /// [`Pages`] over a SELCC (or SEL) compute node: pages are GCLs, latches are
@@ -130,5 +135,10 @@ impl<N: Nic> Pages for SelccPages<N> {
 
     fn now(&self) -> u64 {
         self.worker.nic.now().0
+    }
+
+    fn one_latch_at_a_time(&self) -> bool {
+        // SEL as the authors run it gives each thread one private page buffer.
+        self.node.config.sel_per_thread()
     }
 }

@@ -115,6 +115,8 @@ pub struct Tree<P: Pages> {
     pub shared: Arc<Shared>,
     pub cur: OpCounts,
     max_entries: usize,
+    /// A page allocated for a split or root that was not published (reused by the next one).
+    spare: Option<PageId>,
 }
 
 type Path = [PageId; MAX_LEVELS];
@@ -122,7 +124,7 @@ type Path = [PageId; MAX_LEVELS];
 impl<P: Pages> Tree<P> {
     pub fn new(pages: P, shared: Arc<Shared>) -> Tree<P> {
         let max_entries = shared.config.max_entries(pages.page_words());
-        Tree { pages, shared, cur: OpCounts::default(), max_entries }
+        Tree { pages, shared, cur: OpCounts::default(), max_entries, spare: None }
     }
 
     fn mutant(&self) -> Mutant {
@@ -165,26 +167,28 @@ impl<P: Pages> Tree<P> {
                 return Ok(old);
             }
         }
-        let (page, mut g, mut n) = self.find(key, 0, Latch::X, &mut path).await?;
-        match n.search(key) {
-            Ok(i) => {
-                // An update writes one word: SELCC's dirty bounds flush just that.
-                let old = n.vals[i];
-                self.pages.write(&mut g, key_at(i) + 1, &[value]);
-                self.pages.unlock(g).await?;
-                Ok(old)
-            }
-            Err(i) if n.count() < self.max_entries => {
-                self.insert_at(&mut g, &mut n, i, key, value);
-                self.pages.unlock(g).await?;
-                Ok(0)
-            }
-            Err(_) => {
-                let (sep, right) = self.split(g, n, key, value).await?;
-                let posted = if self.mutant() == Mutant::ParentSeparatorOffByOne { sep + 1 } else { sep };
-                self.post(1, posted, right, page, &mut path).await?;
-                Ok(0)
-            }
+        loop {
+            let (page, mut g, mut n) = self.find(key, 0, Latch::X, &mut path).await?;
+            return match n.search(key) {
+                Ok(i) => {
+                    // An update writes one word: SELCC's dirty bounds flush just that.
+                    let old = n.vals[i];
+                    self.pages.write(&mut g, key_at(i) + 1, &[value]);
+                    self.pages.unlock(g).await?;
+                    Ok(old)
+                }
+                Err(i) if n.count() < self.max_entries => {
+                    self.insert_at(&mut g, &mut n, i, key, value);
+                    self.pages.unlock(g).await?;
+                    Ok(0)
+                }
+                Err(_) => {
+                    let Some((sep, right)) = self.split(page, g, n, key, value).await? else { continue };
+                    let posted = if self.mutant() == Mutant::ParentSeparatorOffByOne { sep + 1 } else { sep };
+                    self.post(1, posted, right, page, &mut path).await?;
+                    Ok(0)
+                }
+            };
         }
     }
 
@@ -318,20 +322,27 @@ impl<P: Pages> Tree<P> {
         self.pages.write(g, key_at(i), &words[key_at(i)..]);
     }
 
-    /// Split the full, X-latched node `n`, adding `(key, value)` to the half that
+    /// Split the full, X-latched node `n` at `page`, adding `(key, value)` to the half that
     /// covers it; both halves are written before either latch is released. Returns the
-    /// separator (the new node's low fence) and the new node.
+    /// separator (the new node's low fence) and the new node, or `None` when a one-latch
+    /// backend found the node changed before it could publish the split (the caller retries).
     async fn split(
         &mut self,
+        page: PageId,
         mut g: P::Guard,
         n: Image,
         key: u64,
         value: u64,
-    ) -> ProtocolResult<(u64, PageId)> {
-        let Some(new) = self.pages.allocate().await? else {
-            panic!("B-link: the memory nodes have no free GCL for a split (the plan sized too few)")
+    ) -> ProtocolResult<Option<(u64, PageId)>> {
+        let new = match self.spare.take() {
+            Some(p) => p,
+            None => match self.pages.allocate().await? {
+                Some(p) => p,
+                None => {
+                    panic!("B-link: the memory nodes have no free GCL for a split (the plan sized too few)")
+                }
+            },
         };
-        self.cur.splits += 1;
         let mid = n.count() / 2;
         let sep = n.keys[mid];
         let mutant = self.mutant();
@@ -359,6 +370,26 @@ impl<P: Pages> Tree<P> {
         let at = half.search(key).unwrap_or_else(|i| i);
         half.keys.insert(at, key);
         half.vals.insert(at, value);
+        if self.pages.one_latch_at_a_time() {
+            // The backend gives a thread one page at a time (SEL per thread): write the new
+            // sibling while nothing links to it, then publish the split only if the old node
+            // did not change meanwhile; otherwise keep the page for the next split and retry.
+            self.pages.unlock(g).await?;
+            let mut gn = self.pages.lock(new, Latch::X).await?;
+            self.pages.write(&mut gn, 0, &right.encode());
+            self.pages.unlock(gn).await?;
+            let (mut g, again) = self.load(page, Latch::X).await?;
+            if again != n {
+                self.pages.unlock(g).await?;
+                self.spare = Some(new);
+                return Ok(None);
+            }
+            self.pages.write(&mut g, 0, &left.encode());
+            self.pages.unlock(g).await?;
+            self.cur.splits += 1;
+            return Ok(Some((sep, new)));
+        }
+        self.cur.splits += 1;
         if mutant == Mutant::SiblingWrittenAfterPublish {
             // Planted bug: the old node (with its right link) is released first.
             self.pages.write(&mut g, 0, &left.encode());
@@ -366,14 +397,14 @@ impl<P: Pages> Tree<P> {
             let mut gn = self.pages.lock(new, Latch::X).await?;
             self.pages.write(&mut gn, 0, &right.encode());
             self.pages.unlock(gn).await?;
-            return Ok((sep, new));
+            return Ok(Some((sep, new)));
         }
         let mut gn = self.pages.lock(new, Latch::X).await?;
         self.pages.write(&mut gn, 0, &right.encode());
         self.pages.write(&mut g, 0, &left.encode());
         self.pages.unlock(gn).await?;
         self.pages.unlock(g).await?;
-        Ok((sep, new))
+        Ok(Some((sep, new)))
     }
 
     /// Post separator `sep` → `child` (the new right sibling of `left`) into `level`, splitting
@@ -415,7 +446,7 @@ impl<P: Pages> Tree<P> {
                 self.pages.unlock(g).await?;
                 return Ok(());
             }
-            let (up_sep, up) = self.split(g, n, sep, child.0).await?;
+            let Some((up_sep, up)) = self.split(p, g, n, sep, child.0).await? else { continue };
             level += 1;
             sep = up_sep;
             child = up;
@@ -431,16 +462,14 @@ impl<P: Pages> Tree<P> {
         child: PageId,
         left: PageId,
     ) -> ProtocolResult<bool> {
-        let mut meta = self.pages.lock(self.shared.meta, Latch::X).await?;
-        let mut root = [0u64];
-        self.pages.read(&meta, 0, &mut root);
-        if PageId(root[0]) != left {
-            self.pages.unlock(meta).await?;
-            self.shared.root_hint.store(root[0], Ordering::Relaxed);
-            return Ok(false);
-        }
-        let Some(new) = self.pages.allocate().await? else {
-            panic!("B-link: the memory nodes have no free GCL for a new root")
+        // The new root is written before the meta page is latched (one latch at a time); if
+        // `left` turns out not to be the root any more, the page is kept for the next split.
+        let new = match self.spare.take() {
+            Some(p) => p,
+            None => match self.pages.allocate().await? {
+                Some(p) => p,
+                None => panic!("B-link: the memory nodes have no free GCL for a new root"),
+            },
         };
         let image = Image {
             level,
@@ -453,6 +482,15 @@ impl<P: Pages> Tree<P> {
         let mut g = self.pages.lock(new, Latch::X).await?;
         self.pages.write(&mut g, 0, &image.encode());
         self.pages.unlock(g).await?;
+        let mut meta = self.pages.lock(self.shared.meta, Latch::X).await?;
+        let mut root = [0u64];
+        self.pages.read(&meta, 0, &mut root);
+        if PageId(root[0]) != left {
+            self.pages.unlock(meta).await?;
+            self.shared.root_hint.store(root[0], Ordering::Relaxed);
+            self.spare = Some(new);
+            return Ok(false);
+        }
         if self.mutant() != Mutant::RootNotInstalled {
             self.pages.write(&mut meta, 0, &[new.0]);
             self.shared.root_hint.store(new.0, Ordering::Relaxed);
