@@ -52,6 +52,8 @@ const SLOW_TO_CATCH: &[&str] = &[
     "non-admitted-no-write-back",
     "no-path-delegation",
     "sibling-written-after-publish",
+    // Over SEL only (blink-sel-fuzz-small.json, its own test below).
+    "split-without-recheck",
 ];
 /// SMART mutants caught in a few percent of schedules: 200 seeds miss a 3% bug with probability
 /// 0.97^200 ≈ 0.2%.
@@ -215,4 +217,15 @@ fn blink_rare_mutant_is_caught_within_its_budget() {
         summary.first_failing_seed.is_some(),
         "sibling-written-after-publish not caught in 200 schedules"
     );
+}
+
+/// Over SEL the tree splits one latch at a time and re-checks the old node before publishing
+/// (`blink-sel-fuzz-small.json`); skipping the re-check loses concurrent stores (156 of 200).
+#[test]
+fn blink_sel_split_without_recheck_is_caught() {
+    let target = target("selcc/blink-sel-fuzz-small.json");
+    let summary = campaign(&target, "split-without-recheck", true);
+    assert!(summary.first_failing_seed.is_some(), "split-without-recheck not caught in {BUDGET} schedules");
+    let summary = campaign(&target, "none", false);
+    assert_eq!(summary.violations, 0, "blink over SEL: false alarm: {:?}", summary.failures);
 }

@@ -18,6 +18,7 @@ pub enum Mutant {
     ParentWithoutMoveRight,
     InsertIntoWrongHalf,
     StaleWriteBack,
+    SplitWithoutRecheck,
 }
 
 crate::mutant_table!(Mutant {
@@ -41,4 +42,6 @@ crate::mutant_table!(Mutant {
         "the key that caused a split always goes into the old (left) node",
     "stale-write-back" => StaleWriteBack:
         "a leaf is read under S, released, then X-locked and its stale image written back (latch dropped between read and write-back)",
+    "split-without-recheck" => SplitWithoutRecheck:
+        "over SEL (one latch at a time) a split publishes its halves without checking that the old node is unchanged since it was read",
 });

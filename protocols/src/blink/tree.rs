@@ -379,7 +379,7 @@ impl<P: Pages> Tree<P> {
             self.pages.write(&mut gn, 0, &right.encode());
             self.pages.unlock(gn).await?;
             let (mut g, again) = self.load(page, Latch::X).await?;
-            if again != n {
+            if again != n && self.mutant() != Mutant::SplitWithoutRecheck {
                 self.pages.unlock(g).await?;
                 self.spare = Some(new);
                 return Ok(None);
