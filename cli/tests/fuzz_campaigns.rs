@@ -88,3 +88,10 @@ fn dex_five_thousand_schedules() {
     // protocols/src/dex/NEEDS.md.
     campaign_of("dex/fuzz-small.json", 5_000);
 }
+
+#[test]
+fn blink_five_thousand_schedules() {
+    // The B-link tree over SELCC: leaf, internal and root splits with 3-4 entry nodes, scans,
+    // SELCC's optimizations and cache size drawn per seed; SELCC's invariants after every event.
+    campaign("selcc/blink-fuzz-small.json");
+}

@@ -124,3 +124,22 @@ fn gam_seq_plan_with_check_passes_the_history_checkers() {
     assert!(result.metrics["history_ops"] >= 4000.0, "{:?}", result.metrics);
     assert!(result.metrics["history_keys_checked"] > 10.0, "{:?}", result.metrics);
 }
+
+#[test]
+fn blink_plan_runs_as_on_hardware_and_a_lost_split_fails_it() {
+    // Goal: the B-link tree's VM scenario as `dmsim hw run` drives it (reports over the NIC,
+    // end-of-run checks, no per-event oracle) does its operations over SELCC and SEL and passes;
+    // with splits that forget the right link, the end-of-run checks fail the run.
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hw/vm/scenarios/blink-3node.json");
+    let s = scenario::load(&file, &registry::sim()).expect("scenario loads");
+    assert_eq!(s.points.len(), 2);
+    for point in &s.points {
+        let result = rehearse_hardware(&registry::sim(), point, "none").expect("run passes");
+        assert_eq!(result.ops, 2 * 2 * 300);
+        assert!(result.metrics["splits"] > 0.0, "{:?}", result.metrics);
+        assert!(result.metrics["history_keys_checked"] > 100.0, "{:?}", result.metrics);
+    }
+    let err =
+        rehearse_hardware(&registry::sim(), &s.points[0], "split-without-right-link").expect_err("must fail");
+    assert!(err.contains("check"), "{err}");
+}

@@ -80,7 +80,7 @@ fn every_selcc_figure_scenario_loads_and_validates() {
     for n in names {
         let s = load(&n);
         assert_eq!(s.file.paper, "selcc");
-        assert!(matches!(s.file.protocol.as_str(), "selcc" | "sel"));
+        assert!(matches!(s.file.protocol.as_str(), "selcc" | "sel" | "blink"));
         assert!(!s.file.paper_values.is_empty(), "{n} has no paper values");
         assert!(!s.file.scaling_note.is_empty() && !s.file.calibration_note.is_empty(), "{n} notes");
     }
@@ -132,33 +132,51 @@ fn fig15a_infinite_lease_trades_fairness_for_throughput() {
     assert!(inf["fairness_jain"] < zero["fairness_jain"], "{inf:?} vs {zero:?}");
 }
 
+/// A B-tree (YCSB) point at toy scale: keyspace divided by `key_div`, `ops_per_node` measured
+/// ops after 50 warm-up ops per thread.
+fn shrink_ycsb(mut p: Point, key_div: u64, ops_per_node: u64) -> Point {
+    let w = p.config.workload.as_object_mut().expect("workload object");
+    let k = w["keyspace"].as_u64().unwrap();
+    w.insert("keyspace".into(), json!(k / key_div));
+    w.insert("ops_per_node".into(), json!(ops_per_node));
+    w.insert("warmup_ops_per_thread".into(), json!(50));
+    let problems = scenario::load::check_point(&p.config, &registry::sim());
+    assert!(problems.is_empty(), "{problems:?}");
+    p
+}
+
 #[test]
 fn fig18_dirty_bounds_step_reports_its_speedup() {
-    // The ablation's last step, through the runner's `compare_with` reference run: dynamic dirty
-    // boundaries flush less than whole GCLs (at toy scale the speedup itself is noise).
+    // The B-tree ablation's last step, through the runner's `compare_with` reference run:
+    // dynamic dirty boundaries flush a one-word update instead of the whole 2 KiB node (at toy
+    // scale the speedup itself is noise).
     let s = load("fig18.json");
-    let mut p = find(&s, None, Some("+ dirty boundaries"), Some("0%"));
-    let refs = p.config.compare_with.clone();
-    p = shrink(p, 10, 300);
-    p.config.compare_with = refs;
+    let p = shrink_ycsb(find(&s, None, Some("+ dirty boundaries"), Some("0%")), 4, 400);
     let m = run(&p);
     assert!(m["speedup_vs_prev"] > 0.8, "dirty-bounds speedup {}", m["speedup_vs_prev"]);
-    assert!(m["flushed_bytes_per_op"] < 2048.0, "{m:?}");
-    assert!(m["rt_writer_vs_modified"] <= 3.5, "Case 1 with forwarding is ~3 round trips: {m:?}");
+    assert!(m["latch_flushed_bytes_per_op"] < 256.0, "{m:?}");
 }
 
 #[test]
 fn fig18_forwarding_step_runs_with_synchronous_eviction() {
-    // Was ignored: SELCC panicked "a hit does no RDMA" with batched_eviction off (issue #10
-    // item 7, protocols/src/selcc/NEEDS.md figure runs item 1).
+    // The ablation's first step runs with batched eviction off: the front-end threads evict
+    // (issue #10 item 7 once made this panic), and forwarding beats the baseline on writes.
     let s = load("fig18.json");
-    let mut p = find(&s, None, Some("+ GCL forwarding"), Some("0%"));
-    let refs = p.config.compare_with.clone();
-    p = shrink(p, 10, 300);
-    p.config.compare_with = refs;
+    let p = shrink_ycsb(find(&s, None, Some("+ GCL forwarding"), Some("0%")), 4, 400);
     let m = run(&p);
     assert!(m["speedup_vs_prev"] > 1.0, "{m:?}");
-    assert!(m["rt_evict_per_op"] > 0.0, "the front-end threads evict: {m:?}");
+    assert!(m["latch_rt_evict_per_op"] > 0.0, "the front-end threads evict: {m:?}");
+}
+
+#[test]
+fn fig17_selcc_tree_beats_the_sel_tree() {
+    // Fig. 17's robust trend: the B-link tree over SELCC caches inner nodes and beats the same
+    // tree over SEL, whose every operation latches the root by RDMA.
+    let s = load("fig17.json");
+    let p = shrink_ycsb(find(&s, Some("uniform"), Some("SELCC"), Some("50%")), 4, 400);
+    let m = run(&p);
+    assert!(m["speedup_vs_sel"] > 2.0, "{m:?}");
+    assert!(m["splits"] == 0.0 && m["ops"] == 8.0 * 400.0, "updates of loaded keys only: {m:?}");
 }
 
 /// The minimal reproduction of issue #10 item 7 (NEEDS.md figure runs item 1): one compute

@@ -16,6 +16,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod blink;
 pub mod common;
 pub mod dex;
 pub mod gam;
