@@ -29,6 +29,7 @@ fn all() -> Vec<Registered> {
         entry(dmsim_protocols::sherman::Sherman),
         entry(dmsim_protocols::smart::Smart),
         entry(dmsim_protocols::dex::Dex),
+        entry(dmsim_protocols::difache::Difache),
     ]
 }
 
