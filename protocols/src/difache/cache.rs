@@ -238,6 +238,7 @@ impl<N: Nic> Cache<N> {
             Insert::Full => self.evict_neighbour(key, hdr),
         };
         if done {
+            self.nic.mark("difache alloc key<<32|hdr", key << 32 | hdr as u64);
             self.stats().allocations += 1;
             Some(hdr)
         } else {
@@ -269,6 +270,7 @@ impl<N: Nic> Cache<N> {
         if !index::replace(region, slot, old, key, hdr, buckets) {
             return false;
         }
+        self.nic.mark("difache evict neighbour key<<32|hdr", old << 32 | victim as u64);
         self.release_header(victim);
         self.stats().evictions += 1;
         true
@@ -292,6 +294,7 @@ impl<N: Nic> Cache<N> {
         for word in [HDR_VALID, HDR_MODE, HDR_COUNTS, HDR_KEY, HDR_FILL] {
             self.store(victim, word, 0);
         }
+        self.nic.mark("difache evict key<<32|hdr", key << 32 | victim as u64);
         self.stats().evictions += 1;
         Some(victim)
     }
@@ -386,6 +389,7 @@ impl<N: Nic> Cache<N> {
         }
         self.store(hdr, HDR_VALID, 0);
         self.store(hdr, HDR_MODE, new);
+        w.nic.mark("difache switched", key << 1 | target as u64);
         if target {
             self.stats().switches_on += 1;
         } else {
@@ -472,6 +476,7 @@ impl<N: Nic> Cache<N> {
         if early {
             self.store(hdr, HDR_VALID, ticket);
         }
+        w.nic.mark("difache miss valid", key);
         self.add(hdr, HDR_FILL, 1);
         let r = self.fetch_checking_owner(w, key, fetched, owner_first).await;
         let still_owner = match r {
@@ -495,6 +500,7 @@ impl<N: Nic> Cache<N> {
         }
         let valid = self.load(hdr, HDR_VALID);
         if valid == ticket || (valid != 0 && self.config.mutant == Mutant::InstallIgnoresTicket) {
+            w.nic.mark("difache miss install", key);
             self.nic.local().copy_from(self.layout.buffer(hdr), self.nic.local(), fetched, self.layout.object_bytes);
         }
         self.add(hdr, HDR_FILL, u64::MAX);
@@ -563,22 +569,23 @@ impl<N: Nic> Cache<N> {
                 let recheck = self.config.mutant != Mutant::BypassWriteNoRecheck;
                 if recheck && self.load(hdr, HDR_MODE) != st {
                     self.stats().bypass_rechecks += 1;
-                    self.invalidate_owners(w, key, false).await?;
+                    self.invalidate_owners(w, key).await?;
                 }
                 return Ok(Event::WriteBypass);
             }
             if self.config.mutant == Mutant::InvalidateBeforeFlush {
-                self.invalidate_owners(w, key, true).await?;
+                self.invalidate_owners(w, key).await?;
                 self.flush(w, key, app).await?;
             } else {
                 self.flush(w, key, app).await?;
                 if self.config.variant.coherent() {
-                    self.invalidate_owners(w, key, true).await?;
+                    self.invalidate_owners(w, key).await?;
                 }
             }
             // Write-allocate: the writer keeps the new value ([CHOICE], spec §9.9).
             let ticket = self.tickets.fetch_add(1, Relaxed);
             self.store(hdr, HDR_VALID, ticket);
+            w.nic.mark("difache write install", key);
             self.nic.local().copy_from(self.layout.buffer(hdr), self.nic.local(), app, self.layout.object_bytes);
             w.nic.cpu(self.copy_ns()).await;
             Ok(Event::WriteCached)
@@ -600,13 +607,17 @@ impl<N: Nic> Cache<N> {
 
     /// Collect the owners (every other CN, or the owner set reset to `{me}`) and clear VALID of
     /// their headers with one-sided WRITEs (L11-L12).
-    async fn invalidate_owners(&self, w: &Worker<N>, key: u64, keep_me: bool) -> ProtocolResult<()> {
+    async fn invalidate_owners(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
         let mut targets = if self.owner_sets {
             let set = self.layout.owner_set(key);
             let local = self.layout.owner_buffer(w.thread);
             w.nic.try_batch(&[Verb::Read { remote: set, local_bytes: local, len_bytes: 8 }], "owner-set lookup").await?;
             let mut cur = self.nic.local().load(local);
-            let mine = if keep_me { 1u64 << (self.me % 64) } else { 0 };
+            // The writer stays in the set ([CHOICE]): its own CN's readers may hold copies too.
+            let mine = 1u64 << (self.me % 64);
+            if let Some(t) = &self.tracker {
+                t.collecting(key);
+            }
             loop {
                 let seen = w.nic.try_cas(set, cur, mine, "owner-set collect").await?;
                 if seen == cur {
@@ -615,6 +626,7 @@ impl<N: Nic> Cache<N> {
                 self.stats().owner_cas_retries += 1;
                 cur = seen;
             }
+            w.nic.mark("difache collected", cur);
             let owners: Vec<usize> = self.others().into_iter().filter(|&c| cur >> (c % 64) & 1 != 0).collect();
             if let Some(t) = &self.tracker {
                 t.pending(key, &owners);

@@ -27,6 +27,9 @@ use super::layout::*;
 #[derive(Default)]
 pub struct Tracker {
     state: Mutex<BTreeMap<u64, (u32, BTreeSet<usize>)>>,
+    /// Objects whose owner set a writer's collect CAS may have reset, result not yet seen:
+    /// every CN counts as owed meanwhile.
+    collecting: Mutex<BTreeSet<u64>>,
 }
 
 impl Tracker {
@@ -46,7 +49,13 @@ impl Tracker {
             }
         });
     }
+    /// A collect CAS on `key`'s owner set is about to be posted.
+    pub fn collecting(&self, key: u64) {
+        self.collecting.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
+    }
+    /// The collect's result: these CNs are owed an invalidation.
     pub fn pending(&self, key: u64, cns: &[usize]) {
+        self.collecting.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
         self.with(|s| s.entry(key).or_default().1.extend(cns.iter().copied()));
     }
     pub fn done(&self, key: u64, cn: usize) {
@@ -60,6 +69,9 @@ impl Tracker {
         self.with(|s| s.get(&key).is_some_and(|e| e.0 > 0))
     }
     fn owed(&self, key: u64, cn: usize) -> bool {
+        if self.collecting.lock().unwrap_or_else(|e| e.into_inner()).contains(&key) {
+            return true;
+        }
         self.with(|s| s.get(&key).is_some_and(|e| e.1.contains(&cn)))
     }
 }
@@ -89,7 +101,11 @@ pub fn invariants(layout: &Layout, checks: Checks, tracker: &Tracker, memory: Me
                 return Err(("header tag", format!("cn{cn} header {hdr} of object {key} has mode tag {:#x}", mode >> 32)));
             }
             holders.entry(key).or_default().push((cn, mode));
-            let settled = load(base + HDR_VALID) != 0 && load(base + HDR_FILL) == 0 && mode & MODE_ON != 0;
+            // A header mid-switch serves no reads (mode checks wait for the flag), so it is not settled.
+            let settled = load(base + HDR_VALID) != 0
+                && load(base + HDR_FILL) == 0
+                && mode & MODE_ON != 0
+                && mode & SWITCHING == 0;
             if !settled || !checks.coherent {
                 continue;
             }
@@ -98,7 +114,10 @@ pub fn invariants(layout: &Layout, checks: Checks, tracker: &Tracker, memory: Me
                 if set >> (cn % 64) & 1 == 0 && !tracker.owed(key, cn) {
                     return Err((
                         "owner set covers valid copies",
-                        format!("cn{cn} holds a valid copy of object {key} but owner set is {set:#x} and no writer owes it an invalidation"),
+                        format!(
+                            "cn{cn} holds a valid copy of object {key} (header {hdr}, valid {:#x}) but owner set is {set:#x} and no writer owes it an invalidation",
+                            load(base + HDR_VALID)
+                        ),
                     ));
                 }
             }
