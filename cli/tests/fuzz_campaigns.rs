@@ -88,3 +88,12 @@ fn dex_five_thousand_schedules() {
     // protocols/src/dex/NEEDS.md.
     campaign_of("dex/fuzz-small.json", 5_000);
 }
+
+#[test]
+fn difache_fifteen_hundred_schedules() {
+    // Broadcast and owner sets, DiFache and noAC, evictions, mode switches every few
+    // operations, torn verbs, jitter and slow links drawn per seed; every invariant after every
+    // event. 1,500 (not 5,000) keeps this entry near 20 s on 2 cores; the 20,000-schedule and
+    // PCT-with-faults campaigns are in protocols/src/difache/NEEDS.md.
+    campaign_of("difache/fuzz-small.json", 1_500);
+}

@@ -66,11 +66,26 @@ fn record(log: &Option<(OpLog, u32)>, op: LoggedOp) {
     }
 }
 
-async fn logged_read<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64, log: &Option<(OpLog, u32)>) -> ProtocolResult<()> {
+async fn logged_read<N: Nic>(
+    cache: &Cache<N>,
+    w: &Worker<N>,
+    key: u64,
+    log: &Option<(OpLog, u32)>,
+) -> ProtocolResult<()> {
     let invoke = w.nic.now().0;
     let value = validated_read(cache, w, key).await?;
     let client = log.as_ref().map_or(0, |l| l.1);
-    record(log, LoggedOp { client, key, write: None, seen: Some(value), invoke_ns: invoke, return_ns: Some(w.nic.now().0) });
+    record(
+        log,
+        LoggedOp {
+            client,
+            key,
+            write: None,
+            seen: Some(value),
+            invoke_ns: invoke,
+            return_ns: Some(w.nic.now().0),
+        },
+    );
     Ok(())
 }
 
@@ -89,7 +104,13 @@ async fn validated_read<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64) -> Pr
     }
 }
 
-async fn app_write<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64, stamp: u64, log: &Option<(OpLog, u32)>) -> ProtocolResult<()> {
+async fn app_write<N: Nic>(
+    cache: &Cache<N>,
+    w: &Worker<N>,
+    key: u64,
+    stamp: u64,
+    log: &Option<(OpLog, u32)>,
+) -> ProtocolResult<()> {
     let lock = cache.layout.app_lock(key);
     let owner = stamp;
     while w.nic.try_cas(lock, 0, owner, "application lock").await? != 0 {
@@ -104,6 +125,16 @@ async fn app_write<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64, stamp: u64
     let invoke = w.nic.now().0;
     cache.write(w, key).await?;
     let client = log.as_ref().map_or(0, |l| l.1);
-    record(log, LoggedOp { client, key, write: Some(stamp), seen: None, invoke_ns: invoke, return_ns: Some(w.nic.now().0) });
+    record(
+        log,
+        LoggedOp {
+            client,
+            key,
+            write: Some(stamp),
+            seen: None,
+            invoke_ns: invoke,
+            return_ns: Some(w.nic.now().0),
+        },
+    );
     w.nic.try_write_word(lock, 0, "application unlock").await
 }

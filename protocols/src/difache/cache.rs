@@ -126,7 +126,12 @@ impl<N: Nic> Cache<N> {
         let local = self.layout.lookup_buffer(w.thread, cn);
         loop {
             let remote = RemoteAddr::new(self.layout.cn(cn), offset);
-            w.nic.try_batch(&[Verb::Read { remote, local_bytes: local, len_bytes: len }], "remote index lookup").await?;
+            w.nic
+                .try_batch(
+                    &[Verb::Read { remote, local_bytes: local, len_bytes: len }],
+                    "remote index lookup",
+                )
+                .await?;
             let mut words = vec![0; len as usize / 8];
             self.nic.local().read_words(local, &mut words);
             self.stats().remote_lookups += 1;
@@ -157,7 +162,13 @@ impl<N: Nic> Cache<N> {
 
     /// Headers other CNs hold for `key`, with their MODE word (tag-checked).
     async fn remote_headers(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Vec<(usize, u32, u64)>> {
-        let found = join_all(self.others().into_iter().map(|c| async move { (c, self.lookup_remote(w, c, key).await) }).collect()).await;
+        let found = join_all(
+            self.others()
+                .into_iter()
+                .map(|c| async move { (c, self.lookup_remote(w, c, key).await) })
+                .collect(),
+        )
+        .await;
         let mut hits = Vec::new();
         for (c, r) in found {
             if let Some(h) = r? {
@@ -169,7 +180,12 @@ impl<N: Nic> Cache<N> {
                 .map(|&(c, h)| async move {
                     let local = self.layout.word_buffer(w.thread, c);
                     let remote = RemoteAddr::new(self.layout.cn(c), self.layout.header(h) + HDR_MODE);
-                    w.nic.try_batch(&[Verb::Read { remote, local_bytes: local, len_bytes: 8 }], "read remote mode").await?;
+                    w.nic
+                        .try_batch(
+                            &[Verb::Read { remote, local_bytes: local, len_bytes: 8 }],
+                            "read remote mode",
+                        )
+                        .await?;
                     Ok::<_, crate::common::error::ProtocolError>((c, h, self.nic.local().load(local)))
                 })
                 .collect(),
@@ -195,10 +211,20 @@ impl<N: Nic> Cache<N> {
                 return Ok(h);
             }
             let adaptive = self.config.variant.adaptive();
-            let mut mode = mode_word(true, self.config.interval_first, encode_threshold(self.config.threshold_default), key);
+            let mut mode = mode_word(
+                true,
+                self.config.interval_first,
+                encode_threshold(self.config.threshold_default),
+                key,
+            );
             if adaptive {
                 self.lock_mode(w, key).await?;
-                mode = mode_word(false, self.config.interval_first, encode_threshold(self.config.threshold_default), key);
+                mode = mode_word(
+                    false,
+                    self.config.interval_first,
+                    encode_threshold(self.config.threshold_default),
+                    key,
+                );
                 if self.config.mutant == Mutant::AllocDefaultOn {
                     mode |= MODE_ON;
                 } else if let Some(&(_, _, m)) = self.remote_headers(w, key).await?.first() {
@@ -229,7 +255,14 @@ impl<N: Nic> Cache<N> {
             return Some(h);
         }
         let hdr = self.take_header()?;
-        for (word, value) in [(HDR_VALID, 0), (HDR_MODE, mode), (HDR_COUNTS, 0), (HDR_KEY, key + 1), (HDR_FILL, 0), (HDR_PIN, 1)] {
+        for (word, value) in [
+            (HDR_VALID, 0),
+            (HDR_MODE, mode),
+            (HDR_COUNTS, 0),
+            (HDR_KEY, key + 1),
+            (HDR_FILL, 0),
+            (HDR_PIN, 1),
+        ] {
             self.store(hdr, word, value);
         }
         let done = match index::insert(region, key, hdr, buckets, slots) {
@@ -256,7 +289,8 @@ impl<N: Nic> Cache<N> {
 
     /// Victim preference (§6): unpinned, caching disabled first, then the fewest operations.
     fn victim_rank(&self, hdr: u32) -> Option<(bool, u64)> {
-        (self.load(hdr, HDR_PIN) == 0).then(|| (self.load(hdr, HDR_MODE) & MODE_ON != 0, self.load(hdr, HDR_COUNTS) & 0xffff))
+        (self.load(hdr, HDR_PIN) == 0)
+            .then(|| (self.load(hdr, HDR_MODE) & MODE_ON != 0, self.load(hdr, HDR_COUNTS) & 0xffff))
     }
 
     fn evict_neighbour(&self, key: u64, hdr: u32) -> bool {
@@ -284,7 +318,8 @@ impl<N: Nic> Cache<N> {
         let n = self.layout.cache_objects as u32;
         let mut hand = self.hand.lock().unwrap_or_else(|e| e.into_inner());
         let window: Vec<u32> = (0..n.min(16)).map(|i| (*hand + i) % n).collect();
-        let victim = window.iter().filter_map(|&h| self.victim_rank(h).map(|r| (r.0, h))).min_by_key(|(on, _)| *on)?.1;
+        let victim =
+            window.iter().filter_map(|&h| self.victim_rank(h).map(|r| (r.0, h))).min_by_key(|(on, _)| *on)?.1;
         *hand = (victim + 1) % n;
         let key = self.load(victim, HDR_KEY).checked_sub(1)?;
         match index::remove(self.nic.local(), key, self.layout.index_buckets) {
@@ -352,7 +387,14 @@ impl<N: Nic> Cache<N> {
     }
 
     /// Switch `key` to `target` on every CN holding a header (L13-L27).
-    async fn switch_mode(&self, w: &Worker<N>, hdr: u32, key: u64, target: bool, threshold: u64) -> ProtocolResult<()> {
+    async fn switch_mode(
+        &self,
+        w: &Worker<N>,
+        hdr: u32,
+        key: u64,
+        target: bool,
+        threshold: u64,
+    ) -> ProtocolResult<()> {
         self.lock_mode(w, key).await?;
         let st = self.load(hdr, HDR_MODE);
         if (st & MODE_ON != 0) == target || st >> 32 != tag(key) {
@@ -362,7 +404,9 @@ impl<N: Nic> Cache<N> {
         let flagged = if self.config.mutant == Mutant::SwitchWithoutFlag {
             remote
         } else {
-            let results = join_all(remote.iter().map(|&(c, h, m)| self.cas_mode(w, c, h, m, m | SWITCHING)).collect()).await;
+            let results =
+                join_all(remote.iter().map(|&(c, h, m)| self.cas_mode(w, c, h, m, m | SWITCHING)).collect())
+                    .await;
             let mut flagged = Vec::new();
             for (r, &(c, h, m)) in results.into_iter().zip(&remote) {
                 if r? {
@@ -378,7 +422,9 @@ impl<N: Nic> Cache<N> {
                 .iter()
                 .map(|&(c, h, m)| async move {
                     let valid = RemoteAddr::new(self.layout.cn(c), self.layout.header(h) + HDR_VALID);
-                    w.nic.try_batch(&[Verb::WriteWord { remote: valid, value: 0 }], "switch invalidate").await?;
+                    w.nic
+                        .try_batch(&[Verb::WriteWord { remote: valid, value: 0 }], "switch invalidate")
+                        .await?;
                     self.cas_mode(w, c, h, m, new).await
                 })
                 .collect(),
@@ -460,7 +506,10 @@ impl<N: Nic> Cache<N> {
     async fn fetch(&self, w: &Worker<N>, key: u64, local: u64) -> ProtocolResult<()> {
         let remote = self.layout.object(key);
         let len = self.layout.object_bytes as u32;
-        w.nic.try_batch(&[Verb::Read { remote, local_bytes: local, len_bytes: len }], "fetch object").await.map(|_| ())
+        w.nic
+            .try_batch(&[Verb::Read { remote, local_bytes: local, len_bytes: len }], "fetch object")
+            .await
+            .map(|_| ())
     }
 
     /// Register as owner, mark valid, fetch (L2-L5), then install if nothing re-validated or
@@ -501,10 +550,20 @@ impl<N: Nic> Cache<N> {
         let valid = self.load(hdr, HDR_VALID);
         if valid == ticket || (valid != 0 && self.config.mutant == Mutant::InstallIgnoresTicket) {
             w.nic.mark("difache miss install", key);
-            self.nic.local().copy_from(self.layout.buffer(hdr), self.nic.local(), fetched, self.layout.object_bytes);
+            self.nic.local().copy_from(
+                self.layout.buffer(hdr),
+                self.nic.local(),
+                fetched,
+                self.layout.object_bytes,
+            );
         }
         self.add(hdr, HDR_FILL, u64::MAX);
-        self.nic.local().copy_from(self.layout.app_buffer(w.thread), self.nic.local(), fetched, self.layout.object_bytes);
+        self.nic.local().copy_from(
+            self.layout.app_buffer(w.thread),
+            self.nic.local(),
+            fetched,
+            self.layout.object_bytes,
+        );
         w.nic.cpu(self.copy_ns()).await;
         Ok(())
     }
@@ -512,13 +571,23 @@ impl<N: Nic> Cache<N> {
     /// Fetch the object; in owner-set mode the same doorbell batch re-reads the owner set
     /// after the object ([CHOICE], see NEEDS.md "owner-set recheck"). Returns whether our bit
     /// is still set (always true without owner sets or with the paper's literal order).
-    async fn fetch_checking_owner(&self, w: &Worker<N>, key: u64, local: u64, owner_first: bool) -> ProtocolResult<bool> {
+    async fn fetch_checking_owner(
+        &self,
+        w: &Worker<N>,
+        key: u64,
+        local: u64,
+        owner_first: bool,
+    ) -> ProtocolResult<bool> {
         let recheck = self.owner_sets && owner_first && self.config.mutant != Mutant::PaperOwnerOrder;
         if !recheck {
             self.fetch(w, key, local).await?;
             return Ok(true);
         }
-        let object = Verb::Read { remote: self.layout.object(key), local_bytes: local, len_bytes: self.layout.object_bytes as u32 };
+        let object = Verb::Read {
+            remote: self.layout.object(key),
+            local_bytes: local,
+            len_bytes: self.layout.object_bytes as u32,
+        };
         let word = self.layout.owner_buffer(w.thread);
         let owner = Verb::Read { remote: self.layout.owner_set(key), local_bytes: word, len_bytes: 8 };
         w.nic.try_batch(&[object, owner], "fetch object and owner set").await?;
@@ -529,7 +598,9 @@ impl<N: Nic> Cache<N> {
     async fn register_owner(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
         let set = self.layout.owner_set(key);
         let local = self.layout.owner_buffer(w.thread);
-        w.nic.try_batch(&[Verb::Read { remote: set, local_bytes: local, len_bytes: 8 }], "owner-set lookup").await?;
+        w.nic
+            .try_batch(&[Verb::Read { remote: set, local_bytes: local, len_bytes: 8 }], "owner-set lookup")
+            .await?;
         let mut cur = self.nic.local().load(local);
         let bit = 1u64 << (self.me % 64);
         if self.config.mutant == Mutant::OwnerBitByWrite {
@@ -586,7 +657,12 @@ impl<N: Nic> Cache<N> {
             let ticket = self.tickets.fetch_add(1, Relaxed);
             self.store(hdr, HDR_VALID, ticket);
             w.nic.mark("difache write install", key);
-            self.nic.local().copy_from(self.layout.buffer(hdr), self.nic.local(), app, self.layout.object_bytes);
+            self.nic.local().copy_from(
+                self.layout.buffer(hdr),
+                self.nic.local(),
+                app,
+                self.layout.object_bytes,
+            );
             w.nic.cpu(self.copy_ns()).await;
             Ok(Event::WriteCached)
         }
@@ -602,7 +678,10 @@ impl<N: Nic> Cache<N> {
     async fn flush(&self, w: &Worker<N>, key: u64, local: u64) -> ProtocolResult<()> {
         let remote = self.layout.object(key);
         let len = self.layout.object_bytes as u32;
-        w.nic.try_batch(&[Verb::Write { remote, local_bytes: local, len_bytes: len }], "flush object").await.map(|_| ())
+        w.nic
+            .try_batch(&[Verb::Write { remote, local_bytes: local, len_bytes: len }], "flush object")
+            .await
+            .map(|_| ())
     }
 
     /// Collect the owners (every other CN, or the owner set reset to `{me}`) and clear VALID of
@@ -611,7 +690,12 @@ impl<N: Nic> Cache<N> {
         let mut targets = if self.owner_sets {
             let set = self.layout.owner_set(key);
             let local = self.layout.owner_buffer(w.thread);
-            w.nic.try_batch(&[Verb::Read { remote: set, local_bytes: local, len_bytes: 8 }], "owner-set lookup").await?;
+            w.nic
+                .try_batch(
+                    &[Verb::Read { remote: set, local_bytes: local, len_bytes: 8 }],
+                    "owner-set lookup",
+                )
+                .await?;
             let mut cur = self.nic.local().load(local);
             // The writer stays in the set ([CHOICE]): its own CN's readers may hold copies too.
             let mine = 1u64 << (self.me % 64);
@@ -627,7 +711,8 @@ impl<N: Nic> Cache<N> {
                 cur = seen;
             }
             w.nic.mark("difache collected", cur);
-            let owners: Vec<usize> = self.others().into_iter().filter(|&c| cur >> (c % 64) & 1 != 0).collect();
+            let owners: Vec<usize> =
+                self.others().into_iter().filter(|&c| cur >> (c % 64) & 1 != 0).collect();
             if let Some(t) = &self.tracker {
                 t.pending(key, &owners);
             }

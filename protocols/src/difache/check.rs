@@ -85,12 +85,18 @@ pub struct Checks {
 }
 
 /// All per-event invariants; the first broken one as (name, message).
-pub fn invariants(layout: &Layout, checks: Checks, tracker: &Tracker, memory: Memory) -> Result<(), (&'static str, String)> {
+pub fn invariants(
+    layout: &Layout,
+    checks: Checks,
+    tracker: &Tracker,
+    memory: Memory,
+) -> Result<(), (&'static str, String)> {
     let mut holders: BTreeMap<u64, Vec<(usize, u64)>> = BTreeMap::new();
     for cn in 0..layout.compute_nodes as usize {
         let node = layout.cn(cn);
         let load = |offset: u64| memory(RemoteAddr::new(node, offset));
-        index::check(&load, layout.index_buckets, layout.index_slots).map_err(|m| ("hopscotch structure", format!("cn{cn}: {m}")))?;
+        index::check(&load, layout.index_buckets, layout.index_slots)
+            .map_err(|m| ("hopscotch structure", format!("cn{cn}: {m}")))?;
         for (key, hdr) in index::entries(&load, layout.index_slots) {
             let base = layout.header(hdr);
             if load(base + HDR_KEY) != key + 1 {
@@ -98,7 +104,10 @@ pub fn invariants(layout: &Layout, checks: Checks, tracker: &Tracker, memory: Me
             }
             let mode = load(base + HDR_MODE);
             if mode >> 32 != tag(key) {
-                return Err(("header tag", format!("cn{cn} header {hdr} of object {key} has mode tag {:#x}", mode >> 32)));
+                return Err((
+                    "header tag",
+                    format!("cn{cn} header {hdr} of object {key} has mode tag {:#x}", mode >> 32),
+                ));
             }
             holders.entry(key).or_default().push((cn, mode));
             // A header mid-switch serves no reads (mode checks wait for the flag), so it is not settled.
@@ -143,8 +152,14 @@ pub fn invariants(layout: &Layout, checks: Checks, tracker: &Tracker, memory: Me
             }
             let on: Vec<bool> = hs.iter().map(|(_, m)| m & MODE_ON != 0).collect();
             if on.iter().any(|&b| b != on[0]) {
-                let who: Vec<String> = hs.iter().map(|(c, m)| format!("cn{c}:{}", if m & MODE_ON != 0 { "on" } else { "off" })).collect();
-                return Err(("mode agreement", format!("object {key} modes differ with no switch in progress: {}", who.join(" "))));
+                let who: Vec<String> = hs
+                    .iter()
+                    .map(|(c, m)| format!("cn{c}:{}", if m & MODE_ON != 0 { "on" } else { "off" }))
+                    .collect();
+                return Err((
+                    "mode agreement",
+                    format!("object {key} modes differ with no switch in progress: {}", who.join(" ")),
+                ));
             }
         }
     }
@@ -168,12 +183,15 @@ pub fn check_regular(ops: &[LoggedOp]) -> Result<u64, String> {
     for (key, (writes, reads)) in by_key {
         for r in reads {
             let (Some(ret), Some(value)) = (r.return_ns, r.seen) else { continue };
-            let last = writes.iter().filter(|w| w.return_ns.is_some_and(|t| t < r.invoke_ns)).max_by_key(|w| w.return_ns);
+            let last = writes
+                .iter()
+                .filter(|w| w.return_ns.is_some_and(|t| t < r.invoke_ns))
+                .max_by_key(|w| w.return_ns);
             let mut allowed: Vec<u64> = vec![last.map_or(0, |w| w.write.unwrap_or(0))];
             allowed.extend(
                 writes
                     .iter()
-                    .filter(|w| w.invoke_ns <= ret && !w.return_ns.is_some_and(|t| t < r.invoke_ns))
+                    .filter(|w| w.invoke_ns <= ret && w.return_ns.is_none_or(|t| t >= r.invoke_ns))
                     .filter_map(|w| w.write),
             );
             if !allowed.contains(&value) {

@@ -24,8 +24,8 @@ use super::profit::EVENTS;
 use super::stats::Stats;
 use crate::common::metrics::percentile;
 use crate::harness::{
-    merge_options, parse_typed, report_error, CheckLevel, Invariants, LoggedOp, Memory, NodeReport, NodeRun, OpLog,
-    Plan, PointSpec, Problem, Protocol, Violation,
+    merge_options, parse_typed, report_error, CheckLevel, Invariants, LoggedOp, Memory, NodeReport, NodeRun,
+    OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind, Task};
 
@@ -89,7 +89,8 @@ impl DifachePlan {
             ("nocc", Config::with_variant(Variant::Nocc)),
         ];
         let mut config: Config =
-            merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED).map_err(|p| vec![p])?;
+            merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
+                .map_err(|p| vec![p])?;
         let mut out: Vec<Problem> = workload.validate().iter().map(|p| at("workload", p)).collect();
         out.extend(config.validate().iter().map(|p| at("protocol_options", p)));
         config.mutant = match super::mutants::named(&point.mutant) {
@@ -109,21 +110,15 @@ impl DifachePlan {
         if config.owner_sets(point.compute_nodes as usize) && point.compute_nodes > 64 {
             // [CHOICE] bit = CN id mod 64 is sound (false positives only), but this build keeps
             // the exact-owner check simple.
-            out.push(Problem::new("cluster.compute_nodes", "owner sets support at most 64 compute nodes here"));
+            out.push(Problem::new(
+                "cluster.compute_nodes",
+                "owner sets support at most 64 compute nodes here",
+            ));
         }
         if !out.is_empty() {
             return Err(out);
         }
-        let layout = Layout::new(
-            point.memory_nodes,
-            point.compute_nodes,
-            workload.objects,
-            workload.object_bytes,
-            config.index_buckets,
-            config.cache_objects,
-            workload.threads_per_node,
-            config.mode_locks,
-        );
+        let layout = Layout::new(point.memory_nodes, point.compute_nodes, &workload, &config);
         let cluster = point.cluster(layout.memory_region_bytes(), layout.compute_region_bytes());
         let tracker = point.check.full().then(|| Arc::new(Tracker::default()));
         Ok(DifachePlan { config, workload, layout, cluster, seed: point.seed, check: point.check, tracker })
@@ -216,7 +211,11 @@ impl Plan for DifachePlan {
         m.insert("read_hit_ratio".into(), e[0] as f64 / reads);
         m.insert("cached_write_ratio".into(), e[2] as f64 / (e[2] + e[4]).max(1) as f64);
         m.insert("write_cached_share".into(), e[2] as f64 / e.iter().sum::<u64>().max(1) as f64);
-        for (i, name) in ["read_hit", "read_miss", "write_cached", "read_bypass", "write_bypass"].iter().enumerate().take(EVENTS) {
+        for (i, name) in ["read_hit", "read_miss", "write_cached", "read_bypass", "write_bypass"]
+            .iter()
+            .enumerate()
+            .take(EVENTS)
+        {
             m.insert(format!("{name}_us_avg"), total.event_ns[i] as f64 / e[i].max(1) as f64 / 1e3);
             m.insert(format!("{name}_count"), e[i] as f64);
         }
@@ -251,9 +250,11 @@ impl Plan for DifachePlan {
             return Ok(());
         }
         let log: Vec<LoggedOp> = Self::parse(reports).into_iter().flat_map(|r| r.log).collect();
-        check_regular(&log).map_err(|m| Violation::new("regular reads (no stale read after a completed write)", m))?;
+        check_regular(&log)
+            .map_err(|m| Violation::new("regular reads (no stale read after a completed write)", m))?;
         if let (Some(memory), Some(tracker)) = (memory, &self.tracker) {
-            invariants(&self.layout, self.checks(), tracker, memory).map_err(|(name, m)| Violation::new(name, m))?;
+            invariants(&self.layout, self.checks(), tracker, memory)
+                .map_err(|(name, m)| Violation::new(name, m))?;
         }
         Ok(())
     }

@@ -162,28 +162,19 @@ pub fn insert(region: &Region, key: u64, hdr: u32, buckets: u64, slots: u64) -> 
     let Some(mut free) = free else { return Insert::Full };
     while free - h >= NEIGHBOURHOOD as u64 {
         // A bucket in (free - H, free) whose key may move to `free` and stay in its neighbourhood.
-        let mut moved = false;
-        for j in free + 1 - NEIGHBOURHOOD as u64..free {
+        let candidate = (free + 1 - NEIGHBOURHOOD as u64..free).find_map(|j| {
             let k = region.load(key_word(j));
-            if k == 0 {
-                continue;
-            }
-            let hj = home(k - 1, buckets);
-            if free - hj < NEIGHBOURHOOD as u64 && hj <= j {
-                let val = region.load(meta_word(j)) & HDR_MASK;
-                set_meta(region, free, |m| (m & !HDR_MASK) | val);
-                region.store(key_word(free), k);
-                set_meta(region, hj, |m| m | 1 << (HOP_SHIFT as u64 + free - hj));
-                region.store(key_word(j), 0);
-                set_meta(region, hj, |m| m & !(1 << (HOP_SHIFT as u64 + j - hj)));
-                free = j;
-                moved = true;
-                break;
-            }
-        }
-        if !moved {
-            return Insert::Full;
-        }
+            let hj = if k == 0 { return None } else { home(k - 1, buckets) };
+            (free - hj < NEIGHBOURHOOD as u64 && hj <= j).then_some((j, k, hj))
+        });
+        let Some((j, k, hj)) = candidate else { return Insert::Full };
+        let val = region.load(meta_word(j)) & HDR_MASK;
+        set_meta(region, free, |m| (m & !HDR_MASK) | val);
+        region.store(key_word(free), k);
+        set_meta(region, hj, |m| m | 1 << (HOP_SHIFT as u64 + free - hj));
+        region.store(key_word(j), 0);
+        set_meta(region, hj, |m| m & !(1 << (HOP_SHIFT as u64 + j - hj)));
+        free = j;
     }
     set_meta(region, free, |m| (m & !HDR_MASK) | hdr as u64);
     region.store(key_word(free), key + 1);
@@ -209,15 +200,19 @@ pub fn replace(region: &Region, victim: u64, old_key: u64, key: u64, hdr: u32, b
     true
 }
 
-/// Remove `key`; returns its header. Returns `Err(())` if a lock is busy.
-pub fn remove(region: &Region, key: u64, buckets: u64) -> Result<Option<u32>, ()> {
+/// A group lock another local thread holds: try again later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Busy;
+
+/// Remove `key`; returns its header.
+pub fn remove(region: &Region, key: u64, buckets: u64) -> Result<Option<u32>, Busy> {
     let h = home(key, buckets);
     let Some(s) = (h..h + NEIGHBOURHOOD as u64).find(|&s| region.load(key_word(s)) == key + 1) else {
         return Ok(None);
     };
     let mut locks = Locks { region, first: h / GROUP_BUCKETS as u64, next: h / GROUP_BUCKETS as u64 };
     if !locks.take(s) {
-        return Err(());
+        return Err(Busy);
     }
     let hdr = (region.load(meta_word(s)) & HDR_MASK) as u32;
     region.store(key_word(s), 0);

@@ -9,6 +9,7 @@
 
 use crate::nic::{NodeId, RemoteAddr};
 
+use super::config::{Config, Workload};
 use super::index::{BUCKET_BYTES, GROUP_BUCKETS, GROUP_BYTES, NEIGHBOURHOOD};
 
 /// Header words (offsets in bytes inside a header).
@@ -21,7 +22,7 @@ pub const HDR_PIN: u64 = 40;
 pub const HEADER_BYTES: u64 = 48;
 
 /// Groups a remote lookup may read: a neighbourhood of 16 buckets spans 4 or 5 groups.
-pub const LOOKUP_GROUPS_MAX: u64 = (NEIGHBOURHOOD as u64 + GROUP_BUCKETS as u64 - 1) / GROUP_BUCKETS as u64 + 1;
+pub const LOOKUP_GROUPS_MAX: u64 = (NEIGHBOURHOOD as u64).div_ceil(GROUP_BUCKETS as u64) + 1;
 pub const LOOKUP_BYTES_MAX: u64 = LOOKUP_GROUPS_MAX * GROUP_BYTES;
 
 #[derive(Clone, Debug)]
@@ -39,27 +40,19 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub fn new(
-        memory_nodes: u16,
-        compute_nodes: u16,
-        objects: u64,
-        object_bytes: u32,
-        index_buckets: u32,
-        cache_objects: u32,
-        threads: u32,
-        mode_locks: u32,
-    ) -> Layout {
-        let index_slots = (index_buckets as u64 + NEIGHBOURHOOD as u64 - 1).next_multiple_of(GROUP_BUCKETS as u64);
+    pub fn new(memory_nodes: u16, compute_nodes: u16, workload: &Workload, config: &Config) -> Layout {
+        let index_buckets = config.index_buckets as u64;
+        let index_slots = (index_buckets + NEIGHBOURHOOD as u64 - 1).next_multiple_of(GROUP_BUCKETS as u64);
         Layout {
             memory_nodes,
             compute_nodes,
-            objects,
-            object_bytes: object_bytes as u64,
-            index_buckets: index_buckets as u64,
+            objects: workload.objects,
+            object_bytes: workload.object_bytes as u64,
+            index_buckets,
             index_slots,
-            cache_objects: cache_objects as u64,
-            threads: threads as u64,
-            mode_locks: mode_locks as u64,
+            cache_objects: config.cache_objects as u64,
+            threads: workload.threads_per_node as u64,
+            mode_locks: config.mode_locks as u64,
         }
     }
 
@@ -97,7 +90,10 @@ impl Layout {
     }
     /// Landing word for a remote header word read from compute node number `cn`.
     pub fn word_buffer(&self, thread: u32, cn: usize) -> u64 {
-        self.scratch(thread) + 2 * self.object_bytes + self.compute_nodes as u64 * LOOKUP_BYTES_MAX + cn as u64 * 8
+        self.scratch(thread)
+            + 2 * self.object_bytes
+            + self.compute_nodes as u64 * LOOKUP_BYTES_MAX
+            + cn as u64 * 8
     }
     /// Landing word for an owner-set read.
     pub fn owner_buffer(&self, thread: u32) -> u64 {
