@@ -33,14 +33,23 @@ pub async fn run_client<N: Nic>(
     let mut rng = rng_for_thread(seed, cache.nic.node().0, thread);
     let zipf = (workload.zipf_theta > 0.0).then(|| Zipf::new(workload.objects, workload.zipf_theta));
     let mut sequence = 0;
+    let timed = workload.measure_us > 0;
+    let (from_ns, to_ns) = (workload.warmup_us * 1000, (workload.warmup_us + workload.measure_us) * 1000);
     for _ in 0..workload.ops_per_thread {
+        if timed && w.nic.now().0 >= to_ns {
+            break;
+        }
         let key = match &zipf {
             Some(z) => z.sample(|| rng.next_u64()) - 1,
             None => ((rng.next_u64() as u128 * workload.objects as u128) >> 64) as u64,
         };
         let read = unit_f64(rng.next_u64()) < workload.read_ratio;
         let start = w.nic.now();
-        if cache.stats.lock().unwrap_or_else(|e| e.into_inner()).first_op_ns.is_none() {
+        if timed && start.0 >= from_ns {
+            cache.reset_stats_once();
+        }
+        let measured = !timed || start.0 >= from_ns;
+        if measured && cache.stats.lock().unwrap_or_else(|e| e.into_inner()).first_op_ns.is_none() {
             cache.stats.lock().unwrap_or_else(|e| e.into_inner()).first_op_ns = Some(start.0);
         }
         w.nic.cpu(Nanos(cache.config.cpu.app_ns)).await;
@@ -55,8 +64,10 @@ pub async fn run_client<N: Nic>(
             cache.errors.record(e);
             return;
         }
-        latencies.lock().unwrap_or_else(|e| e.into_inner()).push(w.nic.now().0 - start.0);
-        cache.stats.lock().unwrap_or_else(|e| e.into_inner()).ops += 1;
+        if measured && (!timed || w.nic.now().0 <= to_ns) {
+            latencies.lock().unwrap_or_else(|e| e.into_inner()).push(w.nic.now().0 - start.0);
+            cache.stats.lock().unwrap_or_else(|e| e.into_inner()).ops += 1;
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 //! Keeping VALID, MODE and COUNTS in separate words is a [CHOICE]: remote writes never clobber
 //! local counters, and setting valid never rewrites the mode (spec §9.4, §9.5).
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use crate::common::error::{ErrorSlot, NicExt, ProtocolResult};
@@ -56,6 +56,7 @@ pub struct Cache<N: Nic> {
     free: Mutex<Vec<u32>>,
     hand: Mutex<u32>,
     tickets: AtomicU64,
+    warm: AtomicBool,
     pub stats: Mutex<Stats>,
     samples: Mutex<Samples>,
     tracker: Option<Arc<Tracker>>,
@@ -83,11 +84,20 @@ impl<N: Nic> Cache<N> {
             free: Mutex::new(free),
             hand: Mutex::new(0),
             tickets: AtomicU64::new(1),
+            warm: AtomicBool::new(false),
             stats: Mutex::new(Stats::default()),
             samples: Mutex::new(samples),
             tracker,
             errors: ErrorSlot::new(),
         })
+    }
+
+    /// The first client to end its warm-up clears the node's counters and latency samples of
+    /// the metrics (not the profit model's samples).
+    pub fn reset_stats_once(&self) {
+        if !self.warm.swap(true, Relaxed) {
+            *self.stats() = Stats::default();
+        }
     }
 
     pub fn worker(&self, thread: u32) -> Worker<N> {

@@ -153,6 +153,14 @@ pub struct Workload {
     /// Clients per compute node (the paper: 16).
     pub threads_per_node: u32,
     pub ops_per_thread: u64,
+    /// Timed mode (with `measure_us` > 0): every client runs until virtual time
+    /// `warmup_us + measure_us` (at most `ops_per_thread` operations) and only operations that
+    /// start after `warmup_us` and complete by the end count, so all clients share one
+    /// steady-state window; the warm-up fills the caches and settles the modes.
+    #[serde(default)]
+    pub warmup_us: u64,
+    #[serde(default)]
+    pub measure_us: u64,
     /// Share of application reads (the paper: 95 %).
     #[serde(default = "read_95")]
     pub read_ratio: f64,

@@ -204,7 +204,13 @@ impl Plan for DifachePlan {
         let span = elapsed.saturating_sub(Nanos(total.first_op_ns.unwrap_or(0))).as_secs_f64();
         let ops = total.ops.max(1) as f64;
         let mut m = BTreeMap::new();
-        m.insert("throughput_mops".into(), total.ops as f64 / span.max(1e-12) / 1e6);
+        // Timed mode: the measured window is the same for every client.
+        let tput = if self.workload.measure_us > 0 {
+            total.ops as f64 / self.workload.measure_us as f64
+        } else {
+            total.ops as f64 / span.max(1e-12) / 1e6
+        };
+        m.insert("throughput_mops".into(), tput);
         m.insert("ops".into(), total.ops as f64);
         let e = total.events;
         let reads = (e[0] + e[1] + e[3]).max(1) as f64;
