@@ -651,6 +651,8 @@ impl<N: Nic> Cache<N> {
                 if recheck && self.load(hdr, HDR_MODE) != st {
                     self.stats().bypass_rechecks += 1;
                     self.invalidate_owners(w, key).await?;
+                    // Our own CN's copy too: a local miss may have fetched before the flush.
+                    self.store(hdr, HDR_VALID, 0);
                 }
                 return Ok(Event::WriteBypass);
             }

@@ -138,7 +138,10 @@ pub fn invariants(
                     if cached != home {
                         return Err((
                             "no valid stale copy",
-                            format!("cn{cn} caches object {key} word {w} = {cached:#x}, memory holds {home:#x}, no write in flight"),
+                            format!(
+                                "cn{cn} caches object {key} word {w} = {cached:#x} (header {hdr}: valid {:#x}, mode {mode:#x}), memory holds {home:#x}, no write in flight",
+                                load(base + HDR_VALID)
+                            ),
                         ));
                     }
                 }
