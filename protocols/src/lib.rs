@@ -18,6 +18,7 @@
 
 pub mod common;
 pub mod dex;
+pub mod difache;
 pub mod gam;
 pub mod harness;
 pub mod memory;
@@ -28,4 +29,3 @@ pub mod sherman;
 pub mod smart;
 pub mod sync;
 pub mod workload;
-pub mod difache;

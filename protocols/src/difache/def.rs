@@ -119,6 +119,25 @@ impl DifachePlan {
             return Err(out);
         }
         let layout = Layout::new(point.memory_nodes, point.compute_nodes, &workload, &config);
+        const REGION_MAX: u64 = 8 << 30;
+        if layout.memory_region_bytes() > REGION_MAX {
+            return Err(vec![Problem::new(
+                "workload.objects",
+                format!(
+                    "objects x object_bytes needs {} bytes per memory node (at most 8 GiB)",
+                    layout.memory_region_bytes()
+                ),
+            )]);
+        }
+        if layout.compute_region_bytes() > REGION_MAX {
+            return Err(vec![Problem::new(
+                "protocol_options.cache_objects",
+                format!(
+                    "the cache needs {} bytes per compute node (at most 8 GiB)",
+                    layout.compute_region_bytes()
+                ),
+            )]);
+        }
         let cluster = point.cluster(layout.memory_region_bytes(), layout.compute_region_bytes());
         let tracker = point.check.full().then(|| Arc::new(Tracker::default()));
         Ok(DifachePlan { config, workload, layout, cluster, seed: point.seed, check: point.check, tracker })
