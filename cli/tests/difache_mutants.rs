@@ -5,8 +5,8 @@
 //! the seven mutants in [`PLAIN`] fail 7–191 of 200 random schedules. The two in [`FAULTED`]
 //! need a client paused between two steps of a read miss (a write's invalidation must land
 //! inside the miss), which random scheduling alone does not produce: with `--faults delay,pause`
-//! `valid-after-fetch` fails 7 of 300 schedules (first at seed 30) and `paper-owner-order` 3 of
-//! 300 (first at seed 77). Two mutants are not caught yet and are listed in
+//! `valid-after-fetch` first fails at seed 29 and `paper-owner-order` at seed 405 (about 1 in
+//! 300–400 schedules). Two mutants are not caught yet and are listed in
 //! `protocols/src/difache/NEEDS.md` ("bypass-write-no-recheck", "install-ignores-ticket": 0 of
 //! 400 schedules with and without pauses).
 
@@ -24,8 +24,9 @@ const PLAIN: &[&str] = &[
     "alloc-default-on",
 ];
 const PLAIN_BUDGET: u64 = 40;
-const FAULTED: &[&str] = &["valid-after-fetch", "paper-owner-order"];
-const FAULTED_BUDGET: u64 = 300;
+const FAULTED: &[(&str, u64)] = &[("valid-after-fetch", 100), ("paper-owner-order", 450)];
+/// Faulted schedules the correct protocol must pass here (the long campaigns are in NEEDS.md).
+const FAULTED_CLEAN: u64 = 100;
 
 fn target() -> ProtocolTarget {
     let path = format!("{}/../scenarios/difache/fuzz-small.json", env!("CARGO_MANIFEST_DIR"));
@@ -56,13 +57,13 @@ fn campaign(
 fn every_difache_mutant_in_the_lists_is_caught() {
     let target = target();
     let mut missed = Vec::new();
-    for (list, budget, faults) in [(PLAIN, PLAIN_BUDGET, "none"), (FAULTED, FAULTED_BUDGET, "delay,pause")] {
-        for name in list {
-            let summary = campaign(&target, name, budget, faults, true);
-            match summary.first_failing_seed {
-                Some(seed) => eprintln!("difache {name}: caught at seed {seed} (faults {faults})"),
-                None => missed.push(*name),
-            }
+    let plain = PLAIN.iter().map(|n| (*n, PLAIN_BUDGET, "none"));
+    let faulted = FAULTED.iter().map(|(n, b)| (*n, *b, "delay,pause"));
+    for (name, budget, faults) in plain.chain(faulted) {
+        let summary = campaign(&target, name, budget, faults, true);
+        match summary.first_failing_seed {
+            Some(seed) => eprintln!("difache {name}: caught at seed {seed} (faults {faults})"),
+            None => missed.push(name),
         }
     }
     assert!(missed.is_empty(), "difache mutants not caught: {missed:?}");
@@ -71,7 +72,7 @@ fn every_difache_mutant_in_the_lists_is_caught() {
 #[test]
 fn correct_difache_passes_the_same_campaigns() {
     let target = target();
-    for (budget, faults) in [(PLAIN_BUDGET, "none"), (FAULTED_BUDGET, "delay,pause")] {
+    for (budget, faults) in [(PLAIN_BUDGET, "none"), (FAULTED_CLEAN, "delay,pause")] {
         let summary = campaign(&target, "none", budget, faults, false);
         assert_eq!(summary.schedules, budget);
         assert_eq!(summary.violations, 0, "faults {faults}: false alarm: {:?}", summary.failures);
@@ -87,7 +88,7 @@ fn difache_mutants_are_named_described_and_at_least_eight() {
         assert!(target.knows_mutant(name));
         assert!(!breaks.is_empty());
     }
-    for name in PLAIN.iter().chain(FAULTED) {
+    for name in PLAIN.iter().copied().chain(FAULTED.iter().map(|(n, _)| *n)) {
         assert!(target.knows_mutant(name), "{name}");
     }
 }
