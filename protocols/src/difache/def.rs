@@ -101,8 +101,8 @@ impl DifachePlan {
             }
         };
         point.no_symmetric("DiFache", &mut out);
-        if point.memory_nodes == 0 {
-            out.push(Problem::new("cluster.memory_nodes", "must be at least 1"));
+        if point.memory_nodes == 0 || point.memory_nodes > 1024 {
+            out.push(Problem::new("cluster.memory_nodes", "must be in 1..=1024"));
         }
         if point.compute_nodes == 0 || point.compute_nodes > 1024 {
             out.push(Problem::new("cluster.compute_nodes", "must be in 1..=1024"));
