@@ -30,6 +30,7 @@ fn all() -> Vec<Registered> {
         entry(dmsim_protocols::smart::Smart),
         entry(dmsim_protocols::dex::Dex),
         entry(dmsim_protocols::blink::Blink),
+        entry(dmsim_protocols::difache::Difache),
     ]
 }
 

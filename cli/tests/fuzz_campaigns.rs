@@ -95,3 +95,12 @@ fn blink_five_thousand_schedules() {
     // SELCC's optimizations and cache size drawn per seed; SELCC's invariants after every event.
     campaign("selcc/blink-fuzz-small.json");
 }
+
+#[test]
+fn difache_five_thousand_schedules() {
+    // Broadcast and owner sets, DiFache and noAC, evictions, mode switches every few
+    // operations, torn verbs, jitter and slow links drawn per seed; every invariant after every
+    // event. The 12,000-schedule and PCT-with-faults campaigns are in
+    // protocols/src/difache/NEEDS.md.
+    campaign("difache/fuzz-small.json");
+}

@@ -19,6 +19,7 @@
 pub mod blink;
 pub mod common;
 pub mod dex;
+pub mod difache;
 pub mod gam;
 pub mod harness;
 pub mod memory;

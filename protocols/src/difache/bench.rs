@@ -1,0 +1,151 @@
+//! The synthetic micro-benchmark (§6.3): closed-loop clients on every compute node. "Read
+//! operations retrieve the object using a remote read and validate its content using versions.
+//! Write operations acquire the lock, retrieve the object, write it back using a remote write,
+//! and release the lock." An object version is `[tag(key), stamp, stamp, …]`: a reader that
+//! sees another object's tag or two stamps (a torn or recycled buffer) retries, as the paper's
+//! version validation does.
+
+use std::sync::{Arc, Mutex};
+
+use rand_chacha::rand_core::Rng;
+
+use crate::common::bench::write_stamp;
+use crate::common::error::{NicExt, ProtocolResult};
+use crate::harness::{LoggedOp, OpLog};
+use crate::nic::{Nanos, Nic};
+use crate::workload::rng_for_thread;
+use crate::workload::zipf::{unit_f64, Zipf};
+
+use super::cache::{Cache, Worker};
+use super::config::Workload;
+use super::layout::object_tag;
+
+/// One client thread. Stops at its first error (kept in the cache's error slot).
+pub async fn run_client<N: Nic>(
+    cache: Arc<Cache<N>>,
+    thread: u32,
+    workload: Workload,
+    seed: u64,
+    log: Option<(OpLog, u32)>,
+    latencies: Arc<Mutex<Vec<u64>>>,
+) {
+    let w = cache.worker(thread);
+    let mut rng = rng_for_thread(seed, cache.nic.node().0, thread);
+    let zipf = (workload.zipf_theta > 0.0).then(|| Zipf::new(workload.objects, workload.zipf_theta));
+    let mut sequence = 0;
+    let timed = workload.measure_us > 0;
+    let (from_ns, to_ns) = (workload.warmup_us * 1000, (workload.warmup_us + workload.measure_us) * 1000);
+    for _ in 0..workload.ops_per_thread {
+        if timed && w.nic.now().0 >= to_ns {
+            break;
+        }
+        let key = match &zipf {
+            Some(z) => z.sample(|| rng.next_u64()) - 1,
+            None => ((rng.next_u64() as u128 * workload.objects as u128) >> 64) as u64,
+        };
+        let read = unit_f64(rng.next_u64()) < workload.read_ratio;
+        let start = w.nic.now();
+        if timed && start.0 >= from_ns {
+            cache.reset_stats_once();
+        }
+        let measured = !timed || start.0 >= from_ns;
+        if measured && cache.stats.lock().unwrap_or_else(|e| e.into_inner()).first_op_ns.is_none() {
+            cache.stats.lock().unwrap_or_else(|e| e.into_inner()).first_op_ns = Some(start.0);
+        }
+        w.nic.cpu(Nanos(cache.config.cpu.app_ns)).await;
+        let r = if read {
+            logged_read(&cache, &w, key, &log).await
+        } else {
+            sequence += 1;
+            let stamp = write_stamp(cache.nic.node(), thread, sequence);
+            app_write(&cache, &w, key, stamp, &log).await
+        };
+        if let Err(e) = r {
+            cache.errors.record(e);
+            return;
+        }
+        if measured && (!timed || w.nic.now().0 <= to_ns) {
+            latencies.lock().unwrap_or_else(|e| e.into_inner()).push(w.nic.now().0 - start.0);
+            cache.stats.lock().unwrap_or_else(|e| e.into_inner()).ops += 1;
+        }
+    }
+}
+
+fn record(log: &Option<(OpLog, u32)>, op: LoggedOp) {
+    if let Some((log, _)) = log {
+        log.lock().push(op);
+    }
+}
+
+async fn logged_read<N: Nic>(
+    cache: &Cache<N>,
+    w: &Worker<N>,
+    key: u64,
+    log: &Option<(OpLog, u32)>,
+) -> ProtocolResult<()> {
+    let invoke = w.nic.now().0;
+    let value = validated_read(cache, w, key).await?;
+    let client = log.as_ref().map_or(0, |l| l.1);
+    record(
+        log,
+        LoggedOp {
+            client,
+            key,
+            write: None,
+            seen: Some(value),
+            invoke_ns: invoke,
+            return_ns: Some(w.nic.now().0),
+        },
+    );
+    Ok(())
+}
+
+/// Read until the object is whole (one tag, one stamp); returns its stamp (0: never written).
+async fn validated_read<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64) -> ProtocolResult<u64> {
+    let words = (cache.layout.object_bytes / 8) as usize;
+    let mut buf = vec![0u64; words];
+    loop {
+        cache.read(w, key).await?;
+        cache.nic.local().read_words(cache.layout.app_buffer(w.thread), &mut buf);
+        if buf[0] == object_tag(key) && buf[2..].iter().all(|&x| x == buf[1]) {
+            return Ok(buf[1]);
+        }
+        cache.stats.lock().unwrap_or_else(|e| e.into_inner()).validation_retries += 1;
+        w.nic.sleep(Nanos(cache.config.cpu.poll_ns)).await;
+    }
+}
+
+async fn app_write<N: Nic>(
+    cache: &Cache<N>,
+    w: &Worker<N>,
+    key: u64,
+    stamp: u64,
+    log: &Option<(OpLog, u32)>,
+) -> ProtocolResult<()> {
+    let lock = cache.layout.app_lock(key);
+    let owner = stamp;
+    while w.nic.try_cas(lock, 0, owner, "application lock").await? != 0 {
+        cache.stats.lock().unwrap_or_else(|e| e.into_inner()).app_lock_retries += 1;
+        w.nic.sleep(Nanos(cache.config.cpu.poll_ns)).await;
+    }
+    logged_read(cache, w, key, log).await?;
+    let words = (cache.layout.object_bytes / 8) as usize;
+    let mut buf = vec![stamp; words];
+    buf[0] = object_tag(key);
+    cache.nic.local().write_words(cache.layout.app_buffer(w.thread), &buf);
+    let invoke = w.nic.now().0;
+    cache.write(w, key).await?;
+    let client = log.as_ref().map_or(0, |l| l.1);
+    record(
+        log,
+        LoggedOp {
+            client,
+            key,
+            write: Some(stamp),
+            seen: None,
+            invoke_ns: invoke,
+            return_ns: Some(w.nic.now().0),
+        },
+    );
+    w.nic.try_write_word(lock, 0, "application unlock").await
+}

@@ -1,0 +1,757 @@
+//! One compute node's cache (§4–§5): header lookup and allocation with default-mode discovery,
+//! the mode check with per-object statistics, mode switches under the memory node's mode lock,
+//! read hit / read miss / write with decentralized invalidation, and eviction.
+//!
+//! Header words (`layout::HDR_*`): VALID (0 = invalid, else the ticket of the miss or write
+//! that validated it; remote invalidations WRITE 0 here), MODE (bit 0 on, bit 1 switching,
+//! bits 8..16 interval, 16..32 threshold, 32..64 a tag of the key, so a switcher can tell a
+//! recycled header), COUNTS (local fetch-and-add: total, reads, read hits, 16 bits each), KEY,
+//! FILL (misses fetching now) and PIN (local users; eviction skips pinned headers).
+//! Keeping VALID, MODE and COUNTS in separate words is a [CHOICE]: remote writes never clobber
+//! local counters, and setting valid never rewrites the mode (spec §9.4, §9.5).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use crate::common::error::{ErrorSlot, NicExt, ProtocolResult};
+use crate::nic::{Nanos, Nic, RemoteAddr, Verb};
+use crate::sync::join_all;
+
+use super::check::Tracker;
+use super::config::Config;
+use super::index::{self, Insert, Remote};
+use super::layout::*;
+use super::mutants::Mutant;
+use super::profit::{break_even, decode_threshold, encode_threshold, Event, Samples};
+use super::stats::Stats;
+
+pub const MODE_ON: u64 = 1;
+pub const SWITCHING: u64 = 2;
+
+pub fn mode_word(on: bool, interval: u8, threshold: u64, key: u64) -> u64 {
+    on as u64 | (interval as u64) << 8 | (threshold & 0xffff) << 16 | tag(key) << 32
+}
+pub fn tag(key: u64) -> u64 {
+    (key + 1) & 0xffff_ffff
+}
+fn interval_of(mode: u64) -> u64 {
+    (mode >> 8) & 0xff
+}
+fn threshold_of(mode: u64) -> u64 {
+    (mode >> 16) & 0xffff
+}
+
+const TOTAL: u64 = 1;
+const READ: u64 = 1 << 16;
+const HIT: u64 = 1 << 32;
+
+/// The compute node's cache, shared by its client threads.
+pub struct Cache<N: Nic> {
+    pub nic: N,
+    pub layout: Layout,
+    pub config: Config,
+    /// This node's compute index (0-based).
+    pub me: usize,
+    owner_sets: bool,
+    free: Mutex<Vec<u32>>,
+    hand: Mutex<u32>,
+    tickets: AtomicU64,
+    warm: AtomicBool,
+    pub stats: Mutex<Stats>,
+    samples: Mutex<Samples>,
+    tracker: Option<Arc<Tracker>>,
+    pub errors: ErrorSlot,
+}
+
+/// A client thread's handle: its own QPs and scratch buffers.
+pub struct Worker<N: Nic> {
+    pub nic: N,
+    pub thread: u32,
+}
+
+impl<N: Nic> Cache<N> {
+    pub fn new(nic: N, layout: Layout, config: Config, tracker: Option<Arc<Tracker>>) -> Arc<Cache<N>> {
+        let me = layout.cn_index(nic.node());
+        let owner_sets = config.owner_sets(layout.compute_nodes as usize);
+        let free = (0..layout.cache_objects as u32).rev().collect();
+        let samples = Samples::new(config.latency_ring);
+        Arc::new(Cache {
+            nic,
+            layout,
+            config,
+            me,
+            owner_sets,
+            free: Mutex::new(free),
+            hand: Mutex::new(0),
+            tickets: AtomicU64::new(1),
+            warm: AtomicBool::new(false),
+            stats: Mutex::new(Stats::default()),
+            samples: Mutex::new(samples),
+            tracker,
+            errors: ErrorSlot::new(),
+        })
+    }
+
+    /// The first client to end its warm-up clears the node's counters and latency samples of
+    /// the metrics (not the profit model's samples).
+    pub fn reset_stats_once(&self) {
+        if !self.warm.swap(true, Relaxed) {
+            *self.stats() = Stats::default();
+        }
+    }
+
+    pub fn worker(&self, thread: u32) -> Worker<N> {
+        Worker { nic: self.nic.qp(thread as u16 + 1), thread }
+    }
+
+    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn load(&self, hdr: u32, word: u64) -> u64 {
+        self.nic.local().load(self.layout.header(hdr) + word)
+    }
+    fn store(&self, hdr: u32, word: u64, value: u64) {
+        self.nic.local().store(self.layout.header(hdr) + word, value)
+    }
+    fn add(&self, hdr: u32, word: u64, delta: u64) -> u64 {
+        self.nic.local().faa_local(self.layout.header(hdr) + word, delta)
+    }
+    fn others(&self) -> Vec<usize> {
+        (0..self.layout.compute_nodes as usize).filter(|&c| c != self.me).collect()
+    }
+    fn copy_ns(&self) -> Nanos {
+        Nanos(self.config.cpu.copy_ns_per_kib * self.layout.object_bytes / 1024)
+    }
+    fn sample(&self, event: Event, ns: u64) {
+        self.samples.lock().unwrap_or_else(|e| e.into_inner()).record(event, ns);
+        self.stats().event(event, ns);
+    }
+
+    // ---- remote index lookups and the mode lock ----
+
+    /// One READ of `key`'s neighbourhood on compute node `cn` (again while a group is locked).
+    async fn lookup_remote(&self, w: &Worker<N>, cn: usize, key: u64) -> ProtocolResult<Option<u32>> {
+        let (offset, len) = index::lookup_range(key, self.layout.index_buckets);
+        let local = self.layout.lookup_buffer(w.thread, cn);
+        loop {
+            let remote = RemoteAddr::new(self.layout.cn(cn), offset);
+            w.nic
+                .try_batch(
+                    &[Verb::Read { remote, local_bytes: local, len_bytes: len }],
+                    "remote index lookup",
+                )
+                .await?;
+            let mut words = vec![0; len as usize / 8];
+            self.nic.local().read_words(local, &mut words);
+            self.stats().remote_lookups += 1;
+            match index::parse_remote(&words, key, self.layout.index_buckets) {
+                Remote::Found(h) => return Ok(Some(h)),
+                Remote::Absent => return Ok(None),
+                Remote::Locked => {
+                    self.stats().lookup_retries += 1;
+                    w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
+                }
+            }
+        }
+    }
+
+    async fn lock_mode(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
+        let lock = self.layout.mode_lock(key);
+        let me = self.me as u64 + 1;
+        while w.nic.try_cas(lock, 0, me, "mode lock").await? != 0 {
+            self.stats().mode_lock_retries += 1;
+            w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
+        }
+        Ok(())
+    }
+
+    async fn unlock_mode(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
+        w.nic.try_write_word(self.layout.mode_lock(key), 0, "mode unlock").await
+    }
+
+    /// Headers other CNs hold for `key`, with their MODE word (tag-checked).
+    async fn remote_headers(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Vec<(usize, u32, u64)>> {
+        let found = join_all(
+            self.others()
+                .into_iter()
+                .map(|c| async move { (c, self.lookup_remote(w, c, key).await) })
+                .collect(),
+        )
+        .await;
+        let mut hits = Vec::new();
+        for (c, r) in found {
+            if let Some(h) = r? {
+                hits.push((c, h));
+            }
+        }
+        let modes = join_all(
+            hits.iter()
+                .map(|&(c, h)| async move {
+                    let local = self.layout.word_buffer(w.thread, c);
+                    let remote = RemoteAddr::new(self.layout.cn(c), self.layout.header(h) + HDR_MODE);
+                    w.nic
+                        .try_batch(
+                            &[Verb::Read { remote, local_bytes: local, len_bytes: 8 }],
+                            "read remote mode",
+                        )
+                        .await?;
+                    Ok::<_, crate::common::error::ProtocolError>((c, h, self.nic.local().load(local)))
+                })
+                .collect(),
+        )
+        .await;
+        let mut out = Vec::new();
+        for m in modes {
+            let (c, h, mode) = m?;
+            if mode >> 32 == tag(key) {
+                out.push((c, h, mode));
+            }
+        }
+        Ok(out)
+    }
+
+    // ---- headers ----
+
+    /// The header of `key`, allocated if needed (§4.3 default cache modes), pinned.
+    pub async fn header(&self, w: &Worker<N>, key: u64) -> ProtocolResult<u32> {
+        loop {
+            if let Some(h) = index::lookup_local(self.nic.local(), key, self.layout.index_buckets) {
+                self.add(h, HDR_PIN, 1);
+                return Ok(h);
+            }
+            let adaptive = self.config.variant.adaptive();
+            let mut mode = mode_word(
+                true,
+                self.config.interval_first,
+                encode_threshold(self.config.threshold_default),
+                key,
+            );
+            if adaptive {
+                self.lock_mode(w, key).await?;
+                mode = mode_word(
+                    false,
+                    self.config.interval_first,
+                    encode_threshold(self.config.threshold_default),
+                    key,
+                );
+                if self.config.mutant == Mutant::AllocDefaultOn {
+                    mode |= MODE_ON;
+                } else if let Some(&(_, _, m)) = self.remote_headers(w, key).await?.first() {
+                    mode = m & !SWITCHING;
+                }
+            }
+            let placed = self.place(key, mode);
+            if adaptive {
+                self.unlock_mode(w, key).await?;
+            }
+            match placed {
+                Some(h) => return Ok(h),
+                None => {
+                    self.stats().alloc_retries += 1;
+                    w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
+                }
+            }
+        }
+    }
+
+    /// Take a header and insert `key` (synchronous: no other task runs in between on the
+    /// simulator). `None`: everything busy or pinned, try again.
+    fn place(&self, key: u64, mode: u64) -> Option<u32> {
+        let region = self.nic.local();
+        let (buckets, slots) = (self.layout.index_buckets, self.layout.index_slots);
+        if let Some(h) = index::lookup_local(region, key, buckets) {
+            self.add(h, HDR_PIN, 1);
+            return Some(h);
+        }
+        let hdr = self.take_header()?;
+        for (word, value) in [
+            (HDR_VALID, 0),
+            (HDR_MODE, mode),
+            (HDR_COUNTS, 0),
+            (HDR_KEY, key + 1),
+            (HDR_FILL, 0),
+            (HDR_PIN, 1),
+        ] {
+            self.store(hdr, word, value);
+        }
+        let done = match index::insert(region, key, hdr, buckets, slots) {
+            Insert::Inserted => true,
+            Insert::Existing(_) | Insert::Busy => false,
+            Insert::Full => self.evict_neighbour(key, hdr),
+        };
+        if done {
+            self.nic.mark("difache alloc key<<32|hdr", key << 32 | hdr as u64);
+            self.stats().allocations += 1;
+            Some(hdr)
+        } else {
+            self.release_header(hdr);
+            None
+        }
+    }
+
+    fn release_header(&self, hdr: u32) {
+        for word in [HDR_VALID, HDR_MODE, HDR_COUNTS, HDR_KEY, HDR_FILL, HDR_PIN] {
+            self.store(hdr, word, 0);
+        }
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).push(hdr);
+    }
+
+    /// Victim preference (§6): unpinned, caching disabled first, then the fewest operations.
+    fn victim_rank(&self, hdr: u32) -> Option<(bool, u64)> {
+        (self.load(hdr, HDR_PIN) == 0)
+            .then(|| (self.load(hdr, HDR_MODE) & MODE_ON != 0, self.load(hdr, HDR_COUNTS) & 0xffff))
+    }
+
+    fn evict_neighbour(&self, key: u64, hdr: u32) -> bool {
+        let region = self.nic.local();
+        let buckets = self.layout.index_buckets;
+        let best = index::occupants(region, key, buckets)
+            .into_iter()
+            .filter_map(|(slot, k, h)| self.victim_rank(h).map(|r| (r, slot, k, h)))
+            .min_by_key(|(r, slot, _, _)| (*r, *slot));
+        let Some((_, slot, old, victim)) = best else { return false };
+        if !index::replace(region, slot, old, key, hdr, buckets) {
+            return false;
+        }
+        self.nic.mark("difache evict neighbour key<<32|hdr", old << 32 | victim as u64);
+        self.release_header(victim);
+        self.stats().evictions += 1;
+        true
+    }
+
+    /// A free header, evicting one (clock hand, disabled objects first) if none is free.
+    fn take_header(&self) -> Option<u32> {
+        if let Some(h) = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            return Some(h);
+        }
+        let n = self.layout.cache_objects as u32;
+        let mut hand = self.hand.lock().unwrap_or_else(|e| e.into_inner());
+        let window: Vec<u32> = (0..n.min(16)).map(|i| (*hand + i) % n).collect();
+        let victim =
+            window.iter().filter_map(|&h| self.victim_rank(h).map(|r| (r.0, h))).min_by_key(|(on, _)| *on)?.1;
+        *hand = (victim + 1) % n;
+        let key = self.load(victim, HDR_KEY).checked_sub(1)?;
+        match index::remove(self.nic.local(), key, self.layout.index_buckets) {
+            Ok(Some(h)) if h == victim => {}
+            _ => return None,
+        }
+        for word in [HDR_VALID, HDR_MODE, HDR_COUNTS, HDR_KEY, HDR_FILL] {
+            self.store(victim, word, 0);
+        }
+        self.nic.mark("difache evict key<<32|hdr", key << 32 | victim as u64);
+        self.stats().evictions += 1;
+        Some(victim)
+    }
+
+    pub fn unpin(&self, hdr: u32) {
+        self.add(hdr, HDR_PIN, u64::MAX);
+    }
+
+    // ---- the mode check (Fig. 9) ----
+
+    /// Wait out a switch, count the access, and switch the mode at the interval's end. Returns
+    /// the MODE word the operation proceeds under.
+    async fn check_mode(&self, w: &Worker<N>, hdr: u32, key: u64, read: bool) -> ProtocolResult<u64> {
+        if !self.config.variant.adaptive() {
+            return Ok(self.load(hdr, HDR_MODE) | MODE_ON);
+        }
+        let st = loop {
+            let st = self.load(hdr, HDR_MODE);
+            if st & SWITCHING == 0 {
+                break st;
+            }
+            w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
+        };
+        let on = st & MODE_ON != 0;
+        let hit = read && on && self.load(hdr, HDR_VALID) != 0 && self.load(hdr, HDR_FILL) == 0;
+        let addend = TOTAL | if read { READ } else { 0 } | if hit { HIT } else { 0 };
+        let new = self.add(hdr, HDR_COUNTS, addend).wrapping_add(addend);
+        let total = new & 0xffff;
+        if total != interval_of(st).max(1) {
+            return Ok(st);
+        }
+        // This access closed the interval (L3-L10).
+        self.store(hdr, HDR_COUNTS, 0);
+        let reads = (new >> 16) & 0xffff;
+        let read_ratio = reads as f64 / total as f64;
+        let mut threshold = decode_threshold(threshold_of(st));
+        let target = if on {
+            let hit_rate = ((new >> 32) & 0xffff) as f64 / reads.max(1) as f64;
+            if let Some(l) = self.samples.lock().unwrap_or_else(|e| e.into_inner()).medians() {
+                threshold = break_even(hit_rate, &l);
+            }
+            (read_ratio < threshold).then_some(false)
+        } else {
+            (read_ratio >= threshold).then_some(true)
+        };
+        let Some(target) = target else { return Ok(st) };
+        self.switch_mode(w, hdr, key, target, encode_threshold(threshold)).await?;
+        loop {
+            let st = self.load(hdr, HDR_MODE);
+            if st & SWITCHING == 0 {
+                return Ok(st);
+            }
+            w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
+        }
+    }
+
+    /// Switch `key` to `target` on every CN holding a header (L13-L27).
+    async fn switch_mode(
+        &self,
+        w: &Worker<N>,
+        hdr: u32,
+        key: u64,
+        target: bool,
+        threshold: u64,
+    ) -> ProtocolResult<()> {
+        self.lock_mode(w, key).await?;
+        let st = self.load(hdr, HDR_MODE);
+        if (st & MODE_ON != 0) == target || st >> 32 != tag(key) {
+            return self.unlock_mode(w, key).await;
+        }
+        let remote = self.remote_headers(w, key).await?;
+        let flagged = if self.config.mutant == Mutant::SwitchWithoutFlag {
+            remote
+        } else {
+            let results =
+                join_all(remote.iter().map(|&(c, h, m)| self.cas_mode(w, c, h, m, m | SWITCHING)).collect())
+                    .await;
+            let mut flagged = Vec::new();
+            for (r, &(c, h, m)) in results.into_iter().zip(&remote) {
+                if r? {
+                    flagged.push((c, h, m | SWITCHING));
+                }
+            }
+            self.store(hdr, HDR_MODE, st | SWITCHING);
+            flagged
+        };
+        let new = mode_word(target, self.config.interval_after, threshold, key);
+        let results = join_all(
+            flagged
+                .iter()
+                .map(|&(c, h, m)| async move {
+                    let valid = RemoteAddr::new(self.layout.cn(c), self.layout.header(h) + HDR_VALID);
+                    w.nic
+                        .try_batch(&[Verb::WriteWord { remote: valid, value: 0 }], "switch invalidate")
+                        .await?;
+                    self.cas_mode(w, c, h, m, new).await
+                })
+                .collect(),
+        )
+        .await;
+        for r in results {
+            r?;
+        }
+        self.store(hdr, HDR_VALID, 0);
+        self.store(hdr, HDR_MODE, new);
+        w.nic.mark("difache switched", key << 1 | target as u64);
+        if target {
+            self.stats().switches_on += 1;
+        } else {
+            self.stats().switches_off += 1;
+        }
+        self.unlock_mode(w, key).await
+    }
+
+    /// CAS a remote MODE word from `old` to `new`; false if the header was recycled.
+    async fn cas_mode(&self, w: &Worker<N>, cn: usize, hdr: u32, old: u64, new: u64) -> ProtocolResult<bool> {
+        let remote = RemoteAddr::new(self.layout.cn(cn), self.layout.header(hdr) + HDR_MODE);
+        let mut expect = old;
+        loop {
+            let seen = w.nic.try_cas(remote, expect, new, "switch mode").await?;
+            if seen == expect {
+                return Ok(true);
+            }
+            if seen >> 32 != old >> 32 {
+                return Ok(false);
+            }
+            expect = seen;
+        }
+    }
+
+    // ---- read and write (Fig. 5) ----
+
+    /// Read object `key` into the thread's application buffer.
+    pub async fn read(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
+        let app = self.layout.app_buffer(w.thread);
+        let size = self.layout.object_bytes;
+        let start = w.nic.now();
+        if !self.config.variant.caches() {
+            self.fetch(w, key, app).await?;
+            self.sample(Event::ReadBypass, w.nic.now().0 - start.0);
+            return Ok(());
+        }
+        w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
+        let hdr = self.header(w, key).await?;
+        let r: ProtocolResult<Event> = async {
+            let st = self.check_mode(w, hdr, key, true).await?;
+            if st & MODE_ON == 0 {
+                self.fetch(w, key, app).await?;
+                return Ok(Event::ReadBypass);
+            }
+            loop {
+                let valid = self.load(hdr, HDR_VALID);
+                let filling = self.load(hdr, HDR_FILL) != 0 && self.config.mutant != Mutant::HitIgnoresFill;
+                if valid != 0 && !filling {
+                    self.nic.local().copy_from(app, self.nic.local(), self.layout.buffer(hdr), size);
+                    w.nic.cpu(self.copy_ns()).await;
+                    return Ok(Event::ReadHit);
+                }
+                if valid == 0 {
+                    break;
+                }
+                // Another local thread is filling the buffer (spec §9.7): wait for it.
+                w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
+            }
+            self.miss(w, hdr, key).await?;
+            Ok(Event::ReadMiss)
+        }
+        .await;
+        self.unpin(hdr);
+        self.sample(r?, w.nic.now().0 - start.0);
+        Ok(())
+    }
+
+    async fn fetch(&self, w: &Worker<N>, key: u64, local: u64) -> ProtocolResult<()> {
+        let remote = self.layout.object(key);
+        let len = self.layout.object_bytes as u32;
+        w.nic
+            .try_batch(&[Verb::Read { remote, local_bytes: local, len_bytes: len }], "fetch object")
+            .await
+            .map(|_| ())
+    }
+
+    /// Register as owner, mark valid, fetch (L2-L5), then install if nothing re-validated or
+    /// invalidated the header meanwhile ([CHOICE]: the ticket in VALID, see NEEDS.md).
+    async fn miss(&self, w: &Worker<N>, hdr: u32, key: u64) -> ProtocolResult<()> {
+        let fetched = self.layout.fetch_buffer(w.thread);
+        let owner_first = self.owner_sets && self.config.mutant != Mutant::OwnerBitAfterFetch;
+        if owner_first {
+            self.register_owner(w, key).await?;
+        }
+        let ticket = self.tickets.fetch_add(1, Relaxed);
+        let early = self.config.mutant != Mutant::ValidAfterFetch;
+        if early {
+            self.store(hdr, HDR_VALID, ticket);
+        }
+        w.nic.mark("difache miss valid", key);
+        self.add(hdr, HDR_FILL, 1);
+        let r = self.fetch_checking_owner(w, key, fetched, owner_first).await;
+        let still_owner = match r {
+            Ok(owner) => owner,
+            Err(e) => {
+                self.add(hdr, HDR_FILL, u64::MAX);
+                return Err(e);
+            }
+        };
+        if self.owner_sets && !owner_first {
+            self.register_owner(w, key).await?;
+        }
+        if !early {
+            self.store(hdr, HDR_VALID, ticket);
+        }
+        if !still_owner {
+            // A writer collected our bit between the owner-set insert and VALID: its
+            // invalidation may have landed before VALID and no later writer would see us.
+            self.nic.local().cas_local(self.layout.header(hdr) + HDR_VALID, ticket, 0);
+            self.stats().owner_rechecks_lost += 1;
+        }
+        let valid = self.load(hdr, HDR_VALID);
+        if valid == ticket || (valid != 0 && self.config.mutant == Mutant::InstallIgnoresTicket) {
+            w.nic.mark("difache miss install", key);
+            self.nic.local().copy_from(
+                self.layout.buffer(hdr),
+                self.nic.local(),
+                fetched,
+                self.layout.object_bytes,
+            );
+        }
+        self.add(hdr, HDR_FILL, u64::MAX);
+        self.nic.local().copy_from(
+            self.layout.app_buffer(w.thread),
+            self.nic.local(),
+            fetched,
+            self.layout.object_bytes,
+        );
+        w.nic.cpu(self.copy_ns()).await;
+        Ok(())
+    }
+
+    /// Fetch the object; in owner-set mode the same doorbell batch re-reads the owner set
+    /// after the object ([CHOICE], see NEEDS.md "owner-set recheck"). Returns whether our bit
+    /// is still set (always true without owner sets or with the paper's literal order).
+    async fn fetch_checking_owner(
+        &self,
+        w: &Worker<N>,
+        key: u64,
+        local: u64,
+        owner_first: bool,
+    ) -> ProtocolResult<bool> {
+        let recheck = self.owner_sets && owner_first && self.config.mutant != Mutant::PaperOwnerOrder;
+        if !recheck {
+            self.fetch(w, key, local).await?;
+            return Ok(true);
+        }
+        let object = Verb::Read {
+            remote: self.layout.object(key),
+            local_bytes: local,
+            len_bytes: self.layout.object_bytes as u32,
+        };
+        let word = self.layout.owner_buffer(w.thread);
+        let owner = Verb::Read { remote: self.layout.owner_set(key), local_bytes: word, len_bytes: 8 };
+        w.nic.try_batch(&[object, owner], "fetch object and owner set").await?;
+        Ok(self.nic.local().load(word) >> (self.me % 64) & 1 != 0)
+    }
+
+    /// Set this CN's bit in the object's owner set (a RACE lookup READ, then CAS until it sticks).
+    async fn register_owner(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
+        let set = self.layout.owner_set(key);
+        let local = self.layout.owner_buffer(w.thread);
+        w.nic
+            .try_batch(&[Verb::Read { remote: set, local_bytes: local, len_bytes: 8 }], "owner-set lookup")
+            .await?;
+        let mut cur = self.nic.local().load(local);
+        let bit = 1u64 << (self.me % 64);
+        if self.config.mutant == Mutant::OwnerBitByWrite {
+            return w.nic.try_write_word(set, cur | bit, "owner-set insert").await;
+        }
+        loop {
+            let seen = w.nic.try_cas(set, cur, cur | bit, "owner-set insert").await?;
+            if seen == cur {
+                return Ok(());
+            }
+            self.stats().owner_cas_retries += 1;
+            cur = seen;
+        }
+    }
+
+    /// Write the thread's application buffer to object `key` (the caller holds the
+    /// application's lock on it).
+    pub async fn write(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
+        let app = self.layout.app_buffer(w.thread);
+        let start = w.nic.now();
+        if !self.config.variant.caches() {
+            self.flush(w, key, app).await?;
+            self.sample(Event::WriteBypass, w.nic.now().0 - start.0);
+            return Ok(());
+        }
+        w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
+        let hdr = self.header(w, key).await?;
+        if let Some(t) = &self.tracker {
+            t.begin(key);
+        }
+        let r: ProtocolResult<Event> = async {
+            let st = self.check_mode(w, hdr, key, false).await?;
+            if st & MODE_ON == 0 {
+                self.flush(w, key, app).await?;
+                // A switch to on that began after our check may have let a CN cache the old
+                // value: invalidate as a cached write would ([CHOICE], spec §9.6).
+                let recheck = self.config.mutant != Mutant::BypassWriteNoRecheck;
+                if recheck && self.load(hdr, HDR_MODE) != st {
+                    self.stats().bypass_rechecks += 1;
+                    self.invalidate_owners(w, key).await?;
+                    // Our own CN's copy too: a local miss may have fetched before the flush.
+                    self.store(hdr, HDR_VALID, 0);
+                }
+                return Ok(Event::WriteBypass);
+            }
+            if self.config.mutant == Mutant::InvalidateBeforeFlush {
+                self.invalidate_owners(w, key).await?;
+                self.flush(w, key, app).await?;
+            } else {
+                self.flush(w, key, app).await?;
+                if self.config.variant.coherent() {
+                    self.invalidate_owners(w, key).await?;
+                }
+            }
+            // Write-allocate: the writer keeps the new value ([CHOICE], spec §9.9).
+            let ticket = self.tickets.fetch_add(1, Relaxed);
+            self.store(hdr, HDR_VALID, ticket);
+            w.nic.mark("difache write install", key);
+            self.nic.local().copy_from(
+                self.layout.buffer(hdr),
+                self.nic.local(),
+                app,
+                self.layout.object_bytes,
+            );
+            w.nic.cpu(self.copy_ns()).await;
+            Ok(Event::WriteCached)
+        }
+        .await;
+        if let Some(t) = &self.tracker {
+            t.end(key);
+        }
+        self.unpin(hdr);
+        self.sample(r?, w.nic.now().0 - start.0);
+        Ok(())
+    }
+
+    async fn flush(&self, w: &Worker<N>, key: u64, local: u64) -> ProtocolResult<()> {
+        let remote = self.layout.object(key);
+        let len = self.layout.object_bytes as u32;
+        w.nic
+            .try_batch(&[Verb::Write { remote, local_bytes: local, len_bytes: len }], "flush object")
+            .await
+            .map(|_| ())
+    }
+
+    /// Collect the owners (every other CN, or the owner set reset to `{me}`) and clear VALID of
+    /// their headers with one-sided WRITEs (L11-L12).
+    async fn invalidate_owners(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
+        let mut targets = if self.owner_sets {
+            let set = self.layout.owner_set(key);
+            let local = self.layout.owner_buffer(w.thread);
+            w.nic
+                .try_batch(
+                    &[Verb::Read { remote: set, local_bytes: local, len_bytes: 8 }],
+                    "owner-set lookup",
+                )
+                .await?;
+            let mut cur = self.nic.local().load(local);
+            // The writer stays in the set ([CHOICE]): its own CN's readers may hold copies too.
+            let mine = 1u64 << (self.me % 64);
+            if let Some(t) = &self.tracker {
+                t.collecting(key);
+            }
+            loop {
+                let seen = w.nic.try_cas(set, cur, mine, "owner-set collect").await?;
+                if seen == cur {
+                    break;
+                }
+                self.stats().owner_cas_retries += 1;
+                cur = seen;
+            }
+            w.nic.mark("difache collected", cur);
+            let owners: Vec<usize> =
+                self.others().into_iter().filter(|&c| cur >> (c % 64) & 1 != 0).collect();
+            if let Some(t) = &self.tracker {
+                t.pending(key, &owners);
+            }
+            owners
+        } else {
+            self.others()
+        };
+        if self.config.mutant == Mutant::InvalidateFirstOwnerOnly {
+            targets.truncate(1);
+        }
+        let results = join_all(
+            targets
+                .iter()
+                .map(|&c| async move {
+                    if let Some(h) = self.lookup_remote(w, c, key).await? {
+                        let valid = RemoteAddr::new(self.layout.cn(c), self.layout.header(h) + HDR_VALID);
+                        w.nic.try_batch(&[Verb::WriteWord { remote: valid, value: 0 }], "invalidate").await?;
+                        self.stats().invalidations += 1;
+                    }
+                    if let Some(t) = &self.tracker {
+                        t.done(key, c);
+                    }
+                    Ok::<_, crate::common::error::ProtocolError>(())
+                })
+                .collect(),
+        )
+        .await;
+        results.into_iter().collect()
+    }
+}

@@ -1,0 +1,202 @@
+//! DiFache's options (`protocol_options`) and the workload section (`workload`).
+
+use serde::{Deserialize, Serialize};
+
+use super::mutants::Mutant;
+
+/// Which cache runs: DiFache and the baselines of §6.2 that share its client loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// Decentralized coherence with fine-grained adaptive caching (the full system).
+    #[default]
+    Difache,
+    /// DiFache with adaptive caching off: every object is always cached.
+    Noac,
+    /// Every access is one-sided RDMA to the memory node ("w/o Cache").
+    Nocache,
+    /// A per-CN cache without cross-CN coherence (incorrect by design; a scale reference).
+    Nocc,
+}
+
+impl Variant {
+    pub fn caches(self) -> bool {
+        !matches!(self, Variant::Nocache)
+    }
+    pub fn adaptive(self) -> bool {
+        self == Variant::Difache
+    }
+    pub fn coherent(self) -> bool {
+        self != Variant::Nocc
+    }
+}
+
+/// How writers find the CNs to invalidate (§4.1 of the paper).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerTracking {
+    /// Broadcast up to `broadcast_max_cns` compute nodes, owner sets above.
+    #[default]
+    Auto,
+    Broadcast,
+    OwnerSets,
+}
+
+/// Local CPU costs on a compute node (ns).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cpu {
+    /// Local index lookup and mode check of every cached access.
+    pub lookup_ns: u64,
+    /// Copying a cached object to or from the application's buffer, per KiB.
+    pub copy_ns_per_kib: u64,
+    /// The application's own work per operation (validation, request handling).
+    pub app_ns: u64,
+    /// Back-off between polls of a busy lock, a switching flag or a filling buffer.
+    pub poll_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub variant: Variant,
+    pub owner_tracking: OwnerTracking,
+    /// Largest cluster that broadcasts invalidations under `auto` ([CHOICE]: Fig. 13's crossover).
+    pub broadcast_max_cns: u16,
+    /// Home buckets of the hopscotch index (the paper: 2 M).
+    pub index_buckets: u32,
+    /// Cache headers (and buffers, one each) per compute node.
+    pub cache_objects: u32,
+    /// Mode locks per memory node.
+    pub mode_locks: u32,
+    /// Default read-ratio threshold before an object's first on-period (the paper: 75 %).
+    pub threshold_default: f64,
+    /// Mode-check interval before (8) and after (255) an object's first switch.
+    pub interval_first: u8,
+    pub interval_after: u8,
+    /// Latency samples kept per event type for the profit model.
+    pub latency_ring: usize,
+    pub cpu: Cpu,
+    /// Set from `dmsim fuzz --mutant`, never from a scenario.
+    #[serde(default)]
+    pub mutant: Mutant,
+}
+
+impl Config {
+    pub fn paper() -> Config {
+        Config {
+            variant: Variant::Difache,
+            owner_tracking: OwnerTracking::Auto,
+            broadcast_max_cns: 32,
+            index_buckets: 1 << 16,
+            cache_objects: 1 << 14,
+            mode_locks: 4096,
+            threshold_default: 0.75,
+            interval_first: 8,
+            interval_after: 255,
+            latency_ring: 64,
+            cpu: Cpu { lookup_ns: 150, copy_ns_per_kib: 100, app_ns: 200, poll_ns: 500 },
+            mutant: Mutant::None,
+        }
+    }
+
+    pub fn with_variant(variant: Variant) -> Config {
+        Config { variant, ..Config::paper() }
+    }
+
+    /// Owner sets (true) or broadcast for a cluster of `compute` nodes.
+    pub fn owner_sets(&self, compute: usize) -> bool {
+        match self.owner_tracking {
+            OwnerTracking::Broadcast => false,
+            OwnerTracking::OwnerSets => true,
+            OwnerTracking::Auto => compute > self.broadcast_max_cns as usize,
+        }
+    }
+
+    /// Problems as "field: reason".
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.index_buckets < 16 || self.index_buckets > 1 << 24 {
+            out.push("index_buckets: must be in 16..=16777216".into());
+        }
+        if self.cache_objects < 1 || self.cache_objects > 1 << 22 {
+            out.push("cache_objects: must be in 1..=4194304".into());
+        }
+        if self.mode_locks < 1 || self.mode_locks > 1 << 20 {
+            out.push("mode_locks: must be in 1..=1048576".into());
+        }
+        if !(0.0..=1.0).contains(&self.threshold_default) {
+            out.push("threshold_default: must be in [0, 1]".into());
+        }
+        if self.interval_first == 0 || self.interval_after == 0 {
+            out.push("interval_first: intervals must be at least 1".into());
+        }
+        if self.latency_ring == 0 || self.latency_ring > 4096 {
+            out.push("latency_ring: must be in 1..=4096".into());
+        }
+        if self.cpu.poll_ns == 0 {
+            out.push("cpu.poll_ns: must be at least 1".into());
+        }
+        out
+    }
+}
+
+/// The synthetic micro-benchmark of §6.3 (`workload`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Objects on the memory nodes (the paper: 1 M).
+    pub objects: u64,
+    /// Bytes per object, a multiple of 8 and at least 16 (the paper: 1 KB).
+    #[serde(default = "kib")]
+    pub object_bytes: u32,
+    /// Clients per compute node (the paper: 16).
+    pub threads_per_node: u32,
+    pub ops_per_thread: u64,
+    /// Timed mode (with `measure_us` > 0): every client runs until virtual time
+    /// `warmup_us + measure_us` (at most `ops_per_thread` operations) and only operations that
+    /// start after `warmup_us` and complete by the end count, so all clients share one
+    /// steady-state window; the warm-up fills the caches and settles the modes.
+    #[serde(default)]
+    pub warmup_us: u64,
+    #[serde(default)]
+    pub measure_us: u64,
+    /// Share of application reads (the paper: 95 %).
+    #[serde(default = "read_95")]
+    pub read_ratio: f64,
+    /// Zipf exponent; 0 is uniform ([CHOICE] 0.99: the paper's value was lost).
+    #[serde(default = "theta")]
+    pub zipf_theta: f64,
+}
+
+fn kib() -> u32 {
+    1024
+}
+fn read_95() -> f64 {
+    0.95
+}
+fn theta() -> f64 {
+    0.99
+}
+
+impl Workload {
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.objects == 0 || self.objects > 1 << 28 {
+            out.push("objects: must be in 1..=268435456".into());
+        }
+        if self.object_bytes < 16 || !self.object_bytes.is_multiple_of(8) || self.object_bytes > 1 << 20 {
+            out.push("object_bytes: must be a multiple of 8 in 16..=1048576".into());
+        }
+        if self.threads_per_node == 0 || self.threads_per_node > 256 {
+            out.push("threads_per_node: must be in 1..=256".into());
+        }
+        if !(0.0..=1.0).contains(&self.read_ratio) {
+            out.push("read_ratio: must be in [0, 1]".into());
+        }
+        if !(0.0..=20.0).contains(&self.zipf_theta) {
+            out.push("zipf_theta: must be in [0, 20]".into());
+        }
+        out
+    }
+}

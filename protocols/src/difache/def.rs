@@ -1,0 +1,286 @@
+//! DiFache's definition (`protocol: "difache"`): the cache and its baselines on the synthetic
+//! micro-benchmark, on any backend.
+//!
+//! `protocol_options` is any subset of [`Config`]'s fields over a preset (`default`/`difache`,
+//! `noac`, `nocache`, `nocc`), e.g. `{ "preset": "noac", "owner_tracking": "owner_sets" }`.
+//! `workload` is [`Workload`] (objects, object_bytes, threads_per_node, ops_per_thread,
+//! read_ratio, zipf_theta). Memory nodes run no task (all accesses are one-sided).
+//!
+//! `run.check` logs every application read and write; `verify` checks them as regular
+//! registers ([`super::check::check_regular`]) for the coherent variants. The fuzzer
+//! (`CheckLevel::Full`) adds the per-event invariants of [`super::check::invariants`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use super::bench::run_client;
+use super::cache::Cache;
+use super::check::{check_regular, invariants, Checks, Tracker};
+use super::config::{Config, Variant, Workload};
+use super::layout::{object_tag, Layout};
+use super::profit::EVENTS;
+use super::stats::Stats;
+use crate::common::metrics::percentile;
+use crate::harness::{
+    merge_options, parse_typed, report_error, CheckLevel, Invariants, LoggedOp, Memory, NodeReport, NodeRun,
+    OpLog, Plan, PointSpec, Problem, Protocol, Violation,
+};
+use crate::nic::{Cluster, Nanos, Nic, NodeKind, Task};
+
+#[derive(Clone, Copy)]
+pub struct Difache;
+
+impl Protocol for Difache {
+    type Plan = DifachePlan;
+
+    fn names(&self) -> &'static [&'static str] {
+        &["difache"]
+    }
+
+    fn about(&self) -> &'static str {
+        "DiFache decentralized-coherence CN cache (and no cache, noCC, DiFache-noAC) on the micro-benchmark"
+    }
+
+    fn mutants(&self) -> &'static [crate::harness::Mutant] {
+        super::mutants::LIST
+    }
+
+    fn plan(&self, point: &PointSpec) -> Result<DifachePlan, Vec<Problem>> {
+        DifachePlan::new(point)
+    }
+}
+
+const RESERVED: &[(&str, &str)] = &[("mutant", "dmsim fuzz --mutant")];
+
+pub struct DifachePlan {
+    config: Config,
+    workload: Workload,
+    layout: Layout,
+    cluster: Cluster,
+    seed: u64,
+    check: CheckLevel,
+    tracker: Option<Arc<Tracker>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Report {
+    stats: Stats,
+    #[serde(default)]
+    log: Vec<LoggedOp>,
+}
+
+fn at(prefix: &str, text: &str) -> Problem {
+    match text.split_once(": ") {
+        Some((field, reason)) if !field.contains(' ') => Problem::new(format!("{prefix}.{field}"), reason),
+        _ => Problem::new(prefix, text),
+    }
+}
+
+impl DifachePlan {
+    pub fn new(point: &PointSpec) -> Result<DifachePlan, Vec<Problem>> {
+        let workload: Workload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
+        let presets = [
+            ("default", Config::paper()),
+            ("difache", Config::paper()),
+            ("noac", Config::with_variant(Variant::Noac)),
+            ("nocache", Config::with_variant(Variant::Nocache)),
+            ("nocc", Config::with_variant(Variant::Nocc)),
+        ];
+        let mut config: Config =
+            merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
+                .map_err(|p| vec![p])?;
+        let mut out: Vec<Problem> = workload.validate().iter().map(|p| at("workload", p)).collect();
+        out.extend(config.validate().iter().map(|p| at("protocol_options", p)));
+        config.mutant = match super::mutants::named(&point.mutant) {
+            Some(m) => m,
+            None => {
+                out.push(Problem::new("mutant", format!("difache has no mutant {:?}", point.mutant)));
+                Default::default()
+            }
+        };
+        point.no_symmetric("DiFache", &mut out);
+        if point.memory_nodes == 0 || point.memory_nodes > 1024 {
+            out.push(Problem::new("cluster.memory_nodes", "must be in 1..=1024"));
+        }
+        if point.compute_nodes == 0 || point.compute_nodes > 1024 {
+            out.push(Problem::new("cluster.compute_nodes", "must be in 1..=1024"));
+        }
+        if config.owner_sets(point.compute_nodes as usize) && point.compute_nodes > 64 {
+            // [CHOICE] bit = CN id mod 64 is sound (false positives only), but this build keeps
+            // the exact-owner check simple.
+            out.push(Problem::new(
+                "cluster.compute_nodes",
+                "owner sets support at most 64 compute nodes here",
+            ));
+        }
+        if !out.is_empty() {
+            return Err(out);
+        }
+        let layout = Layout::new(point.memory_nodes, point.compute_nodes, &workload, &config);
+        const REGION_MAX: u64 = 8 << 30;
+        if layout.memory_region_bytes() > REGION_MAX {
+            return Err(vec![Problem::new(
+                "workload.objects",
+                format!(
+                    "objects x object_bytes needs {} bytes per memory node (at most 8 GiB)",
+                    layout.memory_region_bytes()
+                ),
+            )]);
+        }
+        if layout.compute_region_bytes() > REGION_MAX {
+            return Err(vec![Problem::new(
+                "protocol_options.cache_objects",
+                format!(
+                    "the cache needs {} bytes per compute node (at most 8 GiB)",
+                    layout.compute_region_bytes()
+                ),
+            )]);
+        }
+        let cluster = point.cluster(layout.memory_region_bytes(), layout.compute_region_bytes());
+        let tracker = point.check.full().then(|| Arc::new(Tracker::default()));
+        Ok(DifachePlan { config, workload, layout, cluster, seed: point.seed, check: point.check, tracker })
+    }
+
+    fn checks(&self) -> Checks {
+        Checks {
+            adaptive: self.config.variant.adaptive(),
+            owner_sets: self.config.owner_sets(self.layout.compute_nodes as usize),
+            coherent: self.config.variant.coherent(),
+        }
+    }
+
+    fn parse(reports: &[NodeReport]) -> Vec<Report> {
+        reports.iter().filter_map(|r| serde_json::from_value::<Report>(r.extra.clone()).ok()).collect()
+    }
+}
+
+impl Plan for DifachePlan {
+    type State = ();
+
+    fn cluster(&self) -> Cluster {
+        self.cluster.clone()
+    }
+
+    fn setup<N: Nic>(&self, nic: &N) {
+        let me = nic.node();
+        if self.cluster.kinds[me.index()] != NodeKind::Memory {
+            return;
+        }
+        for key in (0..self.layout.objects).filter(|&k| self.layout.home(k) == me) {
+            nic.local().store(self.layout.object(key).offset_bytes, object_tag(key));
+        }
+    }
+
+    fn node<N: Nic>(&self, nic: N) -> NodeRun<()> {
+        if self.cluster.kinds[nic.node().index()] != NodeKind::Compute {
+            return NodeRun::empty();
+        }
+        let cache = Cache::new(nic, self.layout.clone(), self.config.clone(), self.tracker.clone());
+        let latencies = Arc::new(Mutex::new(Vec::new()));
+        let log = self.check.histories().then(OpLog::new);
+        let cn = self.layout.cn_index(cache.nic.node()) as u32;
+        let mains = (0..self.workload.threads_per_node)
+            .map(|t| {
+                let client = cn * self.workload.threads_per_node + t;
+                let task: Task = Box::pin(run_client(
+                    cache.clone(),
+                    t,
+                    self.workload.clone(),
+                    self.seed,
+                    log.clone().map(|l| (l, client)),
+                    latencies.clone(),
+                ));
+                task
+            })
+            .collect();
+        let watched = cache.clone();
+        NodeRun {
+            mains,
+            daemons: Vec::new(),
+            progress: Some(Arc::new(move || watched.stats.lock().unwrap_or_else(|e| e.into_inner()).ops)),
+            state: None,
+            collect: Box::new(move || {
+                let stats = cache.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let log = log.map(|l| l.snapshot()).unwrap_or_default();
+                NodeReport {
+                    samples: std::mem::take(&mut *latencies.lock().unwrap_or_else(|e| e.into_inner())),
+                    extra: serde_json::to_value(Report { stats, log }).unwrap_or(serde_json::Value::Null),
+                    error: report_error(cache.errors.first()),
+                    ..NodeReport::default()
+                }
+            }),
+        }
+    }
+
+    fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
+        let mut total = Stats::default();
+        for r in Self::parse(reports) {
+            total.merge(&r.stats);
+        }
+        let mut samples: Vec<u64> = reports.iter().flat_map(|r| r.samples.iter().copied()).collect();
+        let span = elapsed.saturating_sub(Nanos(total.first_op_ns.unwrap_or(0))).as_secs_f64();
+        let ops = total.ops.max(1) as f64;
+        let mut m = BTreeMap::new();
+        // Timed mode: the measured window is the same for every client.
+        let tput = if self.workload.measure_us > 0 {
+            total.ops as f64 / self.workload.measure_us as f64
+        } else {
+            total.ops as f64 / span.max(1e-12) / 1e6
+        };
+        m.insert("throughput_mops".into(), tput);
+        m.insert("ops".into(), total.ops as f64);
+        let e = total.events;
+        let reads = (e[0] + e[1] + e[3]).max(1) as f64;
+        m.insert("read_hit_ratio".into(), e[0] as f64 / reads);
+        m.insert("cached_write_ratio".into(), e[2] as f64 / (e[2] + e[4]).max(1) as f64);
+        m.insert("write_cached_share".into(), e[2] as f64 / e.iter().sum::<u64>().max(1) as f64);
+        for (i, name) in ["read_hit", "read_miss", "write_cached", "read_bypass", "write_bypass"]
+            .iter()
+            .enumerate()
+            .take(EVENTS)
+        {
+            m.insert(format!("{name}_us_avg"), total.event_ns[i] as f64 / e[i].max(1) as f64 / 1e3);
+            m.insert(format!("{name}_count"), e[i] as f64);
+        }
+        m.insert("invalidations_per_op".into(), total.invalidations as f64 / ops);
+        m.insert("remote_lookups_per_op".into(), total.remote_lookups as f64 / ops);
+        m.insert("mode_switches".into(), (total.switches_on + total.switches_off) as f64);
+        m.insert("evictions".into(), total.evictions as f64);
+        m.insert("validation_retries_per_op".into(), total.validation_retries as f64 / ops);
+        m.insert("owner_rechecks_lost".into(), total.owner_rechecks_lost as f64);
+        m.insert("bypass_rechecks".into(), total.bypass_rechecks as f64);
+        if !samples.is_empty() {
+            m.insert("latency_us_p50".into(), percentile(&mut samples, 50.0) / 1e3);
+            m.insert("latency_us_p99".into(), percentile(&mut samples, 99.0) / 1e3);
+        }
+        m
+    }
+
+    fn ops(&self, reports: &[NodeReport]) -> u64 {
+        Self::parse(reports).iter().map(|r| r.stats.ops).sum()
+    }
+
+    fn invariants(&self, _states: Vec<Option<Arc<()>>>) -> Option<Invariants> {
+        let tracker = self.tracker.clone()?;
+        let (layout, checks) = (self.layout.clone(), self.checks());
+        Some(Box::new(move |memory: Memory| {
+            invariants(&layout, checks, &tracker, memory).map_err(|(name, m)| Violation::new(name, m))
+        }))
+    }
+
+    fn verify(&self, reports: &[NodeReport], memory: Option<Memory>) -> Result<(), Violation> {
+        if !self.config.variant.coherent() {
+            return Ok(());
+        }
+        let log: Vec<LoggedOp> = Self::parse(reports).into_iter().flat_map(|r| r.log).collect();
+        check_regular(&log)
+            .map_err(|m| Violation::new("regular reads (no stale read after a completed write)", m))?;
+        if let (Some(memory), Some(tracker)) = (memory, &self.tracker) {
+            invariants(&self.layout, self.checks(), tracker, memory)
+                .map_err(|(name, m)| Violation::new(name, m))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,149 @@
+//! Where everything lives: the same offsets on every compute node (so a remote writer can find a
+//! key's home bucket without asking, §4.1) and on every memory node.
+//!
+//! ```text
+//! compute node: [ index groups | headers (6 words each) | buffers | per-thread scratch ]
+//! memory node:  [ objects | app locks | owner sets | mode locks ]
+//! ```
+//! Object `k` lives on memory node `k % m` at slot `k / m`.
+
+use crate::nic::{NodeId, RemoteAddr};
+
+use super::config::{Config, Workload};
+use super::index::{BUCKET_BYTES, GROUP_BUCKETS, GROUP_BYTES, NEIGHBOURHOOD};
+
+/// Header words (offsets in bytes inside a header).
+pub const HDR_VALID: u64 = 0;
+pub const HDR_MODE: u64 = 8;
+pub const HDR_COUNTS: u64 = 16;
+pub const HDR_KEY: u64 = 24;
+pub const HDR_FILL: u64 = 32;
+pub const HDR_PIN: u64 = 40;
+pub const HEADER_BYTES: u64 = 48;
+
+/// Groups a remote lookup may read: a neighbourhood of 16 buckets spans 4 or 5 groups.
+pub const LOOKUP_GROUPS_MAX: u64 = (NEIGHBOURHOOD as u64).div_ceil(GROUP_BUCKETS as u64) + 1;
+pub const LOOKUP_BYTES_MAX: u64 = LOOKUP_GROUPS_MAX * GROUP_BYTES;
+
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub memory_nodes: u16,
+    pub compute_nodes: u16,
+    pub objects: u64,
+    pub object_bytes: u64,
+    pub index_buckets: u64,
+    /// Buckets allocated: home buckets plus a tail of `NEIGHBOURHOOD - 1` ([CHOICE]: no wrap).
+    pub index_slots: u64,
+    pub cache_objects: u64,
+    pub threads: u64,
+    pub mode_locks: u64,
+}
+
+impl Layout {
+    pub fn new(memory_nodes: u16, compute_nodes: u16, workload: &Workload, config: &Config) -> Layout {
+        let index_buckets = config.index_buckets as u64;
+        let index_slots = (index_buckets + NEIGHBOURHOOD as u64 - 1).next_multiple_of(GROUP_BUCKETS as u64);
+        Layout {
+            memory_nodes,
+            compute_nodes,
+            objects: workload.objects,
+            object_bytes: workload.object_bytes as u64,
+            index_buckets,
+            index_slots,
+            cache_objects: config.cache_objects as u64,
+            threads: workload.threads_per_node as u64,
+            mode_locks: config.mode_locks as u64,
+        }
+    }
+
+    // ---- compute nodes ----
+
+    pub fn index_bytes(&self) -> u64 {
+        self.index_slots * BUCKET_BYTES
+    }
+    pub fn header(&self, h: u32) -> u64 {
+        self.index_bytes() + h as u64 * HEADER_BYTES
+    }
+    fn buffers_base(&self) -> u64 {
+        self.index_bytes() + self.cache_objects * HEADER_BYTES
+    }
+    pub fn buffer(&self, h: u32) -> u64 {
+        self.buffers_base() + h as u64 * self.object_bytes
+    }
+    fn scratch_bytes(&self) -> u64 {
+        self.object_bytes * 2 + self.compute_nodes as u64 * (LOOKUP_BYTES_MAX + 8) + 8
+    }
+    fn scratch(&self, thread: u32) -> u64 {
+        self.buffers_base() + self.cache_objects * self.object_bytes + thread as u64 * self.scratch_bytes()
+    }
+    /// The application's object buffer of `thread`.
+    pub fn app_buffer(&self, thread: u32) -> u64 {
+        self.scratch(thread)
+    }
+    /// Where a miss fetches before installing (see `cache.rs`).
+    pub fn fetch_buffer(&self, thread: u32) -> u64 {
+        self.scratch(thread) + self.object_bytes
+    }
+    /// Landing area for the remote lookup of compute node number `cn` (0-based).
+    pub fn lookup_buffer(&self, thread: u32, cn: usize) -> u64 {
+        self.scratch(thread) + 2 * self.object_bytes + cn as u64 * LOOKUP_BYTES_MAX
+    }
+    /// Landing word for a remote header word read from compute node number `cn`.
+    pub fn word_buffer(&self, thread: u32, cn: usize) -> u64 {
+        self.scratch(thread)
+            + 2 * self.object_bytes
+            + self.compute_nodes as u64 * LOOKUP_BYTES_MAX
+            + cn as u64 * 8
+    }
+    /// Landing word for an owner-set read.
+    pub fn owner_buffer(&self, thread: u32) -> u64 {
+        self.scratch(thread) + self.scratch_bytes() - 8
+    }
+    pub fn compute_region_bytes(&self) -> u64 {
+        self.scratch(self.threads as u32)
+    }
+
+    // ---- memory nodes ----
+
+    fn per_mn(&self) -> u64 {
+        self.objects.div_ceil(self.memory_nodes.max(1) as u64)
+    }
+    pub fn home(&self, key: u64) -> NodeId {
+        NodeId((key % self.memory_nodes as u64) as u16)
+    }
+    fn slot(&self, key: u64) -> u64 {
+        key / self.memory_nodes as u64
+    }
+    pub fn object(&self, key: u64) -> RemoteAddr {
+        RemoteAddr::new(self.home(key), self.slot(key) * self.object_bytes)
+    }
+    pub fn app_lock(&self, key: u64) -> RemoteAddr {
+        RemoteAddr::new(self.home(key), self.per_mn() * self.object_bytes + self.slot(key) * 8)
+    }
+    /// [CHOICE] The owner set of an object sits at a fixed slot instead of behind a RACE hash
+    /// table; a lookup still costs the one READ a RACE hit costs.
+    pub fn owner_set(&self, key: u64) -> RemoteAddr {
+        RemoteAddr::new(self.home(key), self.per_mn() * (self.object_bytes + 8) + self.slot(key) * 8)
+    }
+    pub fn mode_lock(&self, key: u64) -> RemoteAddr {
+        let slot = super::index::mix(key ^ 0x6d6f_6465) % self.mode_locks;
+        RemoteAddr::new(self.home(key), self.per_mn() * (self.object_bytes + 16) + slot * 8)
+    }
+    pub fn memory_region_bytes(&self) -> u64 {
+        self.per_mn() * (self.object_bytes + 16) + self.mode_locks * 8
+    }
+
+    /// Compute node number `i` (0-based) as a node id.
+    pub fn cn(&self, i: usize) -> NodeId {
+        NodeId(self.memory_nodes + i as u16)
+    }
+    pub fn cn_index(&self, node: NodeId) -> usize {
+        (node.0 - self.memory_nodes) as usize
+    }
+}
+
+/// The first word of every object version: names the object, so a reader can tell another
+/// object's bytes (a recycled buffer) from its own.
+pub fn object_tag(key: u64) -> u64 {
+    0xD1FA_0000_0000_0000 | key
+}

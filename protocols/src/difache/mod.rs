@@ -1,0 +1,33 @@
+//! DiFache (Zhang et al., arXiv 2505.18013): a compute-node-side object cache for RDMA
+//! disaggregated memory with *decentralized* coherence, and the baselines that share its
+//! client loop. Spec: `shared/specs/difache.md`; every gap filled is a [CHOICE] in `NEEDS.md`.
+//!
+//! Read top-down beside the spec:
+//!
+//! * [`config`] — variants (DiFache, noAC, no cache, noCC), owner tracking, sizes, the workload.
+//! * [`layout`] — the same offsets on every CN (index, headers, buffers) and on every MN
+//!   (objects, application locks, owner sets, mode locks). Spec §3.1.
+//! * [`index`] — the hopscotch index: 64-byte groups of four buckets + lock, 16-bucket
+//!   neighbourhoods, one-READ remote lookup. Spec §3.1.2, §3.2.
+//! * [`cache`] — header allocation with default-mode discovery (§3.3), the mode check and
+//!   switch (§3.4), read hit / miss (§3.6), write with flush-then-invalidate by broadcast or
+//!   owner sets (§3.7), eviction.
+//! * [`profit`] — the caching-profit model (§3.5, reconstructed) and latency samples.
+//! * [`bench`] — the micro-benchmark clients (lock, read, validate, write, unlock).
+//! * [`check`] — the regular-register history check and the per-event invariants (spec §4).
+//! * [`mutants`] — planted bugs, including the races spec §9 suspects.
+//! * [`def`] — the definition every command consumes.
+
+pub mod bench;
+pub mod cache;
+pub mod check;
+pub mod config;
+pub mod def;
+pub mod index;
+pub mod layout;
+pub mod mutants;
+pub mod profit;
+pub mod stats;
+
+pub use config::{Config, Variant, Workload};
+pub use def::{Difache, DifachePlan};

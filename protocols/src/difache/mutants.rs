@@ -1,0 +1,48 @@
+//! DiFache's mutants: planted bugs the fuzzer's checkers must catch
+//! (`dmsim fuzz scenarios/difache/fuzz-small.json --mutant <name>`). Several are the races the
+//! spec's §9 suspects; each is switched at its one line in `cache.rs`.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mutant {
+    #[default]
+    None,
+    ValidAfterFetch,
+    InvalidateBeforeFlush,
+    OwnerBitAfterFetch,
+    OwnerBitByWrite,
+    InvalidateFirstOwnerOnly,
+    HitIgnoresFill,
+    SwitchWithoutFlag,
+    AllocDefaultOn,
+    BypassWriteNoRecheck,
+    InstallIgnoresTicket,
+    PaperOwnerOrder,
+}
+
+crate::mutant_table!(Mutant {
+    "valid-after-fetch" => ValidAfterFetch:
+        "a read miss marks the header valid after the fetch, so an invalidation racing the fetch is lost",
+    "invalidate-before-flush" => InvalidateBeforeFlush:
+        "a cached write invalidates the owners before it flushes to the memory node",
+    "owner-bit-after-fetch" => OwnerBitAfterFetch:
+        "owner sets: a read miss fetches before registering as owner",
+    "owner-bit-by-write" => OwnerBitByWrite:
+        "owner sets: a read miss sets its bit with a plain WRITE, erasing a concurrent reader's bit",
+    "invalidate-first-owner-only" => InvalidateFirstOwnerOnly:
+        "a write invalidates only the first owner it finds",
+    "hit-ignores-fill" => HitIgnoresFill:
+        "a local thread hits a valid header whose buffer another thread is still filling (spec §9.7)",
+    "switch-without-flag" => SwitchWithoutFlag:
+        "a mode switch writes the new mode without first raising the switching flag on every CN",
+    "alloc-default-on" => AllocDefaultOn:
+        "a new header starts with caching on instead of copying the mode other CNs hold",
+    "bypass-write-no-recheck" => BypassWriteNoRecheck:
+        "a bypassing write does not re-check the mode after its flush: an op in flight across a switch to on (spec §9.6)",
+    "install-ignores-ticket" => InstallIgnoresTicket:
+        "a read miss installs its fetch whenever the header is valid, even if a newer miss or a write re-validated it",
+    "paper-owner-order" => PaperOwnerOrder:
+        "owner sets: the paper's literal read miss (bit, valid, fetch) without re-reading the owner set; a collect between bit and valid leaves a valid copy no later writer invalidates",
+});

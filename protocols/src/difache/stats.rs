@@ -1,0 +1,63 @@
+//! A compute node's counters.
+
+use serde::{Deserialize, Serialize};
+
+use super::profit::Event;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Application operations (a write counts once, though it also reads).
+    pub ops: u64,
+    pub first_op_ns: Option<u64>,
+    /// Cache events and their summed latency (ns), by [`Event`].
+    pub events: [u64; 5],
+    pub event_ns: [u64; 5],
+    pub invalidations: u64,
+    pub remote_lookups: u64,
+    pub lookup_retries: u64,
+    pub mode_lock_retries: u64,
+    pub switches_on: u64,
+    pub switches_off: u64,
+    pub allocations: u64,
+    pub alloc_retries: u64,
+    pub evictions: u64,
+    pub owner_cas_retries: u64,
+    pub owner_rechecks_lost: u64,
+    pub bypass_rechecks: u64,
+    /// Reads the application found torn or of another object, and retried.
+    pub validation_retries: u64,
+    pub app_lock_retries: u64,
+}
+
+impl Stats {
+    pub fn event(&mut self, event: Event, ns: u64) {
+        self.events[event as usize] += 1;
+        self.event_ns[event as usize] += ns;
+    }
+
+    pub fn merge(&mut self, o: &Stats) {
+        self.ops += o.ops;
+        self.first_op_ns = match (self.first_op_ns, o.first_op_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        for i in 0..5 {
+            self.events[i] += o.events[i];
+            self.event_ns[i] += o.event_ns[i];
+        }
+        self.invalidations += o.invalidations;
+        self.remote_lookups += o.remote_lookups;
+        self.lookup_retries += o.lookup_retries;
+        self.mode_lock_retries += o.mode_lock_retries;
+        self.switches_on += o.switches_on;
+        self.switches_off += o.switches_off;
+        self.allocations += o.allocations;
+        self.alloc_retries += o.alloc_retries;
+        self.evictions += o.evictions;
+        self.owner_cas_retries += o.owner_cas_retries;
+        self.owner_rechecks_lost += o.owner_rechecks_lost;
+        self.bypass_rechecks += o.bypass_rechecks;
+        self.validation_retries += o.validation_retries;
+        self.app_lock_retries += o.app_lock_retries;
+    }
+}
