@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::bench::{run_client, Routing};
+use super::bench::{run_client, Redraw, Routing};
 use super::bulk::{build, frames_needed, BulkTree};
 use super::cache::Cache;
 use super::check::{check_cache, check_leaf_ownership};
@@ -45,7 +45,8 @@ use crate::sherman::check::{check_locks_free, check_tree};
 use crate::sherman::layout::Layout;
 use crate::sherman::stats::{OpStats, Stats, KINDS};
 use crate::workload::rng_for_thread;
-use crate::workload::ycsb::{KeyOrder, YcsbStream, YcsbWorkload};
+use crate::workload::ycsb::{Distribution, KeyOrder, YcsbStream, YcsbWorkload, ZipfItems, YCSB_ITEM_COUNT};
+use crate::workload::zipf::Zipf;
 
 #[derive(Clone, Copy)]
 pub struct Dex;
@@ -284,10 +285,20 @@ impl Plan for DexPlan {
                     rng_for_thread(self.seed, me.0, t),
                 );
                 let cache_rng = rng_for_thread(self.seed ^ 0xdec0_ded0_cafe, me.0, t);
+                let redraw = (self.workload.distribution() == Distribution::Zipfian).then(|| Redraw {
+                    zipf: Zipf::new(
+                        match self.workload.zipf_items {
+                            ZipfItems::Keyspace => self.workload.keyspace.max(1),
+                            ZipfItems::Ycsb => YCSB_ITEM_COUNT,
+                        },
+                        self.workload.zipf_theta,
+                    ),
+                    rng: rng_for_thread(self.seed ^ 0x2edd_4a3f_91c0_7b15, me.0, t),
+                });
                 let client = Client::new(nic.qp(t as u16), shared.clone(), t, cache_rng);
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
-                let task: Task = Box::pin(run_client(client, t, stream, routing, logger, self.quiesce));
+                let task: Task = Box::pin(run_client(client, t, stream, routing, redraw, logger, self.quiesce));
                 task
             })
             .collect();
