@@ -31,6 +31,7 @@ use super::bulk::{build, frames_needed, BulkTree};
 use super::cache::Cache;
 use super::check::{check_cache, check_leaf_ownership};
 use super::config::{Config, VERSIONS};
+use super::offload::serve;
 use super::partition::{Partitions, MAX_PARTITIONS};
 use super::tree::{compute_region_bytes, Client, Shared};
 use crate::common::metrics::percentile;
@@ -250,7 +251,10 @@ impl Plan for DexPlan {
             } else {
                 Vec::new()
             };
+            let server: Task =
+                Box::pin(serve(nic, self.config.cpu.node_ns, self.config.leaf_split()));
             return NodeRun {
+                daemons: vec![server],
                 collect: Box::new(move || NodeReport { history, ..NodeReport::default() }),
                 ..NodeRun::empty()
             };
@@ -363,6 +367,12 @@ impl Plan for DexPlan {
                 check_cache(&s.cache(), s.parts, s.cn).map_err(|m| {
                     Violation::new("cache structure", format!("compute server {}: {m}", s.cn))
                 })?;
+                if let Some(m) = s.torn.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+                    return Err(Violation::new(
+                        "offload sees no half-done split",
+                        format!("compute server {}: {m}", s.cn),
+                    ));
+                }
             }
             Ok(())
         }))
@@ -401,7 +411,7 @@ fn per_op_metrics(m: &mut BTreeMap<String, f64>, prefix: &str, s: &OpStats, late
     m.insert(format!("{prefix}reads_per_op"), per(s.reads));
     m.insert(format!("{prefix}writes_per_op"), per(s.writes));
     m.insert(format!("{prefix}atomics_per_op"), per(s.atomics));
-    m.insert(format!("{prefix}two_sided_per_op"), 0.0);
+    m.insert(format!("{prefix}two_sided_per_op"), per(s.two_sided));
     m.insert(format!("{prefix}bytes_per_op"), per(s.bytes));
     m.insert(format!("{prefix}retries_per_op"), per(s.retries));
     m.insert(format!("{prefix}latency_ns_avg"), per(s.latency_ns_total));
