@@ -42,6 +42,9 @@ pub struct Offload {
     pub sample_rate: f64,
     /// c: the empirical coefficient (> 1) on the fetch cost (1.2).
     pub coefficient: f64,
+    /// Offload-serving threads per memory server (paper: 4; Fig. 12 sweeps 1..=4). Their CPU
+    /// time queues on `cluster.memory_node_cores` when that is modelled.
+    pub ms_threads: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -94,6 +97,7 @@ impl Config {
                 exploration: 0.01,
                 sample_rate: 0.01,
                 coefficient: 1.2,
+                ms_threads: 4,
             },
             mutant: Mutant::None,
         }
@@ -142,6 +146,9 @@ impl Config {
             }
         }
         let o = &self.offload;
+        if o.ms_threads == 0 || o.ms_threads > 64 {
+            out.push("offload.ms_threads: must be in 1..=64".into());
+        }
         if o.window == 0 {
             out.push("offload.window: must be at least 1".into());
         }

@@ -251,10 +251,15 @@ impl Plan for DexPlan {
             } else {
                 Vec::new()
             };
-            let server: Task =
-                Box::pin(serve(nic, self.config.cpu.node_ns, self.config.leaf_split()));
+            let daemons: Vec<Task> = (0..self.config.offload.ms_threads)
+                .map(|w| {
+                    let server: Task =
+                        Box::pin(serve(nic.qp(w as u16), self.config.cpu.node_ns, self.config.leaf_split()));
+                    server
+                })
+                .collect();
             return NodeRun {
-                daemons: vec![server],
+                daemons,
                 collect: Box::new(move || NodeReport { history, ..NodeReport::default() }),
                 ..NodeRun::empty()
             };
@@ -302,7 +307,8 @@ impl Plan for DexPlan {
                 let client = Client::new(nic.qp(t as u16), shared.clone(), t, cache_rng);
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
-                let task: Task = Box::pin(run_client(client, t, stream, routing, redraw, logger, self.quiesce));
+                let task: Task =
+                    Box::pin(run_client(client, t, stream, routing, redraw, logger, self.quiesce));
                 task
             })
             .collect();

@@ -104,22 +104,21 @@ pub fn decode_reply(b: &[u8]) -> Option<Reply> {
     }
 }
 
-/// A memory server's offload service: every request runs as its own task, so requests queue
-/// for the node's modelled cores (the paper's memory-server threads). `node_ns` per node
-/// searched, as on the compute side.
+/// One memory-server thread of the offload service (a server runs `ms_threads` of them, each
+/// on its own channel, so a reply never queues behind another thread's SENDs): receive, run
+/// the operation next to the data (`node_ns` per node searched, on the node's modelled cores),
+/// reply.
 pub async fn serve<N: Nic>(nic: N, node_ns: u64, leaf_split: usize) {
     while let Ok(m) = nic.recv(OFFLOAD_PORT).await {
-        let nic2 = nic.clone();
-        nic.spawn(async move {
-            let from = m.from;
-            let Some((port, op, key, root)) = decode_request(&m.bytes) else {
-                // Not from a DEX client: nobody to answer.
-                return;
-            };
-            let reply = handle(&nic2, op, key, root, node_ns, leaf_split).await;
-            // A failed reply leaves the client waiting; the run reports its own send errors.
-            let _ = nic2.send(from, port, encode_reply(&reply)).await;
-        });
+        let Some((port, op, key, root)) = decode_request(&m.bytes) else {
+            // Not from a DEX client: nobody to answer.
+            continue;
+        };
+        let reply = handle(&nic, op, key, root, node_ns, leaf_split).await;
+        if nic.send(m.from, port, encode_reply(&reply)).await.is_err() {
+            // The client's own RECV then fails or times out and reports the run's error.
+            return;
+        }
     }
 }
 
@@ -129,7 +128,14 @@ fn read_local<N: Nic>(nic: &N, addr: Gaddr) -> Option<Node> {
     Node::decode(VERSIONS, &w).ok()
 }
 
-async fn handle<N: Nic>(nic: &N, op: OpCode, key: u64, root: Gaddr, node_ns: u64, leaf_split: usize) -> Reply {
+async fn handle<N: Nic>(
+    nic: &N,
+    op: OpCode,
+    key: u64,
+    root: Gaddr,
+    node_ns: u64,
+    leaf_split: usize,
+) -> Reply {
     let me = nic.node();
     let mut addr = root;
     let mut levels = 0u64;

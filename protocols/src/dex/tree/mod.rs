@@ -402,7 +402,10 @@ impl<N: Nic> Client<N> {
                 if !c.frames[cf].node.covers(key) {
                     return Action::Refresh(cur);
                 }
-                if eligible && self.mutant() == Mutant::OffloadCachedSubtree && self.decide_offload(child_level).0 {
+                if eligible
+                    && self.mutant() == Mutant::OffloadCachedSubtree
+                    && self.decide_offload(child_level).0
+                {
                     c.frames[cur].pins += 1;
                     let miss = Miss {
                         child,

@@ -5,7 +5,9 @@
 use super::*;
 use crate::common::error::ProtocolError;
 use crate::dex::config::OffloadPolicy;
-use crate::dex::offload::{decode_reply, encode_request, Reply, OFFLOAD_PORT, REPLY_BYTES, REPLY_PORT_BASE, REQUEST_BYTES};
+use crate::dex::offload::{
+    decode_reply, encode_request, Reply, OFFLOAD_PORT, REPLY_BYTES, REPLY_PORT_BASE, REQUEST_BYTES,
+};
 use crate::nic::NicError;
 
 impl<N: Nic> Client<N> {
@@ -48,7 +50,11 @@ impl<N: Nic> Client<N> {
         self.cur.two_sided += 1;
         self.cur.bytes += (REQUEST_BYTES + REPLY_BYTES) as u64;
         let to = m.child.node();
-        let reply = match self.nic.try_send(to, OFFLOAD_PORT, encode_request(port, op, key, m.child), "offload").await {
+        let reply = match self
+            .nic
+            .try_send(to, OFFLOAD_PORT, encode_request(port, op, key, m.child), "offload")
+            .await
+        {
             Ok(()) => self.nic.try_recv(port, "offload reply").await,
             Err(e) => Err(e),
         };
@@ -60,7 +66,15 @@ impl<N: Nic> Client<N> {
         let reply = reply?;
         let Some(reply) = decode_reply(&reply.bytes) else {
             let bad = NicError::Unsupported { feature: "DEX offload reply", detail: "malformed".into() };
-            return Err(ProtocolError::message(self.nic.node(), self.nic.now(), "RECV", to, port, "offload reply", bad));
+            return Err(ProtocolError::message(
+                self.nic.node(),
+                self.nic.now(),
+                "RECV",
+                to,
+                port,
+                "offload reply",
+                bad,
+            ));
         };
         if m.sample {
             self.collector.rpc.push(took, self.config().offload.window as usize);
@@ -76,7 +90,11 @@ impl<N: Nic> Client<N> {
             Reply::Torn(at) => {
                 let mut torn = self.shared.torn.lock().unwrap_or_else(|e| e.into_inner());
                 torn.get_or_insert_with(|| {
-                    format!("an offload of key {key} under {} met node {} not covering it", m.child, Gaddr(at))
+                    format!(
+                        "an offload of key {key} under {} met node {} not covering it",
+                        m.child,
+                        Gaddr(at)
+                    )
                 });
                 Ok(None)
             }
