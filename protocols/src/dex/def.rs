@@ -16,12 +16,15 @@
 //! | `bulk_fill` | 0.5 | fill of bulk-loaded nodes |
 //! | `subtree_level` | 3 | M: subtrees rooted at level M live on one memory server |
 //! | `cpu.{node_ns, install_ns, backoff_ns}` | 40, 400, 200 | per cached node searched; per page installed; per restart |
+//! | `offload.policy` | `cost` | `cost` (§6.1), `always` (Offload-only), `never` |
+//! | `offload.{window, exploration, sample_rate, coefficient}` | 50, 0.01, 0.01, 1.2 | the cost model ([ART]) |
+//! | `offload.ms_threads` | 4 | offload-serving threads per memory server |
 //!
 //! Metrics (per measured operation; warm-up excluded): `throughput_mops`, `ops`,
-//! `reads_per_op`, `writes_per_op`, `atomics_per_op`, `two_sided_per_op` (0: offloading is not
-//! built), `bytes_per_op`, `retries_per_op`, `cache_hit_ratio` (node visits served by the
-//! cache), `splits`, `latency_ns_{avg,p50,p99}`, and the same per operation type with the
-//! prefix `lookup_`, `update_`, `insert_`, `scan_`, `delete_`.
+//! `reads_per_op`, `writes_per_op`, `atomics_per_op`, `two_sided_per_op` (offload RPCs),
+//! `bytes_per_op`, `retries_per_op`, `cache_hit_ratio` (node visits served by the cache),
+//! `splits`, `latency_ns_{avg,p50,p99}`, and the same per operation type with the prefix
+//! `lookup_`, `update_`, `insert_`, `scan_`, `delete_`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
