@@ -19,7 +19,7 @@
 //!   as `Torn` and becomes a violation ([`super::def`] `invariants`).
 
 use super::config::VERSIONS;
-use crate::nic::{Nanos, Nic};
+use crate::nic::{Nanos, Nic, NicError};
 use crate::sherman::layout::{Gaddr, NODE_WORDS};
 use crate::sherman::node::{Node, Slot};
 
@@ -105,9 +105,8 @@ pub fn decode_reply(b: &[u8]) -> Option<Reply> {
 }
 
 /// One memory-server thread of the offload service (a server runs `ms_threads` of them, each
-/// on its own channel, so a reply never queues behind another thread's SENDs): receive, run
-/// the operation next to the data (`node_ns` per node searched, on the node's modelled cores),
-/// reply.
+/// on its own channel): receive, run the operation next to the data (`node_ns` per node
+/// searched, on the node's modelled cores), post the reply.
 pub async fn serve<N: Nic>(nic: N, node_ns: u64, leaf_split: usize) {
     while let Ok(m) = nic.recv(OFFLOAD_PORT).await {
         let Some((port, op, key, root)) = decode_request(&m.bytes) else {
@@ -115,10 +114,19 @@ pub async fn serve<N: Nic>(nic: N, node_ns: u64, leaf_split: usize) {
             continue;
         };
         let reply = handle(&nic, op, key, root, node_ns, leaf_split).await;
-        if nic.send(m.from, port, encode_reply(&reply)).await.is_err() {
-            // The client's own RECV then fails or times out and reports the run's error.
-            return;
-        }
+        // Post the reply and serve the next request: a server thread does not sit out the
+        // SEND's round trip. A full send queue is retried; any other error leaves the client
+        // to its own RECV's failure or timeout.
+        let sender = nic.clone();
+        nic.spawn(async move {
+            let bytes = encode_reply(&reply);
+            loop {
+                match sender.send(m.from, port, bytes.clone()).await {
+                    Err(NicError::QpOverflow { .. }) => sender.sleep(Nanos(100)).await,
+                    _ => return,
+                }
+            }
+        });
     }
 }
 

@@ -28,12 +28,16 @@ impl<N: Nic> Client<N> {
                 if d < 2 * w {
                     return (true, true);
                 }
-                let sample = unit_f64(self.rng.next_u64()) < o.sample_rate;
+                let mut sample = unit_f64(self.rng.next_u64()) < o.sample_rate;
                 let l_s = self.shared.config.cpu.node_ns as f64;
                 let fetch = (level as f64 + 1.0) * (self.collector.fetch.mean() + l_s) * o.coefficient;
                 let mut offload = self.collector.rpc.mean() < fetch;
                 if unit_f64(self.rng.next_u64()) < o.exploration {
+                    // [CHOICE] the contrary action is always timed: exploring is how the
+                    // estimate of the action not taken gets refreshed ([ART] times it only
+                    // with the 1% sampling, so one bad window can stick for ~10^4 decisions).
                     offload = !offload;
+                    sample = true;
                 }
                 (offload, sample)
             }
