@@ -12,13 +12,46 @@ use crate::nic::Nic;
 use crate::sherman::bench::KvLogger;
 use crate::sherman::node::TOMBSTONE;
 use crate::sherman::stats::OpStats;
-use crate::workload::ycsb::{OpKind, YcsbStream};
+use crate::workload::ycsb::{fnv_hash64, OpKind, YcsbStream};
+use crate::workload::zipf::Zipf;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use super::partition::Partitions;
 
 /// How stream keys (ordered: key = index + 1) become this server's keys.
 #[derive(Clone, Copy)]
 pub struct Routing {
     pub keyspace: u64,
     pub bulk_load: u64,
+}
+
+/// The artifact's zipfian request keys (`newbench.cpp`, `GLOBAL_WORKLOAD`): one zipf over the
+/// whole keyspace, hashed to a key index, redrawn until the key falls in this server's
+/// partition. So a server sees the global hot set restricted to its range (its hottest key is
+/// the global rank ~C one), not a zipf folded onto its own slots (every slot then sums ~C ranks,
+/// which flattens the head: `dex/NEEDS.md`, Table 2).
+pub struct Redraw {
+    pub zipf: Zipf,
+    pub rng: ChaCha8Rng,
+}
+
+impl Redraw {
+    /// The key of request index `index` drawn by the stream, redrawn while another partition
+    /// owns it (index `i` names key slot `i / C` of partition `i mod C`, as the bulk load deals).
+    fn key(&mut self, parts: Partitions, cn: u16, keyspace: u64, mut index: u64) -> u64 {
+        let c = parts.count.max(1) as u64;
+        // Bounded: a keyspace smaller than the partition count leaves a partition no index.
+        for _ in 0..10_000 {
+            if index % c == cn as u64 {
+                return parts.load_key(index);
+            }
+            let rng = &mut self.rng;
+            let rank = self.zipf.sample(|| rng.next_u64()) - 1;
+            index = fnv_hash64(rank) % keyspace;
+        }
+        parts.request_key(cn, index)
+    }
 }
 
 fn kind_index(kind: OpKind) -> usize {
@@ -38,6 +71,7 @@ pub async fn run_client<N: Nic>(
     thread: u32,
     stream: YcsbStream,
     routing: Routing,
+    mut redraw: Option<Redraw>,
     logger: Option<KvLogger>,
     quiesce: bool,
 ) {
@@ -50,7 +84,10 @@ pub async fn run_client<N: Nic>(
         let index = op.key - 1;
         let key = match op.kind {
             OpKind::Insert => parts.insert_key(cn, index, routing.keyspace, routing.bulk_load),
-            _ => parts.request_key(cn, index),
+            _ => match redraw.as_mut() {
+                Some(r) => r.key(parts, cn, routing.keyspace, index),
+                None => parts.request_key(cn, index),
+            },
         };
         let start = c.nic.now().0;
         let mut stamp = || {

@@ -48,6 +48,9 @@ pub struct Frame {
     pub version: u64,
     /// The node crosses a partition boundary.
     pub shared: bool,
+    /// Offloads in flight below this frame: it stays HOT (not sampled, not flushed) until they
+    /// return ("DEX pins N's parent in a hot state").
+    pub pins: u32,
 }
 
 impl Frame {
@@ -62,6 +65,7 @@ impl Frame {
             swizzled: BTreeMap::new(),
             version: 0,
             shared: false,
+            pins: 0,
         }
     }
 }
@@ -85,6 +89,9 @@ pub struct Cache {
     pub root: Option<FrameId>,
     pub root_addr: Gaddr,
     pub filled: bool,
+    /// The key range `[lo, hi)` of every node under an I/O flag for a fetch or an offload
+    /// (offloading needs nothing of its subtree in flight).
+    pub io_ranges: BTreeMap<Gaddr, (u64, u64)>,
 }
 
 /// Fixed mix of a node ID to a bucket (the artifact hashes the node ID too).
@@ -106,6 +113,7 @@ impl Cache {
             root: None,
             root_addr,
             filled: false,
+            io_ranges: BTreeMap::new(),
         }
     }
 
@@ -124,9 +132,11 @@ impl Cache {
             swizzled: BTreeMap::new(),
             version: frame.version + 1,
             shared,
+            pins: 0,
         };
         self.swizzle(f, parent);
         self.table.insert(addr, Entry::Frame(f));
+        self.io_ranges.remove(&addr);
     }
 
     fn swizzle(&mut self, f: FrameId, parent: Option<FrameId>) {
@@ -235,7 +245,7 @@ impl Cache {
         let mut x = f;
         loop {
             let frame = &self.frames[x];
-            if frame.state != State::Hot || frame.busy {
+            if frame.state != State::Hot || frame.busy || frame.pins > 0 {
                 return None;
             }
             if frame.swizzled.is_empty() {
@@ -250,6 +260,24 @@ impl Cache {
             }
         }
         Some(x)
+    }
+
+    /// Whether nothing in `[lo, hi)` is on its way to memory or being fetched: no FLUSHING
+    /// frame and no I/O flag over an overlapping range. An offload of the subtree covering
+    /// `[lo, hi)` then finds its latest, whole image in memory.
+    pub fn quiet(&self, lo: u64, hi: u64) -> bool {
+        let overlaps = |a: u64, b: u64| a < hi && b > lo;
+        !self.frames.iter().any(|f| f.state == State::Flushing && overlaps(f.node.lowest, f.node.highest))
+            && !self.io_ranges.values().any(|(a, b)| overlaps(*a, *b))
+    }
+
+    /// Drop the cached copy of `addr` an offload changed in memory, if it is COOLING (clean,
+    /// unswizzled); its frame goes back to the pool. `false` if it is cached otherwise.
+    pub fn invalidate(&mut self, addr: Gaddr) -> Option<FrameId> {
+        match self.table.get(&addr).copied() {
+            Some(Entry::Frame(f)) if self.frames[f].state == State::Cooling => Some(self.release(f)),
+            _ => None,
+        }
     }
 
     pub fn cooling_len(&self) -> usize {

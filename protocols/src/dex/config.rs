@@ -17,6 +17,36 @@ pub struct CpuCosts {
     pub backoff_ns: u64,
 }
 
+/// When a miss on an eligible inner node (non-shared, level 1..=M, point op) is offloaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OffloadPolicy {
+    /// Always fetch and cache (the paper's no-offloading ablations).
+    Never,
+    /// The cost model (§6.1).
+    Cost,
+    /// Every eligible miss (Fig. 5's "Offload-only").
+    Always,
+}
+
+/// Cost-aware offloading's knobs ([ART] `latency_collector.h`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Offload {
+    pub policy: OffloadPolicy,
+    /// Samples per moving average (50).
+    pub window: u32,
+    /// q: probability of the contrary action (0.01).
+    pub exploration: f64,
+    /// Probability that a decision's latency is sampled once the windows are full (0.01).
+    pub sample_rate: f64,
+    /// c: the empirical coefficient (> 1) on the fetch cost (1.2).
+    pub coefficient: f64,
+    /// Offload-serving threads per memory server (paper: 4; Fig. 12 sweeps 1..=4). Their CPU
+    /// time queues on `cluster.memory_node_cores` when that is modelled.
+    pub ms_threads: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -39,6 +69,7 @@ pub struct Config {
     /// Subtrees rooted at this level live on one memory server (paper: M = 3).
     pub subtree_level: u8,
     pub cpu: CpuCosts,
+    pub offload: Offload,
     #[serde(default)]
     pub mutant: Mutant,
 }
@@ -60,6 +91,14 @@ impl Config {
             bulk_fill: 0.5,
             subtree_level: 3,
             cpu: CpuCosts { node_ns: 40, install_ns: 400, backoff_ns: 200 },
+            offload: Offload {
+                policy: OffloadPolicy::Cost,
+                window: 50,
+                exploration: 0.01,
+                sample_rate: 0.01,
+                coefficient: 1.2,
+                ms_threads: 4,
+            },
             mutant: Mutant::None,
         }
     }
@@ -105,6 +144,21 @@ impl Config {
             if n < 4 || n as usize > VERSIONS.internal_cap() {
                 out.push(format!("internal_split_at: must be in 4..={}", VERSIONS.internal_cap()));
             }
+        }
+        let o = &self.offload;
+        if o.ms_threads == 0 || o.ms_threads > 64 {
+            out.push("offload.ms_threads: must be in 1..=64".into());
+        }
+        if o.window == 0 {
+            out.push("offload.window: must be at least 1".into());
+        }
+        for (name, p) in [("offload.exploration", o.exploration), ("offload.sample_rate", o.sample_rate)] {
+            if !(0.0..=1.0).contains(&p) {
+                out.push(format!("{name}: must be in [0, 1]"));
+            }
+        }
+        if !(o.coefficient > 0.0 && o.coefficient.is_finite()) {
+            out.push("offload.coefficient: must be positive".into());
         }
         if !(self.bulk_fill > 0.0 && self.bulk_fill <= 1.0) {
             out.push("bulk_fill: must be in (0, 1]".into());

@@ -16,21 +16,25 @@
 //! | `bulk_fill` | 0.5 | fill of bulk-loaded nodes |
 //! | `subtree_level` | 3 | M: subtrees rooted at level M live on one memory server |
 //! | `cpu.{node_ns, install_ns, backoff_ns}` | 40, 400, 200 | per cached node searched; per page installed; per restart |
+//! | `offload.policy` | `cost` | `cost` (§6.1), `always` (Offload-only), `never` |
+//! | `offload.{window, exploration, sample_rate, coefficient}` | 50, 0.01, 0.01, 1.2 | the cost model ([ART]) |
+//! | `offload.ms_threads` | 4 | offload-serving threads per memory server |
 //!
 //! Metrics (per measured operation; warm-up excluded): `throughput_mops`, `ops`,
-//! `reads_per_op`, `writes_per_op`, `atomics_per_op`, `two_sided_per_op` (0: offloading is not
-//! built), `bytes_per_op`, `retries_per_op`, `cache_hit_ratio` (node visits served by the
-//! cache), `splits`, `latency_ns_{avg,p50,p99}`, and the same per operation type with the
-//! prefix `lookup_`, `update_`, `insert_`, `scan_`, `delete_`.
+//! `reads_per_op`, `writes_per_op`, `atomics_per_op`, `two_sided_per_op` (offload RPCs),
+//! `bytes_per_op`, `retries_per_op`, `cache_hit_ratio` (node visits served by the cache),
+//! `splits`, `latency_ns_{avg,p50,p99}`, and the same per operation type with the prefix
+//! `lookup_`, `update_`, `insert_`, `scan_`, `delete_`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::bench::{run_client, Routing};
+use super::bench::{run_client, Redraw, Routing};
 use super::bulk::{build, frames_needed, BulkTree};
 use super::cache::Cache;
 use super::check::{check_cache, check_leaf_ownership};
 use super::config::{Config, VERSIONS};
+use super::offload::serve;
 use super::partition::{Partitions, MAX_PARTITIONS};
 use super::tree::{compute_region_bytes, Client, Shared};
 use crate::common::metrics::percentile;
@@ -45,7 +49,8 @@ use crate::sherman::check::{check_locks_free, check_tree};
 use crate::sherman::layout::Layout;
 use crate::sherman::stats::{OpStats, Stats, KINDS};
 use crate::workload::rng_for_thread;
-use crate::workload::ycsb::{KeyOrder, YcsbStream, YcsbWorkload};
+use crate::workload::ycsb::{Distribution, KeyOrder, YcsbStream, YcsbWorkload, ZipfItems, YCSB_ITEM_COUNT};
+use crate::workload::zipf::Zipf;
 
 #[derive(Clone, Copy)]
 pub struct Dex;
@@ -249,7 +254,15 @@ impl Plan for DexPlan {
             } else {
                 Vec::new()
             };
+            let daemons: Vec<Task> = (0..self.config.offload.ms_threads)
+                .map(|w| {
+                    let server: Task =
+                        Box::pin(serve(nic.qp(w as u16), self.config.cpu.node_ns, self.config.leaf_split()));
+                    server
+                })
+                .collect();
             return NodeRun {
+                daemons,
                 collect: Box::new(move || NodeReport { history, ..NodeReport::default() }),
                 ..NodeRun::empty()
             };
@@ -284,10 +297,21 @@ impl Plan for DexPlan {
                     rng_for_thread(self.seed, me.0, t),
                 );
                 let cache_rng = rng_for_thread(self.seed ^ 0xdec0_ded0_cafe, me.0, t);
+                let redraw = (self.workload.distribution() == Distribution::Zipfian).then(|| Redraw {
+                    zipf: Zipf::new(
+                        match self.workload.zipf_items {
+                            ZipfItems::Keyspace => self.workload.keyspace.max(1),
+                            ZipfItems::Ycsb => YCSB_ITEM_COUNT,
+                        },
+                        self.workload.zipf_theta,
+                    ),
+                    rng: rng_for_thread(self.seed ^ 0x2edd_4a3f_91c0_7b15, me.0, t),
+                });
                 let client = Client::new(nic.qp(t as u16), shared.clone(), t, cache_rng);
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
-                let task: Task = Box::pin(run_client(client, t, stream, routing, logger, self.quiesce));
+                let task: Task =
+                    Box::pin(run_client(client, t, stream, routing, redraw, logger, self.quiesce));
                 task
             })
             .collect();
@@ -352,6 +376,12 @@ impl Plan for DexPlan {
                 check_cache(&s.cache(), s.parts, s.cn).map_err(|m| {
                     Violation::new("cache structure", format!("compute server {}: {m}", s.cn))
                 })?;
+                if let Some(m) = s.torn.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+                    return Err(Violation::new(
+                        "offload sees no half-done split",
+                        format!("compute server {}: {m}", s.cn),
+                    ));
+                }
             }
             Ok(())
         }))
@@ -390,7 +420,7 @@ fn per_op_metrics(m: &mut BTreeMap<String, f64>, prefix: &str, s: &OpStats, late
     m.insert(format!("{prefix}reads_per_op"), per(s.reads));
     m.insert(format!("{prefix}writes_per_op"), per(s.writes));
     m.insert(format!("{prefix}atomics_per_op"), per(s.atomics));
-    m.insert(format!("{prefix}two_sided_per_op"), 0.0);
+    m.insert(format!("{prefix}two_sided_per_op"), per(s.two_sided));
     m.insert(format!("{prefix}bytes_per_op"), per(s.bytes));
     m.insert(format!("{prefix}retries_per_op"), per(s.retries));
     m.insert(format!("{prefix}latency_ns_avg"), per(s.latency_ns_total));

@@ -1,6 +1,6 @@
 //! DEX (B. Lu, K. Huang, C.-J. M. Liang, T. Wang, E. Lo, PVLDB 17(10), 2024): a B+-tree on
 //! disaggregated memory with compute-side logical partitioning, a path-aware cache of inner
-//! nodes and leaves, and (in the paper) cost-aware offloading. Spec: `shared/specs/dex.md`;
+//! nodes and leaves, and cost-aware offloading to memory-server threads. Spec: `shared/specs/dex.md`;
 //! facts the paper leaves open come from the artifact (baotonglu/dex), marked [ART] there.
 //!
 //! Read top-down:
@@ -13,11 +13,12 @@
 //! * [`cache`] — frames, mapping table with the I/O flag, swizzled pointers, cooling map.
 //! * [`tree`] — Algorithm 1's traversal, admission, cooling, eager splits under RDMA locks for
 //!   shared nodes, refresh of stale shared nodes, lookups, writes and scans.
+//! * [`offload`] — the offload RPC: cost model, wire format, the memory server's handler.
 //! * [`bench`] — the YCSB client loop; [`check`] — cache and tree invariants; [`mutants`].
 //! * [`def`] — the definition (`protocol: "dex"`): options, plan, metrics, verify.
 //!
-//! Choices, simplifications and what is missing (offloading, repartitioning, local-latch
-//! contention): `NEEDS.md` in this folder.
+//! Choices, simplifications and what is missing (repartitioning, local-latch contention):
+//! `NEEDS.md` in this folder.
 
 pub mod bench;
 pub mod bulk;
@@ -26,6 +27,7 @@ pub mod check;
 pub mod config;
 pub mod def;
 pub mod mutants;
+pub mod offload;
 pub mod partition;
 pub mod tree;
 

@@ -18,6 +18,7 @@ pub enum Mutant {
     SharedSkipVerify,
     SplitKeepsFence,
     SplitDropsEntry,
+    OffloadCachedSubtree,
 }
 
 crate::mutant_table!(Mutant {
@@ -39,4 +40,6 @@ crate::mutant_table!(Mutant {
         "a split leaves the old node's upper fence unchanged, so both halves claim the upper keys",
     "split-drops-entry" => SplitDropsEntry:
         "a leaf split forgets to copy the last entry into the new sibling",
+    "offload-cached-subtree" => OffloadCachedSubtree:
+        "offloading also picks a subtree whose root is cached, so the memory server works on an image with dirty pages and half-done splits still in the cache",
 });

@@ -22,6 +22,9 @@ pub struct OpStats {
     pub splits: u64,
     /// Lookups that found the key.
     pub found: u64,
+    /// Two-sided messages (DEX's offload RPCs).
+    #[serde(default)]
+    pub two_sided: u64,
 }
 
 impl OpStats {
@@ -37,6 +40,7 @@ impl OpStats {
         self.latency_ns_total += o.latency_ns_total;
         self.handovers += o.handovers;
         self.splits += o.splits;
+        self.two_sided += o.two_sided;
         self.found += o.found;
     }
 }

@@ -43,8 +43,11 @@ impl<N: Nic> Client<N> {
                 let mut pick = |len: usize| (rng.next_u64() % len as u64) as usize;
                 let cand = if self.shared.config.mutant == Mutant::NoPathDelegation {
                     let f = &c.frames[start];
-                    (f.state == State::Hot && !f.busy && f.parent.is_none_or(|p| !c.frames[p].busy))
-                        .then_some(start)
+                    (f.state == State::Hot
+                        && !f.busy
+                        && f.pins == 0
+                        && f.parent.is_none_or(|p| !c.frames[p].busy))
+                    .then_some(start)
                 } else {
                     c.cooling_candidate(start, &mut pick)
                 };
@@ -85,7 +88,7 @@ impl<N: Nic> Client<N> {
                     return Ok(());
                 }
                 let sub = c.subtree(f);
-                if sub.iter().any(|x| c.frames[*x].busy) {
+                if sub.iter().any(|x| c.frames[*x].busy || c.frames[*x].pins > 0) {
                     None
                 } else {
                     c.unswizzle(f);

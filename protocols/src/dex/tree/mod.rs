@@ -35,6 +35,7 @@ use rand_chacha::ChaCha8Rng;
 use super::cache::{Cache, Entry, FrameId, State};
 use super::config::{Config, VERSIONS};
 use super::mutants::Mutant;
+use super::offload::{Collector, OpCode};
 use super::partition::Partitions;
 use crate::common::error::{ErrorSlot, NicExt, ProtocolResult};
 use crate::nic::{Nanos, Nic, RemoteAddr, Verb};
@@ -44,6 +45,7 @@ use crate::sherman::stats::{OpStats, Stats};
 use crate::workload::zipf::unit_f64;
 
 mod cooling;
+mod offload;
 mod split;
 
 /// Per thread: a READ buffer, a WRITE buffer, a word.
@@ -67,6 +69,8 @@ pub struct Shared {
     pub ops_done: AtomicU64,
     /// Threads still running (the last one flushes the cache when quiescing).
     pub active: AtomicU64,
+    /// The first offload that met a node not covering its key (a half-done split).
+    pub torn: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -90,6 +94,7 @@ impl Shared {
             stats: Mutex::new(Stats::new()),
             ops_done: AtomicU64::new(0),
             active: AtomicU64::new(threads as u64),
+            torn: Mutex::new(None),
         }
     }
 
@@ -129,11 +134,15 @@ enum Leaf {
     Cached(FrameId),
     /// A leaf not admitted: its image, with the I/O flag held.
     Uncached(Gaddr, Node),
+    /// The operation ran on a memory server: the value found or replaced.
+    Offloaded(u64),
 }
 
 enum Step {
     Leaf(Leaf),
     Restart,
+    /// An offload fell back (a split is needed): finish this operation without offloading.
+    NoOffload,
 }
 
 /// A missed node to fetch.
@@ -145,6 +154,8 @@ struct Miss {
     parent_version: u64,
     child_level: u8,
     admit: bool,
+    /// Sample this fetch's latency for the offload cost model.
+    sample: bool,
 }
 
 /// What the synchronous walk asks for next.
@@ -157,6 +168,7 @@ enum Action {
     Split(FrameId),
     FetchRoot(Gaddr),
     Fetch(Miss),
+    Offload(Miss, OpCode),
 }
 
 /// `[lo, hi)` that `parent` routes to its child for `key`.
@@ -179,6 +191,9 @@ pub struct Client<N: Nic> {
     free: Vec<FrameId>,
     /// CPU owed for the synchronous steps since the last charge.
     cpu_owed: u64,
+    thread: u32,
+    /// Offload cost model state.
+    collector: Collector,
 }
 
 impl<N: Nic> Client<N> {
@@ -193,6 +208,8 @@ impl<N: Nic> Client<N> {
             rng,
             free: Vec::new(),
             cpu_owed: 0,
+            thread,
+            collector: Collector::default(),
         }
     }
 
@@ -300,22 +317,31 @@ impl<N: Nic> Client<N> {
         if c.table.get(&addr) == Some(&Entry::Io) {
             c.table.remove(&addr);
         }
+        c.io_ranges.remove(&addr);
     }
 
     /// Descend to the leaf covering `key`. `write`: split full nodes on the way (eager split);
-    /// `admit_leaf`: admit a missed leaf whatever P_A says.
-    async fn descend(&mut self, key: u64, write: bool, admit_leaf: bool) -> ProtocolResult<Leaf> {
+    /// `admit_leaf`: admit a missed leaf whatever P_A says; `op`: the point operation an
+    /// eligible miss may offload (`None`: scans, or after a fallback).
+    async fn descend(
+        &mut self,
+        key: u64,
+        write: bool,
+        admit_leaf: bool,
+        mut op: Option<OpCode>,
+    ) -> ProtocolResult<Leaf> {
         loop {
-            match self.descend_once(key, write, admit_leaf).await? {
+            match self.descend_once(key, write, admit_leaf, op).await? {
                 Step::Leaf(l) => return Ok(l),
                 Step::Restart => {}
+                Step::NoOffload => op = None,
             }
         }
     }
 
     /// The synchronous part of a traversal: walk the cached tree under the cache lock as far
     /// as it goes and say what must happen next.
-    fn walk(&mut self, key: u64, write: bool, admit_leaf: bool) -> Action {
+    fn walk(&mut self, key: u64, write: bool, admit_leaf: bool, op: Option<OpCode>) -> Action {
         let node_ns = self.config().cpu.node_ns;
         let internal_split = self.config().internal_split();
         let leaf_admission = self.config().leaf_admission;
@@ -369,9 +395,29 @@ impl<N: Nic> Client<N> {
             let child_level = frame.node.level - 1;
             let parent_addr = frame.addr;
             let parent_version = frame.version;
+            let eligible = op.is_some()
+                && (1..=self.shared.config.subtree_level).contains(&child_level)
+                && !parts.is_shared(lo, hi);
             if let Some(&cf) = frame.swizzled.get(&child) {
                 if !c.frames[cf].node.covers(key) {
                     return Action::Refresh(cur);
+                }
+                if eligible
+                    && self.mutant() == Mutant::OffloadCachedSubtree
+                    && self.decide_offload(child_level).0
+                {
+                    c.frames[cur].pins += 1;
+                    let miss = Miss {
+                        child,
+                        shared: false,
+                        parent: cur,
+                        parent_addr,
+                        parent_version,
+                        child_level,
+                        admit: true,
+                        sample: false,
+                    };
+                    return Action::Offload(miss, op.expect("eligible"));
                 }
                 self.cur.cache_hits += 1;
                 cur = cf;
@@ -393,11 +439,35 @@ impl<N: Nic> Client<N> {
                 None => {}
             }
             self.cur.cache_misses += 1;
+            let mut sample = false;
+            if eligible {
+                let (offload, s) = self.decide_offload(child_level);
+                sample = s;
+                if offload && c.quiet(lo, hi) {
+                    c.table.insert(child, Entry::Io);
+                    c.io_ranges.insert(child, (lo, hi));
+                    c.frames[cur].pins += 1;
+                    let miss = Miss {
+                        child,
+                        shared: false,
+                        parent: cur,
+                        parent_addr,
+                        parent_version,
+                        child_level,
+                        admit: true,
+                        sample,
+                    };
+                    return Action::Offload(miss, op.expect("eligible"));
+                }
+                // An offload that must wait for a quiet subtree fetches instead.
+                sample &= !offload;
+            }
             let admit =
                 child_level > 0 || admit_leaf || !c.filled || unit_f64(self.rng.next_u64()) < leaf_admission;
             if !admit || !self.free.is_empty() {
                 if !no_io {
                     c.table.insert(child, Entry::Io);
+                    c.io_ranges.insert(child, (lo, hi));
                 }
                 return Action::Fetch(Miss {
                     child,
@@ -407,16 +477,29 @@ impl<N: Nic> Client<N> {
                     parent_version,
                     child_level,
                     admit,
+                    sample,
                 });
             }
             return Action::Again;
         }
     }
 
-    async fn descend_once(&mut self, key: u64, write: bool, admit_leaf: bool) -> ProtocolResult<Step> {
+    async fn descend_once(
+        &mut self,
+        key: u64,
+        write: bool,
+        admit_leaf: bool,
+        op: Option<OpCode>,
+    ) -> ProtocolResult<Step> {
         self.ensure_free(1).await?;
         let parts = self.shared.parts;
-        match self.walk(key, write, admit_leaf) {
+        match self.walk(key, write, admit_leaf, op) {
+            Action::Offload(m, op) => {
+                return Ok(match self.offload(m, op, key).await? {
+                    Some(v) => Step::Leaf(Leaf::Offloaded(v)),
+                    None => Step::NoOffload,
+                });
+            }
             Action::Leaf(f) => return Ok(Step::Leaf(Leaf::Cached(f))),
             Action::Again => {}
             Action::Backoff => self.backoff().await,
@@ -447,6 +530,7 @@ impl<N: Nic> Client<N> {
             }
             Action::Fetch(m) => {
                 self.settle_cpu().await;
+                let start = self.nic.now().0;
                 let node = self.read_remote(m.child, m.shared).await?;
                 let outcome = {
                     let mut c = self.shared.cache();
@@ -467,6 +551,12 @@ impl<N: Nic> Client<N> {
                                 let node_shared = parts.is_shared(n.lowest, n.highest);
                                 c.install(f, m.child, n, Some(m.parent), node_shared);
                                 self.cpu_owed += self.config().cpu.install_ns;
+                                if m.sample {
+                                    // The fetch's cost: READ plus install, as the artifact times
+                                    // its whole `cold_to_hot`.
+                                    let took = self.nic.now().0 - start + self.config().cpu.install_ns;
+                                    self.collector.fetch.push(took, self.config().offload.window as usize);
+                                }
                                 Action::Again
                             }
                         }
@@ -490,8 +580,9 @@ impl<N: Nic> Client<N> {
 
     /// The value stored for `key` (0 if none; a tombstone if deleted).
     pub async fn lookup(&mut self, key: u64) -> ProtocolResult<u64> {
-        let leaf = self.descend(key, false, false).await?;
+        let leaf = self.descend(key, false, false, Some(OpCode::Lookup)).await?;
         let v = match leaf {
+            Leaf::Offloaded(v) => v,
             Leaf::Cached(f) => {
                 let c = self.shared.cache();
                 let n = &c.frames[f].node;
@@ -528,7 +619,8 @@ impl<N: Nic> Client<N> {
     pub async fn store(&mut self, key: u64, value: u64) -> ProtocolResult<u64> {
         let mut admit = false;
         loop {
-            match self.descend(key, true, admit).await? {
+            match self.descend(key, true, admit, (!admit).then_some(OpCode::Store(value))).await? {
+                Leaf::Offloaded(replaced) => return Ok(replaced),
                 Leaf::Cached(f) => match self.apply_store(f, key, value) {
                     Some(replaced) => {
                         self.settle_cpu().await;
@@ -573,7 +665,7 @@ impl<N: Nic> Client<N> {
         let mut out = Vec::new();
         let mut k = from;
         loop {
-            let leaf = self.descend(k, false, false).await?;
+            let leaf = self.descend(k, false, false, None).await?;
             let (mut live, highest) = {
                 let mut c = self.shared.cache();
                 let node = match &leaf {
@@ -582,6 +674,7 @@ impl<N: Nic> Client<N> {
                         Self::clear_io(&mut c, *addr);
                         node.clone()
                     }
+                    Leaf::Offloaded(_) => unreachable!("scans are never offloaded"),
                 };
                 let live: Vec<(u64, u64)> = node
                     .slots
