@@ -135,12 +135,13 @@ impl Trace {
         self.raw(&text);
     }
 
-    /// A fresh flow id (Perfetto only; 0 otherwise).
-    pub fn flow_id(&mut self) -> u64 {
+    /// The first of `count` fresh flow ids (Perfetto only; 0 otherwise).
+    pub fn flow_ids(&mut self, count: u64) -> u64 {
         match &mut self.perfetto {
             Some(p) => {
-                p.next_flow += 1;
-                p.next_flow
+                let first = p.next_flow + 1;
+                p.next_flow += count;
+                first
             }
             None => 0,
         }

@@ -456,17 +456,7 @@ impl Plan for BlinkPlan {
                 return Err(Violation::new("no lost key", format!("bulk-loaded key {k} is in no leaf")));
             }
         }
-        for r in reports {
-            for op in r.history.iter().filter(|o| o.write.is_some() && o.return_ns.is_some()) {
-                if !contents.contains_key(&op.key) {
-                    return Err(Violation::new(
-                        "no lost key",
-                        format!("key {} was stored (client {}) but no leaf holds it", op.key, op.client),
-                    ));
-                }
-            }
-        }
-        Ok(())
+        crate::harness::check_no_lost_key(reports, |key| contents.contains_key(&key))
     }
 }
 

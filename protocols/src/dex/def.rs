@@ -400,17 +400,7 @@ impl Plan for DexPlan {
         check_locks_free(&self.layout, memory).map_err(|m| Violation::new("locks free at end", m))?;
         check_leaf_ownership(&self.layout, self.parts, memory)
             .map_err(|m| Violation::new("leaf ownership", m))?;
-        for r in reports {
-            for op in r.history.iter().filter(|o| o.write.is_some() && o.return_ns.is_some()) {
-                if !contents.contains_key(&op.key) {
-                    return Err(Violation::new(
-                        "no lost key",
-                        format!("key {} was stored (client {}) but no leaf holds it", op.key, op.client),
-                    ));
-                }
-            }
-        }
-        Ok(())
+        crate::harness::check_no_lost_key(reports, |key| contents.contains_key(&key))
     }
 }
 

@@ -45,6 +45,22 @@ pub fn first_error(reports: &[NodeReport]) -> Option<&str> {
     reports.iter().filter_map(|r| r.error.as_ref()).min_by_key(|(at, _)| *at).map(|(_, e)| e.as_str())
 }
 
+/// Invariant "no lost key" of an index after a quiesced run: every key a completed write stored
+/// is one `held` finds in the final structure.
+pub fn check_no_lost_key(reports: &[NodeReport], held: impl Fn(u64) -> bool) -> Result<(), Violation> {
+    let stored =
+        reports.iter().flat_map(|r| &r.history).filter(|o| o.write.is_some() && o.return_ns.is_some());
+    for op in stored {
+        if !held(op.key) {
+            return Err(Violation::new(
+                "no lost key",
+                format!("key {} was stored (client {}) but no leaf holds it", op.key, op.client),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// One node's part of a run. `S` is what the node shows the check-mode invariants.
 pub struct NodeRun<S = ()> {
     /// Client tasks: the run ends when all of them (on all nodes) finish.

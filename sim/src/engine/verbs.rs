@@ -194,11 +194,7 @@ impl World {
             finished: false,
             unsignaled: false,
             posted_ns: self.now_ns,
-            flow: if self.trace.perfetto() {
-                (0..len).map(|_| self.trace.flow_id()).min().unwrap_or(0)
-            } else {
-                0
-            },
+            flow: self.trace.flow_ids(len as u64),
         };
         let id = self.alloc_op(op);
         self.verbs.batches += 1;
