@@ -6,6 +6,7 @@ mod compare;
 mod fuzz;
 mod hw;
 pub mod hw_run;
+mod report;
 mod run;
 
 use std::process::ExitCode;
@@ -64,6 +65,9 @@ enum Command {
         /// Profile to print.
         name: Option<String>,
     },
+    /// Build one static HTML site over every results directory (claims, plots, run metadata,
+    /// NIC profiles); open <out>/index.html from disk.
+    Report(report::ReportArgs),
     /// Print the JSON Schema of scenario files (`scenarios/schema.json` is this output; a
     /// scenario may name it in `"$schema"` for editor completion).
     Schema,
@@ -81,6 +85,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Report(args) => report::run(args),
         Command::Bench { what } => bench::bench(what),
         Command::Hw { command } => hw::hw(command),
         Command::Profiles { name } => profiles(name),

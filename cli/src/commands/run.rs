@@ -147,6 +147,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     let claims = results::claims(&view, &cells);
     let mut summary = results::summary(&view, &ok, combined, wall);
     summary["failures"] = serde_json::json!(failures);
+    summary["commit"] = serde_json::json!(dmsim_sim::fuzz::replay::git_commit());
     let data = results::table(&points, &ok);
     let figure = results::figure(&view, &cells);
     let title = format!("{} / {}: paper vs simulator", scenario.file.paper, scenario.file.name);

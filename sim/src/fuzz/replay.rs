@@ -51,17 +51,27 @@ pub fn content_hash(text: &str) -> String {
     format!("{h:016x}")
 }
 
-/// `git rev-parse HEAD`, or `"unknown"` outside a repository.
+/// `git rev-parse HEAD` of the current directory's checkout, with `-dirty` when tracked files
+/// differ from it, or `"unknown"` outside a repository.
 pub fn git_commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into())
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| s.trim().to_string())
+    };
+    match git(&["rev-parse", "HEAD"]).filter(|s| !s.is_empty()) {
+        Some(head)
+            if git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty()) =>
+        {
+            format!("{head}-dirty")
+        }
+        Some(head) => head,
+        None => "unknown".into(),
+    }
 }
 
 impl ReplayFile {

@@ -6,6 +6,7 @@
 //!                ──► [PaperClaim] ──► paper-vs-sim.md   (claim | paper | sim | sim/paper | …)
 //!                ──► JSON summary ──► summary.json      (claims embedded under `paper_vs_sim`)
 //!                         all four in results/<paper>/<name>/  (ResultsDir)
+//!   results/ ──► site/ ──► one static HTML site over every results directory (`dmsim report`)
 //! ```
 //!
 //! Architecture invariants:
@@ -25,6 +26,7 @@ mod csv;
 mod error;
 mod figure;
 mod results_dir;
+mod site;
 mod staging;
 mod svg;
 #[cfg(test)]
@@ -36,5 +38,6 @@ pub use csv::{write_csv, Table, Value};
 pub use error::{ReportError, ReportErrorCause};
 pub use figure::{Figure, Panel, PanelKind, Scale, Series};
 pub use results_dir::{write_summary_json, ResultsDir, RunReport};
+pub use site::{write_site, Counts, ProfileDoc};
 pub use staging::Staging;
 pub use svg::{render_svg, write_svg, PANEL_HEIGHT_PX, PANEL_WIDTH_PX};
