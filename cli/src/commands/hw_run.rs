@@ -455,7 +455,7 @@ fn write_results(
     let mut summary = results::summary(&view, results, 0, elapsed);
     summary["backend"] = serde_json::json!("hardware");
     let data: Table = results::table(points, results);
-    let figure = results::figure(&view, &cells);
+    let figure = results::figure(&view, &cells, &claims);
     let dir = match &args.out {
         Some(out) => ResultsDir::at(out),
         None => ResultsDir::for_scenario(

@@ -149,7 +149,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     summary["failures"] = serde_json::json!(failures);
     summary["commit"] = serde_json::json!(dmsim_sim::fuzz::replay::git_commit());
     let data = results::table(&points, &ok);
-    let figure = results::figure(&view, &cells);
+    let figure = results::figure(&view, &cells, &claims);
     let title = format!("{} / {}: paper vs simulator", scenario.file.paper, scenario.file.name);
     let mut note = scenario.file.calibration_note.clone();
     if !scenario.file.scaling_note.is_empty() {

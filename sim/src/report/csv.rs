@@ -276,7 +276,7 @@ mod tests {
         use crate::report::figure::{Panel, Series};
         let mut panel = Panel::lines("p", "x", "y");
         panel.series.push(Series::new("s", vec![(1.0, 2.0), (2.0, f64::NAN)]));
-        let figure = Figure { title: "f".into(), panels: vec![panel], columns: 1 };
+        let figure = Figure { title: "f".into(), panels: vec![panel], columns: 1, shared_y: false };
         let text = Table::from_figure(&figure).to_csv_string();
         assert_eq!(text, "panel,series,x,y\np,s,1,2\np,s,2,NaN\n");
     }

@@ -14,6 +14,10 @@ pub struct Figure {
     /// Panels per row. 0 means "choose": up to three per row.
     #[serde(default)]
     pub columns: usize,
+    /// One y range for every panel (the union of their data), where the paper's panels share
+    /// a scale so that heights compare across panels.
+    #[serde(default)]
+    pub shared_y: bool,
 }
 
 /// How an axis maps values to positions. On log axes, values `<= 0` cannot be placed and are
@@ -64,19 +68,44 @@ pub struct Panel {
     /// Category names for [`PanelKind::Bars`]; ignored for lines.
     #[serde(default)]
     pub x_categories: Option<Vec<String>>,
+    /// Paper claims located on this panel (see [`Mark`]).
+    #[serde(default)]
+    pub marks: Vec<Mark>,
+}
+
+/// A paper claim drawn where it sits: at a series' point (x as in the series' points). With a
+/// `paper` value (a number the paper prints for the plotted metric) the paper's value is drawn
+/// as a black marker beside the simulated one; without, the simulated point is ringed in the
+/// claim's verdict colour. Either way it is labelled with the claim's row number in
+/// `paper-vs-sim.md`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Mark {
+    pub series: String,
+    pub x: f64,
+    #[serde(default)]
+    pub paper: Option<f64>,
+    pub label: String,
+    /// Within tolerance (or, for a trend row, the trend holding); `None` when not evaluated.
+    #[serde(default)]
+    pub verdict: Option<bool>,
 }
 
 /// A named sequence of (x, y) points. Within one figure a series name always gets the same colour
-/// and marker, so "SELCC" looks the same in every panel.
+/// and marker, so "SELCC" looks the same in every panel. Names of the form "family / variant"
+/// (e.g. "30% / 8GB") share a colour per family and a shade per variant.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
+    /// Per point, the (low, high) spread over seeds, drawn as an error bar; empty when each
+    /// point is one run.
+    #[serde(default)]
+    pub errors: Vec<Option<(f64, f64)>>,
 }
 
 impl Figure {
     pub fn new(title: impl Into<String>) -> Figure {
-        Figure { title: title.into(), panels: Vec::new(), columns: 0 }
+        Figure { title: title.into(), panels: Vec::new(), columns: 0, shared_y: false }
     }
 
     /// The panel grid as (rows, columns), resolving `columns == 0`; (0, 0) without panels.
@@ -102,6 +131,7 @@ impl Panel {
             kind: PanelKind::Lines,
             series: Vec::new(),
             x_categories: None,
+            marks: Vec::new(),
         }
     }
 
@@ -131,9 +161,15 @@ impl Panel {
     }
 }
 
+impl Mark {
+    pub(crate) fn name_of_series(&self) -> &str {
+        &self.series
+    }
+}
+
 impl Series {
     pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
-        Series { name: name.into(), points }
+        Series { name: name.into(), points, errors: Vec::new() }
     }
 }
 

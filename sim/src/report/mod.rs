@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!   scenario run ──► Table ─────────► data.csv          (long format, one row per measurement)
-//!                ──► Figure ────────► plot.svg          (panels, log axes, lines or grouped bars)
+//!                ──► Figure ────────► plot.svg, plot.png (panels, log axes, lines or grouped bars)
 //!                ──► [PaperClaim] ──► paper-vs-sim.md   (claim | paper | sim | sim/paper | …)
 //!                ──► JSON summary ──► summary.json      (claims embedded under `paper_vs_sim`)
 //!                         all four in results/<paper>/<name>/  (ResultsDir)
@@ -25,6 +25,7 @@ mod claims;
 mod csv;
 mod error;
 mod figure;
+mod png;
 mod results_dir;
 mod site;
 mod staging;
@@ -36,7 +37,8 @@ pub use atomic::write_atomic;
 pub use claims::{paper_vs_sim_json, paper_vs_sim_markdown, write_paper_vs_sim_md, PaperClaim};
 pub use csv::{write_csv, Table, Value};
 pub use error::{ReportError, ReportErrorCause};
-pub use figure::{Figure, Panel, PanelKind, Scale, Series};
+pub use figure::{Figure, Mark, Panel, PanelKind, Scale, Series};
+pub use png::svg_to_png;
 pub use results_dir::{write_summary_json, ResultsDir, RunReport};
 pub use site::{write_site, Counts, ProfileDoc};
 pub use staging::Staging;

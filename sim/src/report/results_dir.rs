@@ -13,6 +13,7 @@ use super::claims::{paper_vs_sim_json, write_paper_vs_sim_md, PaperClaim};
 use super::csv::{write_csv, Table};
 use super::error::ReportError;
 use super::figure::Figure;
+use super::png::svg_to_png;
 use super::svg::write_svg;
 
 /// Writes `value` as pretty-printed JSON with a trailing newline, atomically.
@@ -49,6 +50,7 @@ impl ResultsDir {
     pub const DATA_CSV: &'static str = "data.csv";
     pub const SUMMARY_JSON: &'static str = "summary.json";
     pub const PLOT_SVG: &'static str = "plot.svg";
+    pub const PLOT_PNG: &'static str = "plot.png";
     pub const PAPER_VS_SIM_MD: &'static str = "paper-vs-sim.md";
 
     /// Creates (if needed) `<results_root>/<paper>/<name>/`. `paper` and `name` must each be one
@@ -91,9 +93,13 @@ impl ResultsDir {
         Ok(path)
     }
 
+    /// Writes `plot.svg` and, rendered from it, `plot.png`; returns the SVG's path.
     pub fn write_plot(&self, figure: &Figure) -> Result<PathBuf, ReportError> {
         let path = self.file(Self::PLOT_SVG);
-        write_svg(&path, figure)?;
+        let svg = write_svg(&path, figure)?;
+        let png = self.file(Self::PLOT_PNG);
+        let bytes = svg_to_png(&svg).map_err(|message| ReportError::plot(&png, message))?;
+        write_atomic(&png, &bytes)?;
         Ok(path)
     }
 

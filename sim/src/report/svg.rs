@@ -38,7 +38,7 @@ use super::atomic::write_atomic;
 use super::axis::{axis_for, min_max, transform, with_headroom, Axis};
 use super::claims::format_number;
 use super::error::ReportError;
-use super::figure::{Figure, Panel, PanelKind, Scale};
+use super::figure::{Figure, Mark, Panel, PanelKind, Scale};
 
 /// Size of one panel in the grid, in SVG pixels (about a column of a two-column paper at 2×).
 pub const PANEL_WIDTH_PX: u32 = 520;
@@ -110,11 +110,70 @@ fn color_of(style_index: usize) -> RGBColor {
     PALETTE[style_index % PALETTE.len()]
 }
 
-/// Writes `figure` as an SVG file at `path`, atomically.
-pub fn write_svg(path: impl AsRef<Path>, figure: &Figure) -> Result<(), ReportError> {
+/// Colour, marker shape and fill of a series.
+type Look = (RGBColor, MarkerShape, bool);
+
+/// The look of every series name of a figure, in order of first appearance. When every name is
+/// "family / variant" and families repeat, a family keeps one hue and marker shape and its
+/// variants get lighter shades and alternate filled and hollow markers, so pairs read as pairs.
+struct Styles {
+    names: Vec<String>,
+    looks: Vec<Look>,
+}
+
+impl Styles {
+    fn of(figure: &Figure) -> Styles {
+        let names = style_registry(figure);
+        let split: Vec<Option<(&str, &str)>> = names.iter().map(|n| n.split_once(" / ")).collect();
+        let (mut families, mut variants): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+        for &(family, variant) in split.iter().flatten() {
+            if !families.contains(&family) {
+                families.push(family);
+            }
+            if !variants.contains(&variant) {
+                variants.push(variant);
+            }
+        }
+        let grouped = names.len() > 1 && split.iter().all(Option::is_some) && families.len() < names.len();
+        let looks = (0..names.len())
+            .map(|i| match split[i].filter(|_| grouped) {
+                Some((family, variant)) => {
+                    let f = families.iter().position(|x| *x == family).unwrap_or(0);
+                    let v = variants.iter().position(|x| *x == variant).unwrap_or(0);
+                    let lighten =
+                        if variants.len() > 1 { 0.5 * v as f64 / (variants.len() - 1) as f64 } else { 0.0 };
+                    (tint(color_of(f), lighten), marker_of(f).0, v % 2 == 0)
+                }
+                None => {
+                    let (shape, filled) = marker_of(i);
+                    (color_of(i), shape, filled)
+                }
+            })
+            .collect();
+        Styles { names, looks }
+    }
+
+    fn index(&self, name: &str) -> usize {
+        style_index(&self.names, name)
+    }
+
+    fn color(&self, index: usize) -> RGBColor {
+        self.looks[index].0
+    }
+}
+
+/// `color` moved towards white by `amount` (0 = unchanged, 1 = white).
+fn tint(color: RGBColor, amount: f64) -> RGBColor {
+    let mix = |c: u8| (f64::from(c) + (255.0 - f64::from(c)) * amount).round() as u8;
+    RGBColor(mix(color.0), mix(color.1), mix(color.2))
+}
+
+/// Writes `figure` as an SVG file at `path`, atomically, and returns the SVG text.
+pub fn write_svg(path: impl AsRef<Path>, figure: &Figure) -> Result<String, ReportError> {
     let path = path.as_ref();
     let svg = render_svg(figure).map_err(|message| ReportError::plot(path, message))?;
-    write_atomic(path, svg.as_bytes())
+    write_atomic(path, svg.as_bytes())?;
+    Ok(svg)
 }
 
 /// Renders `figure` to SVG text. Errors are plotters drawing errors, which the in-memory SVG
@@ -124,7 +183,22 @@ pub fn render_svg(figure: &Figure) -> Result<String, String> {
     let title_height = if figure.title.trim().is_empty() { 0 } else { FIGURE_TITLE_HEIGHT_PX };
     let width = PANEL_WIDTH_PX * columns.max(1) as u32;
     let height = PANEL_HEIGHT_PX * rows.max(1) as u32 + title_height;
-    let style_names = style_registry(figure);
+    let styles = Styles::of(figure);
+    let mut prepared: Vec<PreparedPanel> = figure
+        .panels
+        .iter()
+        .map(|panel| match panel.kind {
+            PanelKind::Lines => prepare_lines(panel, &styles),
+            PanelKind::Bars => prepare_bars(panel, &styles),
+        })
+        .collect();
+    if figure.shared_y {
+        share_y(figure, &mut prepared);
+    }
+    // Panels that show the same series get one legend, in the first panel.
+    let series_names = |panel: &Panel| panel.series.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+    let one_legend = figure.panels.len() > 1
+        && figure.panels.windows(2).all(|w| series_names(&w[0]) == series_names(&w[1]));
 
     let mut svg = String::new();
     {
@@ -140,8 +214,10 @@ pub fn render_svg(figure: &Figure) -> Result<String, String> {
             draw_centered_note(&body, "(no panels)")?;
         } else {
             let areas = body.split_evenly((rows, columns));
-            for (panel, area) in figure.panels.iter().zip(areas.iter()) {
-                draw_panel(&root, area, panel, &style_names)?;
+            for (index, ((panel, area), prepared)) in
+                figure.panels.iter().zip(areas.iter()).zip(prepared).enumerate()
+            {
+                draw_panel(&root, area, panel, prepared, &styles, !one_legend || index == 0)?;
             }
         }
         root.present().map_err(|error| error.to_string())?;
@@ -179,6 +255,8 @@ struct PreparedLine {
     name: String,
     /// Runs of consecutive drawable points; a point the axes cannot place ends a run.
     segments: Vec<Vec<(f64, f64)>>,
+    /// Error bars: (x, low, high) in axis coordinates.
+    whiskers: Vec<(f64, f64, f64)>,
 }
 
 struct PreparedBar {
@@ -187,6 +265,17 @@ struct PreparedBar {
     left: f64,
     right: f64,
     value: f64,
+    category: usize,
+    /// Error bar (low, high) in axis coordinates.
+    whisker: Option<(f64, f64)>,
+}
+
+/// A [`Mark`] in axis coordinates: the simulated point and, if given, the paper's value.
+struct PreparedMark {
+    sim: (f64, f64),
+    paper: Option<f64>,
+    label: String,
+    verdict: Option<bool>,
 }
 
 struct PreparedPanel {
@@ -194,8 +283,11 @@ struct PreparedPanel {
     bars: Vec<PreparedBar>,
     /// Legend entries: (style index, name, has data).
     legend: Vec<(usize, String, bool)>,
+    marks: Vec<PreparedMark>,
     x_axis: Axis,
     y_axis: Axis,
+    /// The data's y range (with error bars and paper marks), for a y axis shared across panels.
+    y_range: Option<(f64, f64)>,
     /// Finite points dropped because a log axis cannot show values <= 0.
     omitted_non_positive: usize,
     has_data: bool,
@@ -205,7 +297,7 @@ fn is_omitted_by_log(scale: Scale, value: f64) -> bool {
     scale != Scale::Linear && value.is_finite() && value <= 0.0
 }
 
-fn prepare_lines(panel: &Panel, style_names: &[String]) -> PreparedPanel {
+fn prepare_lines(panel: &Panel, styles: &Styles) -> PreparedPanel {
     let mut lines = Vec::new();
     let mut omitted_non_positive = 0;
     for series in &panel.series {
@@ -228,29 +320,81 @@ fn prepare_lines(panel: &Panel, style_names: &[String]) -> PreparedPanel {
         if !current.is_empty() {
             segments.push(current);
         }
+        let whiskers = series
+            .points
+            .iter()
+            .zip(&series.errors)
+            .filter_map(|(&(x, _), e)| {
+                let (low, high) = (*e)?;
+                Some((
+                    transform(panel.x_scale, x)?,
+                    transform(panel.y_scale, low)?,
+                    transform(panel.y_scale, high)?,
+                ))
+            })
+            .collect();
         lines.push(PreparedLine {
-            style_index: style_index(style_names, &series.name),
+            style_index: styles.index(&series.name),
             name: series.name.clone(),
             segments,
+            whiskers,
         });
     }
+    let marks: Vec<PreparedMark> = panel
+        .marks
+        .iter()
+        .filter_map(|m| {
+            let series = panel.series.iter().find(|s| s.name == m.name_of_series())?;
+            let &(x, y) = series.points.iter().find(|p| p.0 == m.x)?;
+            let sim = (transform(panel.x_scale, x)?, transform(panel.y_scale, y)?);
+            Some(prepared_mark(m, sim, panel.y_scale))
+        })
+        .collect();
     let all_points = || lines.iter().flat_map(|line| line.segments.iter().flatten());
     let x_range = min_max(all_points().map(|point| point.0));
-    let y_range = min_max(all_points().map(|point| point.1));
+    let y_range = min_max(
+        all_points()
+            .map(|point| point.1)
+            .chain(lines.iter().flat_map(|l| l.whiskers.iter().flat_map(|w| [w.1, w.2])))
+            .chain(marks.iter().filter_map(|m| m.paper)),
+    );
     let legend =
         lines.iter().map(|line| (line.style_index, line.name.clone(), !line.segments.is_empty())).collect();
     PreparedPanel {
         has_data: x_range.is_some(),
         x_axis: axis_for(panel.x_scale, x_range, false),
         y_axis: axis_for(panel.y_scale, y_range, true),
+        y_range,
         lines,
         bars: Vec::new(),
+        marks,
         legend,
         omitted_non_positive,
     }
 }
 
-fn prepare_bars(panel: &Panel, style_names: &[String]) -> PreparedPanel {
+fn prepared_mark(m: &Mark, sim: (f64, f64), y_scale: Scale) -> PreparedMark {
+    PreparedMark {
+        sim,
+        paper: m.paper.and_then(|p| transform(y_scale, p)),
+        label: m.label.clone(),
+        verdict: m.verdict,
+    }
+}
+
+/// One y axis for all panels: the union of their ranges (panels of one scale and kind only).
+fn share_y(figure: &Figure, prepared: &mut [PreparedPanel]) {
+    let first = &figure.panels[0];
+    if figure.panels.iter().any(|p| p.y_scale != first.y_scale || p.kind != first.kind) {
+        return;
+    }
+    let union = min_max(prepared.iter().filter_map(|p| p.y_range).flat_map(|(low, high)| [low, high]));
+    for p in prepared.iter_mut() {
+        p.y_axis = axis_for(first.y_scale, union, true);
+    }
+}
+
+fn prepare_bars(panel: &Panel, styles: &Styles) -> PreparedPanel {
     // Categories and the category index of each x.
     // Numeric categories: the distinct finite x values, ascending.
     let numeric_xs: Vec<f64> = match &panel.x_categories {
@@ -284,17 +428,23 @@ fn prepare_bars(panel: &Panel, style_names: &[String]) -> PreparedPanel {
     // value[series][category]; a later point for the same category replaces an earlier one.
     let mut omitted_non_positive = 0;
     let mut values: Vec<Vec<Option<f64>>> = Vec::new();
+    let mut spreads: Vec<Vec<Option<(f64, f64)>>> = Vec::new();
     for series in &panel.series {
         let mut row = vec![None; names.len()];
-        for &(x, y) in &series.points {
+        let mut spread = vec![None; names.len()];
+        for (i, &(x, y)) in series.points.iter().enumerate() {
             let Some(category) = index_of(x) else { continue };
             match transform(panel.y_scale, y) {
                 Some(y) => row[category] = Some(y),
                 None if is_omitted_by_log(panel.y_scale, y) => omitted_non_positive += 1,
                 None => {}
             }
+            spread[category] = series.errors.get(i).copied().flatten().and_then(|(low, high)| {
+                Some((transform(panel.y_scale, low)?, transform(panel.y_scale, high)?))
+            });
         }
         values.push(row);
+        spreads.push(spread);
     }
 
     // Only series with at least one bar get a slot, so groups have no holes for empty series.
@@ -302,7 +452,7 @@ fn prepare_bars(panel: &Panel, style_names: &[String]) -> PreparedPanel {
     let slot_width = BAR_GROUP_WIDTH / slotted.len().max(1) as f64;
     let mut bars = Vec::new();
     for (slot, &series_index) in slotted.iter().enumerate() {
-        let style_index = style_index(style_names, &panel.series[series_index].name);
+        let style_index = styles.index(&panel.series[series_index].name);
         for (category, value) in values[series_index].iter().enumerate() {
             if let Some(value) = *value {
                 let left = category as f64 - BAR_GROUP_WIDTH / 2.0 + slot as f64 * slot_width;
@@ -311,6 +461,8 @@ fn prepare_bars(panel: &Panel, style_names: &[String]) -> PreparedPanel {
                     left: left + slot_width * 0.06,
                     right: left + slot_width * 0.94,
                     value,
+                    category,
+                    whisker: spreads[series_index][category],
                 });
             }
         }
@@ -321,7 +473,22 @@ fn prepare_bars(panel: &Panel, style_names: &[String]) -> PreparedPanel {
         high: names.len().max(1) as f64 - 0.5,
         ticks: names.iter().enumerate().map(|(index, name)| (index as f64, name.clone())).collect(),
     };
-    let y_range = min_max(bars.iter().map(|bar| bar.value));
+    let marks: Vec<PreparedMark> = panel
+        .marks
+        .iter()
+        .filter_map(|m| {
+            let category = index_of(m.x)?;
+            let style = styles.index(m.name_of_series());
+            let bar = bars.iter().find(|b| b.category == category && b.style_index == style)?;
+            Some(prepared_mark(m, ((bar.left + bar.right) / 2.0, bar.value), panel.y_scale))
+        })
+        .collect();
+    let y_range = min_max(
+        bars.iter()
+            .map(|bar| bar.value)
+            .chain(bars.iter().filter_map(|b| b.whisker).flat_map(|w| [w.0, w.1]))
+            .chain(marks.iter().filter_map(|m| m.paper)),
+    );
     // Linear bars always start at zero; `min_max` with zero folded in does that.
     let y_range = match panel.y_scale {
         Scale::Linear => y_range.map(|(min, max)| (min.min(0.0), max.max(0.0))),
@@ -331,16 +498,16 @@ fn prepare_bars(panel: &Panel, style_names: &[String]) -> PreparedPanel {
         .series
         .iter()
         .enumerate()
-        .map(|(index, series)| {
-            (style_index(style_names, &series.name), series.name.clone(), slotted.contains(&index))
-        })
+        .map(|(index, series)| (styles.index(&series.name), series.name.clone(), slotted.contains(&index)))
         .collect();
     PreparedPanel {
         has_data: !bars.is_empty(),
         x_axis,
         y_axis: axis_for(panel.y_scale, y_range, true),
+        y_range,
         lines: Vec::new(),
         bars,
+        marks,
         legend,
         omitted_non_positive,
     }
@@ -493,12 +660,13 @@ fn draw_panel<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     area: &DrawingArea<DB, Shift>,
     panel: &Panel,
-    style_names: &[String],
+    mut prepared: PreparedPanel,
+    styles: &Styles,
+    show_legend: bool,
 ) -> Result<(), String> {
-    let prepared = match panel.kind {
-        PanelKind::Lines => prepare_lines(panel, style_names),
-        PanelKind::Bars => prepare_bars(panel, style_names),
-    };
+    if !show_legend {
+        prepared.legend.clear();
+    }
 
     let mut caption = panel.title.trim().to_string();
     if prepared.omitted_non_positive > 0 {
@@ -557,7 +725,7 @@ fn draw_panel<DB: DrawingBackend>(
     mesh.draw().map_err(plot_error)?;
 
     for line in &prepared.lines {
-        let style = color_of(line.style_index).stroke_width(LINE_WIDTH_PX);
+        let style = styles.color(line.style_index).stroke_width(LINE_WIDTH_PX);
         for segment in &line.segments {
             chart.draw_series(LineSeries::new(segment.iter().copied(), style)).map_err(plot_error)?;
         }
@@ -569,17 +737,41 @@ fn draw_panel<DB: DrawingBackend>(
     for bar in &prepared.bars {
         let corners = [(bar.left, bar.value), (bar.right, bar_base)];
         chart
-            .draw_series(std::iter::once(Rectangle::new(corners, color_of(bar.style_index).filled())))
+            .draw_series(std::iter::once(Rectangle::new(corners, styles.color(bar.style_index).filled())))
             .map_err(plot_error)?;
         chart
             .draw_series(std::iter::once(Rectangle::new(corners, BLACK.stroke_width(1))))
             .map_err(plot_error)?;
     }
-    // Markers after all lines so no line is drawn across another series' marker.
+    // Error bars, then markers after all lines so no line is drawn across another's marker.
+    let whiskers =
+        prepared.lines.iter().flat_map(|l| l.whiskers.iter().map(move |w| (l.style_index, *w))).chain(
+            prepared
+                .bars
+                .iter()
+                .filter_map(|b| b.whisker.map(|(lo, hi)| (0, ((b.left + b.right) / 2.0, lo, hi)))),
+        );
+    for (style_index, (x, low, high)) in whiskers {
+        let color = if prepared.bars.is_empty() { styles.color(style_index) } else { BLACK };
+        let (top, bottom) = (chart.backend_coord(&(x, high)), chart.backend_coord(&(x, low)));
+        root.draw(&PathElement::new([top, bottom], color.stroke_width(1))).map_err(plot_error)?;
+        for end in [top, bottom] {
+            root.draw(&PathElement::new([(end.0 - 3, end.1), (end.0 + 3, end.1)], color.stroke_width(1)))
+                .map_err(plot_error)?;
+        }
+    }
     for line in &prepared.lines {
         for &point in line.segments.iter().flatten() {
-            draw_marker(root, chart.backend_coord(&point), line.style_index)?;
+            draw_marker(root, chart.backend_coord(&point), styles.looks[line.style_index])?;
         }
+    }
+    for mark in &merged_marks(prepared.marks) {
+        draw_mark(
+            root,
+            &chart.backend_coord(&mark.sim),
+            mark.paper.map(|p| chart.backend_coord(&(mark.sim.0, p))),
+            mark,
+        )?;
     }
 
     let (x_pixels, y_pixels) = chart.plotting_area().get_pixel_range();
@@ -598,7 +790,7 @@ fn draw_panel<DB: DrawingBackend>(
             (f64::from(x_pixels.end - x_pixels.start), f64::from(y_pixels.end - y_pixels.start));
         let boxed = legend_box(corner, legend_size(&prepared.legend), plot_actual);
         let origin = (x_pixels.start, y_pixels.start);
-        draw_legend(root, origin, boxed, &prepared.legend, panel.kind)?;
+        draw_legend(root, origin, boxed, &prepared.legend, panel.kind, styles)?;
     }
     Ok(())
 }
@@ -609,6 +801,7 @@ fn draw_legend<DB: DrawingBackend>(
     boxed: PixelBox,
     legend: &[(usize, String, bool)],
     kind: PanelKind,
+    styles: &Styles,
 ) -> Result<(), String> {
     let left = origin.0 + boxed.0.round() as i32;
     let top = origin.1 + boxed.1.round() as i32;
@@ -622,12 +815,12 @@ fn draw_legend<DB: DrawingBackend>(
         let center_y = top + LEGEND_PADDING_PX + LEGEND_ROW_PX * row as i32 + LEGEND_ROW_PX / 2;
         let sample_left = left + LEGEND_PADDING_PX;
         let sample_right = sample_left + LEGEND_SAMPLE_PX;
-        let color = color_of(*style_index);
+        let color = styles.color(*style_index);
         match kind {
             PanelKind::Lines => {
                 let line = [(sample_left, center_y), (sample_right, center_y)];
                 root.draw(&PathElement::new(line, color.stroke_width(LINE_WIDTH_PX))).map_err(plot_error)?;
-                draw_marker(root, ((sample_left + sample_right) / 2, center_y), *style_index)?;
+                draw_marker(root, ((sample_left + sample_right) / 2, center_y), styles.looks[*style_index])?;
             }
             PanelKind::Bars => {
                 let swatch = [(sample_left + 4, center_y - 6), (sample_right - 4, center_y + 6)];
@@ -641,14 +834,68 @@ fn draw_legend<DB: DrawingBackend>(
     Ok(())
 }
 
-/// Draws the marker of series `style_index` centred on a backend pixel.
+/// Rings at one point become one ring labelled "#1,#4" (red if any of them missed).
+fn merged_marks(marks: Vec<PreparedMark>) -> Vec<PreparedMark> {
+    let mut out: Vec<PreparedMark> = Vec::new();
+    for m in marks {
+        let same = out.iter_mut().find(|o| o.paper.is_none() && m.paper.is_none() && o.sim == m.sim);
+        match same {
+            Some(o) => {
+                o.label = format!("{},{}", o.label, m.label);
+                o.verdict = match (o.verdict, m.verdict) {
+                    (Some(false), _) | (_, Some(false)) => Some(false),
+                    (Some(true), _) | (_, Some(true)) => Some(true),
+                    _ => None,
+                };
+            }
+            None => out.push(m),
+        }
+    }
+    out
+}
+
+const MARK_HELD: RGBColor = RGBColor(0x1a, 0x9a, 0x3a);
+const MARK_MISSED: RGBColor = RGBColor(0xd0, 0x10, 0x10);
+
+/// A paper claim on the plot: the paper's value as a black star joined to the simulated point,
+/// or a ring round the simulated point in the verdict's colour; labelled "#row".
+fn draw_mark<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    &(x, y): &(i32, i32),
+    paper: Option<(i32, i32)>,
+    mark: &PreparedMark,
+) -> Result<(), String> {
+    let color = match mark.verdict {
+        Some(true) => MARK_HELD,
+        Some(false) => MARK_MISSED,
+        None => NOTE_COLOR,
+    };
+    let label_at = match paper {
+        Some((px, py)) => {
+            root.draw(&PathElement::new([(x, y), (px, py)], color.stroke_width(1))).map_err(plot_error)?;
+            let r = MARKER_RADIUS_PX + 2;
+            for (dx, dy) in [(r, 0), (0, r), (r * 7 / 10, r * 7 / 10), (r * 7 / 10, -r * 7 / 10)] {
+                root.draw(&PathElement::new([(px - dx, py - dy), (px + dx, py + dy)], BLACK.stroke_width(2)))
+                    .map_err(plot_error)?;
+            }
+            (px + r + 2, py)
+        }
+        None => {
+            root.draw(&Circle::new((x, y), MARKER_RADIUS_PX + 4, color.stroke_width(2)))
+                .map_err(plot_error)?;
+            (x + MARKER_RADIUS_PX + 6, y - MARKER_RADIUS_PX - 4)
+        }
+    };
+    let style = (FONT, FONT_SIZE_TICK).into_font().color(&color).pos(Pos::new(HPos::Left, VPos::Center));
+    root.draw_text(&mark.label, &style, label_at).map_err(plot_error)
+}
+
+/// Draws a series' marker centred on a backend pixel.
 fn draw_marker<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     (x, y): (i32, i32),
-    style_index: usize,
+    (color, shape, filled): Look,
 ) -> Result<(), String> {
-    let (shape, filled) = marker_of(style_index);
-    let color = color_of(style_index);
     let r = MARKER_RADIUS_PX;
     let outline: Vec<(i32, i32)> = match shape {
         MarkerShape::Circle => {

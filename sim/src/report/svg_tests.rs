@@ -1,7 +1,7 @@
 //! Tests of `svg.rs`, kept apart so the module reads top-down.
 use super::*;
 use crate::report::axis::{linear_axis, linear_labeller, log_axis, log_tick_label};
-use crate::report::figure::Series;
+use crate::report::figure::{Mark, Series};
 use crate::report::test_support::{leftover_temp_files, scratch_dir};
 
 fn throughput_figure() -> Figure {
@@ -22,7 +22,12 @@ fn throughput_figure() -> Figure {
     bars.series.push(Series::new("SELCC", vec![(0.0, 30.0), (1.0, 55.0), (2.0, 70.0), (3.0, 62.0)]));
     bars.series.push(Series::new("GAM", vec![(0.0, 8.0), (1.0, 12.0), (2.0, 15.0), (3.0, 13.0)]));
     bars.series.push(Series::new("SEL", vec![(0.0, 20.0), (1.0, 31.0), (2.0, 40.0)]));
-    Figure { title: "SELCC Fig. 12 (simulated)".into(), panels: vec![lines, latency, bars], columns: 3 }
+    Figure {
+        title: "SELCC Fig. 12 (simulated)".into(),
+        panels: vec![lines, latency, bars],
+        columns: 3,
+        shared_y: false,
+    }
 }
 
 /// Text content of the SVG's <text> elements (plotters escapes XML in them).
@@ -95,7 +100,7 @@ fn degenerate_inputs() {
                 .with_series(Series::new("s", vec![(64.0, 10.0), (4096.0, 1000.0), (256.0, 0.0)]))
         },
     ];
-    let figure = Figure { title: String::new(), panels, columns: 0 };
+    let figure = Figure { title: String::new(), panels, columns: 0, shared_y: false };
     let svg = render(&figure);
     let texts = svg_texts(&svg);
     assert!(texts.iter().any(|text| text == "nothing (no data)"), "{texts:?}");
@@ -138,6 +143,7 @@ fn preview() {
             },
         ],
         columns: 3,
+        shared_y: false,
     };
     write_svg(dir.join("degenerate.svg"), &degenerate).unwrap();
 }
@@ -146,7 +152,7 @@ fn preview() {
 #[test]
 fn text_is_escaped() {
     let panel = Panel::lines("p & q", "x", "y").with_series(Series::new("A&B <x>", vec![(1.0, 1.0)]));
-    let svg = render(&Figure { title: "t".into(), panels: vec![panel], columns: 1 });
+    let svg = render(&Figure { title: "t".into(), panels: vec![panel], columns: 1, shared_y: false });
     assert!(svg.contains("A&amp;B &lt;x&gt;"));
     assert!(svg.contains("p &amp; q"));
     assert!(!svg.contains("A&B"));
@@ -165,8 +171,7 @@ fn figure_without_panels() {
 fn legend_avoids_data() {
     let falling = Panel::lines("t", "x", "y")
         .with_series(Series::new("falling", (0..=20).map(|i| (f64::from(i), 20.0 - f64::from(i))).collect()));
-    let style_names = vec!["falling".to_string()];
-    let mut prepared = prepare_lines(&falling, &style_names);
+    let mut prepared = prepare_lines(&falling, &styles_of(&falling));
     // Tight axes, so the line really runs through the upper-left and lower-right corners.
     prepared.x_axis = Axis { low: 0.0, high: 20.0, ticks: Vec::new() };
     prepared.y_axis = Axis { low: 0.0, high: 20.0, ticks: Vec::new() };
@@ -182,7 +187,7 @@ fn legend_avoids_data() {
         crowded.series.push(Series::new(name.clone(), (0..=20).map(|i| (f64::from(i), level)).collect()));
     }
     crowded.series.push(Series::new("low", (0..=20).map(|i| (f64::from(i), 0.0)).collect()));
-    let prepared = prepare_lines(&crowded, &names);
+    let prepared = prepare_lines(&crowded, &styles_of(&crowded));
     let (corner, axis) = place_legend(&prepared, Scale::Linear, (400.0, 280.0));
     assert!(matches!(corner, Corner::UpperLeft | Corner::UpperRight | Corner::UpperMiddle));
     assert!(axis.high > prepared.y_axis.high, "expected headroom");
@@ -226,4 +231,63 @@ fn styles_follow_names() {
     assert_eq!(style_index(&names, "GAM"), 2);
     assert_ne!(marker_of(0), marker_of(5));
     assert_ne!(color_of(0), color_of(1));
+}
+
+fn styles_of(panel: &Panel) -> Styles {
+    let mut figure = Figure::new("");
+    figure.panels.push(panel.clone());
+    Styles::of(&figure)
+}
+
+/// Goal: what a reader of a paper figure needs. "family / variant" series share a hue (variants
+/// lighter); panels with the same series draw one legend; `shared_y` gives every panel one y
+/// range; claims are marked and labelled; seeds' spread draws as error bars.
+#[test]
+fn families_one_legend_shared_y_marks_and_error_bars() {
+    let a = Panel::lines("a", "x", "y")
+        .with_series(Series::new("0% / 8GB", vec![(1.0, 1.0), (2.0, 2.0)]))
+        .with_series(Series::new("0% / 16GB", vec![(1.0, 1.5), (2.0, 2.5)]))
+        .with_series(Series::new("100% / 8GB", vec![(1.0, 0.5), (2.0, 0.7)]));
+    let styles = styles_of(&a);
+    assert_eq!(styles.names.len(), 3);
+    let (base, light, other) = (styles.looks[0], styles.looks[1], styles.looks[2]);
+    assert_eq!(base.1, light.1, "variants keep the family's marker shape");
+    assert!(
+        light.0 .0 >= base.0 .0 && light.0 .1 >= base.0 .1 && light.0 .2 >= base.0 .2,
+        "variant is lighter"
+    );
+    assert_ne!(base.0, other.0, "another family, another hue");
+
+    let mut b = a.clone();
+    b.title = "b".into();
+    for s in &mut b.series {
+        for p in &mut s.points {
+            p.1 *= 10.0;
+        }
+    }
+    b.series[0].errors = vec![Some((9.0, 11.0)), None];
+    b.marks.push(Mark {
+        series: "0% / 8GB".into(),
+        x: 2.0,
+        paper: Some(25.0),
+        label: "#1".into(),
+        verdict: Some(false),
+    });
+    b.marks.push(Mark {
+        series: "100% / 8GB".into(),
+        x: 2.0,
+        paper: None,
+        label: "#2".into(),
+        verdict: Some(true),
+    });
+    let figure = Figure { title: "f".into(), panels: vec![a.clone(), b], columns: 2, shared_y: true };
+    let svg = render(&figure);
+    let texts = svg_texts(&svg);
+    assert_eq!(texts.iter().filter(|t| *t == "0% / 16GB").count(), 1, "one legend: {texts:?}");
+    assert!(texts.iter().any(|t| t == "#1") && texts.iter().any(|t| t == "#2"), "{texts:?}");
+    // The y range takes in the paper's value (25) and the error bar.
+    let top_tick = texts.iter().filter_map(|t| t.parse::<f64>().ok()).fold(0.0, f64::max);
+    assert!(top_tick >= 25.0, "{texts:?}");
+    let separate = render(&Figure { shared_y: false, ..figure.clone() });
+    assert_ne!(svg, separate, "shared_y changes the drawing");
 }

@@ -196,6 +196,15 @@ pub struct PlotSpec {
     pub bars: bool,
     #[serde(default)]
     pub columns: Option<usize>,
+    /// One y scale for all panels, where the paper's panels share one.
+    #[serde(default)]
+    pub shared_y: bool,
+    /// A second metric drawn as bars in a panel beside each panel (e.g. SELCC Fig. 12's
+    /// invalidation ratio, which the paper draws as bars under its throughput lines).
+    #[serde(default)]
+    pub secondary_metric: String,
+    #[serde(default)]
+    pub secondary_label: String,
 }
 
 /// One number the paper reports, located by axis names, with the trend it should show.

@@ -7,16 +7,21 @@ use serde_json::{json, Value as Json};
 
 use super::{PaperValue, Point, Scenario};
 use crate::report::Figure;
-use crate::report::{Panel, PanelKind, PaperClaim, Scale, Series, Table, Value};
+use crate::report::{Mark, Panel, PaperClaim, Scale, Series, Table, Value};
 use crate::runners::PointResult;
 
 /// A cell of the sweep: (panel index, series index, x index).
 type Cell = (usize, usize, usize);
+/// A metric over a cell's seeds: (sum, count, min, max).
+type Tally = (f64, u32, f64, f64);
 
-/// The mean of `metric` over seeds at each (panel, series, x) cell.
+/// The mean of `metric` over seeds at each (panel, series, x) cell, and its spread.
 pub struct Cells {
     /// (panel index, series index, x index) → (metric → mean)
     pub means: BTreeMap<(usize, usize, usize), BTreeMap<String, f64>>,
+    /// (panel index, series index, x index) → (metric → (min, max)), for cells run with
+    /// several seeds.
+    pub spreads: BTreeMap<Cell, BTreeMap<String, (f64, f64)>>,
 }
 
 fn key(p: &Point) -> (usize, usize, usize) {
@@ -29,20 +34,34 @@ fn key(p: &Point) -> (usize, usize, usize) {
 
 impl Cells {
     pub fn new(points: &[Point], results: &[PointResult]) -> Cells {
-        let mut sums: BTreeMap<Cell, BTreeMap<String, (f64, u32)>> = BTreeMap::new();
+        // metric → (sum, count, min, max)
+        let mut sums: BTreeMap<Cell, BTreeMap<String, Tally>> = BTreeMap::new();
         for (p, r) in points.iter().zip(results) {
             let cell = sums.entry(key(p)).or_default();
             for (m, v) in &r.metrics {
-                let e = cell.entry(m.clone()).or_insert((0.0, 0));
+                let e = cell.entry(m.clone()).or_insert((0.0, 0, f64::INFINITY, f64::NEG_INFINITY));
                 e.0 += v;
                 e.1 += 1;
+                e.2 = e.2.min(*v);
+                e.3 = e.3.max(*v);
             }
         }
         let means = sums
-            .into_iter()
-            .map(|(k, ms)| (k, ms.into_iter().map(|(m, (s, n))| (m, s / n as f64)).collect()))
+            .iter()
+            .map(|(k, ms)| (*k, ms.iter().map(|(m, (s, n, _, _))| (m.clone(), s / *n as f64)).collect()))
             .collect();
-        Cells { means }
+        let spreads = sums
+            .into_iter()
+            .map(|(k, ms)| {
+                (k, ms.into_iter().filter(|e| e.1 .1 > 1).map(|(m, (_, _, lo, hi))| (m, (lo, hi))).collect())
+            })
+            .collect();
+        Cells { means, spreads }
+    }
+
+    /// (min, max) over seeds, when the cell ran more than one.
+    pub fn spread(&self, cell: (usize, usize, usize), metric: &str) -> Option<(f64, f64)> {
+        self.spreads.get(&cell)?.get(metric).copied()
     }
 
     pub fn get(&self, cell: (usize, usize, usize), metric: &str) -> Option<f64> {
@@ -82,8 +101,10 @@ pub fn table(points: &[Point], results: &[PointResult]) -> Table {
     t
 }
 
-/// The figure: one panel per `panels` value, one series per `series` value, y = the plot metric.
-pub fn figure(scenario: &Scenario, cells: &Cells) -> Figure {
+/// The figure: one panel per `panels` value, one series per `series` value, y = the plot metric
+/// (and, with `plot.secondary_metric`, a bar panel of that metric beside each panel); each
+/// located paper claim is marked where it sits, labelled with its row number in `claims`.
+pub fn figure(scenario: &Scenario, cells: &Cells, claims: &[PaperClaim]) -> Figure {
     let file = &scenario.file;
     let plot = &file.plot;
     let metric = if plot.y_metric.is_empty() { "throughput_mops" } else { &plot.y_metric };
@@ -102,11 +123,18 @@ pub fn figure(scenario: &Scenario, cells: &Cells) -> Figure {
         Some(a) => (0..a.values.len())
             .map(|i| {
                 let name = a.names.as_ref().map_or_else(|| axis_value_name(&a.values[i]), |n| n[i].clone());
-                (name, a.values[i].as_f64().unwrap_or(i as f64))
+                // A value that is not a number (a set of settings) is placed by its name when
+                // the name is a number ("16" compute nodes).
+                (name.clone(), a.values[i].as_f64().or_else(|| name.parse().ok()).unwrap_or(i as f64))
             })
             .collect(),
     };
-    let numeric_x = file.sweep.x.as_ref().is_some_and(|a| a.values.iter().all(|v| v.is_number()));
+    let numeric_x = file.sweep.x.as_ref().is_some_and(|a| {
+        (0..a.values.len()).all(|i| {
+            a.values[i].is_number()
+                || a.names.as_ref().is_some_and(|n| n[i].parse::<f64>().is_ok_and(f64::is_finite))
+        })
+    });
     let bars = plot.bars || !numeric_x;
     let x_label = if plot.x_label.is_empty() {
         file.sweep.x.as_ref().and_then(|a| a.label.clone().or(a.path.clone())).unwrap_or_default()
@@ -114,30 +142,81 @@ pub fn figure(scenario: &Scenario, cells: &Cells) -> Figure {
         plot.x_label.clone()
     };
     let y_label = if plot.y_label.is_empty() { metric.to_string() } else { plot.y_label.clone() };
+    let secondary = (!plot.secondary_metric.is_empty()).then_some(plot.secondary_metric.as_str());
+    let main_metric = metric;
+    // Claims located on a cell: (panel, series, x index, claim index).
+    let s = &file.sweep;
+    let located: Vec<(usize, usize, usize, usize)> = file
+        .paper_values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, pv)| {
+            Some((
+                find(&s.panels, &pv.panel).ok()?,
+                find(&s.series, &pv.series).ok()?,
+                find(&s.x, &pv.x).ok()?,
+                i,
+            ))
+        })
+        .collect();
     let mut figure = Figure::new(if plot.title.is_empty() { file.name.clone() } else { plot.title.clone() });
-    figure.columns = plot.columns.unwrap_or(0);
+    figure.columns = plot.columns.unwrap_or(if secondary.is_some() { 2 } else { 0 });
+    figure.shared_y = plot.shared_y;
     for (pi, panel_name) in panels.iter().enumerate() {
-        let mut panel = if bars {
-            Panel::bars(panel_name.clone(), x_label.clone(), y_label.clone(), xs.iter().map(|x| x.0.clone()))
-        } else {
-            Panel::lines(panel_name.clone(), x_label.clone(), y_label.clone()).with_scales(
-                if plot.x_log { Scale::Log2 } else { Scale::Linear },
-                if plot.y_log { Scale::Log10 } else { Scale::Linear },
-            )
+        let panel_of = |metric: &str, title: String, y_label: String, as_bars: bool| {
+            let mut panel = if as_bars {
+                Panel::bars(title, x_label.clone(), y_label, xs.iter().map(|x| x.0.clone()))
+            } else {
+                Panel::lines(title, x_label.clone(), y_label).with_scales(
+                    if plot.x_log { Scale::Log2 } else { Scale::Linear },
+                    if plot.y_log { Scale::Log10 } else { Scale::Linear },
+                )
+            };
+            let x_of = |xi: usize| if as_bars { xi as f64 } else { xs[xi].1 };
+            let series_name =
+                |si: usize| if series[si].is_empty() { metric.to_string() } else { series[si].clone() };
+            for si in 0..series.len() {
+                let cells_here =
+                    || (0..xs.len()).filter_map(|xi| Some((xi, cells.get((pi, si, xi), metric)?)));
+                let points: Vec<(f64, f64)> = cells_here().map(|(xi, y)| (x_of(xi), y)).collect();
+                let mut line = Series::new(series_name(si), points);
+                let errors: Vec<Option<(f64, f64)>> =
+                    cells_here().map(|(xi, _)| cells.spread((pi, si, xi), metric)).collect();
+                if errors.iter().any(Option::is_some) {
+                    line.errors = errors;
+                }
+                panel = panel.with_series(line);
+            }
+            for &(_, si, xi, ci) in located.iter().filter(|l| l.0 == pi) {
+                let pv = &file.paper_values[ci];
+                let claim = claims.get(ci);
+                let paper = pv.value.filter(|_| pv.metric == metric);
+                // A claim on the secondary metric is marked on the secondary panel, any other
+                // claim on the main one.
+                let on_secondary = secondary == Some(pv.metric.as_str());
+                if on_secondary != (metric != main_metric) || cells.get((pi, si, xi), metric).is_none() {
+                    continue;
+                }
+                let verdict =
+                    claim
+                        .and_then(|c| if pv.value.is_some() { c.tolerance_verdict() } else { c.trend_holds });
+                panel.marks.push(Mark {
+                    series: series_name(si),
+                    x: x_of(xi),
+                    paper,
+                    label: format!("#{}", ci + 1),
+                    verdict,
+                });
+            }
+            panel
         };
-        for (si, series_name) in series.iter().enumerate() {
-            let points: Vec<(f64, f64)> = xs
-                .iter()
-                .enumerate()
-                .filter_map(|(xi, (_, xv))| {
-                    let y = cells.get((pi, si, xi), metric)?;
-                    Some((if panel.kind == PanelKind::Bars { xi as f64 } else { *xv }, y))
-                })
-                .collect();
-            let name = if series_name.is_empty() { metric.to_string() } else { series_name.clone() };
-            panel = panel.with_series(Series::new(name, points));
+        figure.panels.push(panel_of(metric, panel_name.clone(), y_label.clone(), bars));
+        if let Some(m) = secondary {
+            let label =
+                if plot.secondary_label.is_empty() { m.to_string() } else { plot.secondary_label.clone() };
+            let title = if panel_name.is_empty() { label.clone() } else { format!("{panel_name}: {label}") };
+            figure.panels.push(panel_of(m, title, label, true));
         }
-        figure.panels.push(panel);
     }
     figure
 }
