@@ -92,10 +92,10 @@ pub fn own(
     if needs_page {
         if others & meb != 0 && dir_copy {
             page = true;
-        } else if e.anchor == me && e.anchor != r {
-            // The directory's own copy (the anchor) is still arriving: wait for it.
-            return Decision::Requeue;
         } else {
+            // Even when the anchor is the directory itself with its copy still arriving, the
+            // requester is answered now and asks the anchor's handler, which serves once the
+            // page is there: an unanswered upgrader may be what that copy waits for.
             assert_ne!(e.anchor, r, "n{r} lost page {g} although it is the anchor of its sharers");
             response.source = Some(e.anchor);
             response.take = exclusive;
