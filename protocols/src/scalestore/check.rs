@@ -55,8 +55,7 @@ pub fn invariants(
                 }
                 exclusive_owner = Some(n);
             }
-            let listed = entry.holders >> n & 1 == 1
-                && (entry.exclusive == f.exclusive || !f.exclusive && entry.exclusive && false);
+            let listed = entry.holders >> n & 1 == 1 && entry.exclusive == f.exclusive;
             if !listed && !owed(g, n as u16) {
                 return Err((
                     "directory agrees with owners and sharers".into(),

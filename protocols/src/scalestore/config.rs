@@ -53,7 +53,7 @@ impl Default for Config {
 impl Config {
     pub fn validate(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.page_bytes < 64 || self.page_bytes % 64 != 0 || self.page_bytes > 1 << 20 {
+        if self.page_bytes < 64 || !self.page_bytes.is_multiple_of(64) || self.page_bytes > 1 << 20 {
             out.push("page_bytes: must be a multiple of 64 in 64..=1 MiB".into());
         }
         if self.handler_tasks == 0 || self.handler_tasks > 64 {

@@ -35,7 +35,7 @@ impl Layout {
 
     /// The PID of global page `g`: directory node in the top 8 bits, slot below.
     pub fn pid(&self, g: u64) -> u64 {
-        (g / self.pages_per_node) << PID_NODE_SHIFT | g % self.pages_per_node
+        ((g / self.pages_per_node) << PID_NODE_SHIFT) | (g % self.pages_per_node)
     }
 
     /// The directory node of global page `g` (`pid >> 56`).
