@@ -104,3 +104,12 @@ fn difache_five_thousand_schedules() {
     // protocols/src/difache/NEEDS.md.
     campaign("difache/fuzz-small.json");
 }
+
+#[test]
+fn scalestore_five_thousand_schedules() {
+    // Three symmetric nodes over 3-9 pages: chains of exclusive requests, shared conflicts,
+    // upgrades and copies every few operations; every invariant after every event, convergence
+    // after the quiesced run, per-key linearizability. The 20,000 random and 5,000 PCT
+    // campaigns are in protocols/src/scalestore/NEEDS.md.
+    campaign("scalestore/fuzz-small.json");
+}

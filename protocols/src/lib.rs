@@ -25,6 +25,7 @@ pub mod harness;
 pub mod memory;
 pub mod nic;
 pub mod nic_micro;
+pub mod scalestore;
 pub mod selcc;
 pub mod sherman;
 pub mod smart;

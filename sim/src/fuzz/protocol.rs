@@ -70,8 +70,11 @@ impl ProtocolTarget {
                 return Err(problems);
             }
         };
-        if file.cluster.compute_nodes == 0 {
-            problems.push(Problem::new("cluster.compute_nodes", "fuzzing needs at least 1 compute node"));
+        if file.cluster.compute_nodes == 0 && file.cluster.symmetric_nodes == 0 {
+            problems.push(Problem::new(
+                "cluster.compute_nodes",
+                "fuzzing needs at least 1 compute node (or symmetric node)",
+            ));
         }
         if !problems.is_empty() {
             return Err(problems);

@@ -1,0 +1,87 @@
+//! The closed-loop worker: one operation at a time on one record (a point read or update), as
+//! the paper's YCSB workers run ("we do not batch operations nor execute them asynchronously").
+
+use std::sync::{Arc, Mutex};
+
+use rand_chacha::rand_core::Rng;
+
+use crate::common::bench::write_stamp;
+use crate::harness::{LoggedOp, OpLog};
+use crate::nic::Nic;
+use crate::workload::rng_for_thread;
+use crate::workload::zipf::{unit_f64, Zipf};
+
+use super::config::Workload;
+use super::node::{Access, Node};
+
+/// One worker thread. Stops at its first error (kept in the node's error slot).
+pub async fn run_client<N: Nic>(
+    node: Arc<Node<N>>,
+    thread: u32,
+    workload: Workload,
+    seed: u64,
+    log: Option<(OpLog, u32)>,
+    latencies: Arc<Mutex<Vec<u64>>>,
+) {
+    let me = node.nic.node();
+    let mut w = node.worker(thread);
+    let mut rng = rng_for_thread(seed, me.0, thread);
+    let layout = node.layout.clone();
+    let (base, pages) = if workload.partitioned {
+        (me.0 as u64 * layout.pages_per_node, layout.pages_per_node)
+    } else {
+        (0, layout.total_pages())
+    };
+    let zipf = (workload.zipf_theta > 0.0).then(|| Zipf::new(pages, workload.zipf_theta));
+    let mut sequence = 0;
+    for i in 0..workload.warmup_ops + workload.ops_per_thread {
+        let page = match &zipf {
+            // [CHOICE] Rank r is page r−1 of the range (no scrambling; spec §8 A16).
+            Some(z) => z.sample(|| rng.next_u64()) - 1,
+            None => ((rng.next_u64() as u128 * pages as u128) >> 64) as u64,
+        };
+        let key = (base + page) * layout.keys_per_page + rng.next_u64() % layout.keys_per_page;
+        let read = unit_f64(rng.next_u64()) < workload.read_ratio;
+        let access = if read {
+            Access::Read
+        } else {
+            sequence += 1;
+            Access::Write(write_stamp(me, thread, sequence))
+        };
+        let measured = i >= workload.warmup_ops;
+        let start = w.nic.now().0;
+        if measured && i == workload.warmup_ops {
+            let mut s = node.stats.lock().unwrap_or_else(|e| e.into_inner());
+            s.measure_start_ns = Some(s.measure_start_ns.map_or(start, |t| t.min(start)));
+        }
+        let (seen, hit) = match node.access(&mut w, key, access).await {
+            Ok(r) => r,
+            Err(e) => {
+                node.errors.record(e);
+                return;
+            }
+        };
+        let end = w.nic.now().0;
+        if let Some((log, client)) = &log {
+            let write = match access {
+                Access::Write(v) => Some(v),
+                Access::Read => None,
+            };
+            log.lock().push(LoggedOp {
+                client: *client,
+                key,
+                write,
+                seen: Some(seen),
+                invoke_ns: start,
+                return_ns: Some(end),
+            });
+        }
+        if measured {
+            latencies.lock().unwrap_or_else(|e| e.into_inner()).push(end - start);
+            let mut s = node.stats.lock().unwrap_or_else(|e| e.into_inner());
+            s.ops += 1;
+            s.reads += read as u64;
+            s.hits += hit as u64;
+        }
+    }
+}

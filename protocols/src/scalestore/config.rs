@@ -1,0 +1,125 @@
+//! ScaleStore's options (`protocol_options`) and workload (`workload`).
+
+use serde::{Deserialize, Serialize};
+
+use super::mutants::Mutant;
+
+/// Costs charged with `nic.cpu` (a sleep unless the run models the node's cores). [CHOICE]
+/// values, not fitted to any figure (spec §7.4: the paper gives none).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpuCosts {
+    /// A worker's operation on a page it holds (translation-table lookup, latch, record copy).
+    pub local_op_ns: u64,
+    /// A message handler's work on one request (lookup, try-latch, metadata update, post).
+    pub handler_ns: u64,
+    /// A worker building and posting one request.
+    pub request_ns: u64,
+}
+
+impl Default for CpuCosts {
+    fn default() -> Self {
+        CpuCosts { local_op_ns: 300, handler_ns: 300, request_ns: 100 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Page size (paper: 4 KB).
+    pub page_bytes: u64,
+    /// Message-handler tasks per node (paper: 4), each polling its share of the mailboxes.
+    pub handler_tasks: u16,
+    /// Period of a handler's mailbox sweep when it found nothing to do, and of a worker's
+    /// poll of its response word.
+    pub poll_ns: u64,
+    pub cpu: CpuCosts,
+    #[serde(skip)]
+    pub mutant: Mutant,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            page_bytes: 4096,
+            handler_tasks: 4,
+            poll_ns: 100,
+            cpu: CpuCosts::default(),
+            mutant: Mutant::None,
+        }
+    }
+}
+
+impl Config {
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.page_bytes < 64 || !self.page_bytes.is_multiple_of(64) || self.page_bytes > 1 << 20 {
+            out.push("page_bytes: must be a multiple of 64 in 64..=1 MiB".into());
+        }
+        if self.handler_tasks == 0 || self.handler_tasks > 64 {
+            out.push("handler_tasks: must be in 1..=64".into());
+        }
+        if self.poll_ns == 0 {
+            out.push("poll_ns: must be at least 1".into());
+        }
+        out
+    }
+}
+
+/// The workload: closed-loop workers on every node, each operation one record of one page
+/// (a YCSB point read or update). Records are `keys_per_page` words at the start of each page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Workload {
+    /// Pages whose directory is each node (PIDs `node << 56 | slot`).
+    pub pages_per_node: u64,
+    /// Records (8-byte words) per page that operations touch.
+    pub keys_per_page: u64,
+    pub threads_per_node: u32,
+    pub ops_per_thread: u64,
+    /// Operations before measurement starts (per thread; they run, and are not counted).
+    pub warmup_ops: u64,
+    pub read_ratio: f64,
+    /// 0: uniform; otherwise Zipf over the pages a worker may access.
+    pub zipf_theta: f64,
+    /// Each node's workers access only the pages of its own directory (the paper's
+    /// "partitionable" pattern); otherwise every page.
+    pub partitioned: bool,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            pages_per_node: 64,
+            keys_per_page: 4,
+            threads_per_node: 2,
+            ops_per_thread: 100,
+            warmup_ops: 0,
+            read_ratio: 0.5,
+            zipf_theta: 0.0,
+            partitioned: false,
+        }
+    }
+}
+
+impl Workload {
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.pages_per_node == 0 || self.pages_per_node >= 1 << 32 {
+            out.push("pages_per_node: must be in 1..2^32".into());
+        }
+        if self.keys_per_page == 0 || self.keys_per_page > 8 {
+            out.push("keys_per_page: must be in 1..=8 (the first cache line of a page)".into());
+        }
+        if self.threads_per_node == 0 || self.threads_per_node > 256 {
+            out.push("threads_per_node: must be in 1..=256".into());
+        }
+        if !(0.0..=1.0).contains(&self.read_ratio) {
+            out.push("read_ratio: must be in [0, 1]".into());
+        }
+        if !(0.0..10.0).contains(&self.zipf_theta) {
+            out.push("zipf_theta: must be in [0, 10)".into());
+        }
+        out
+    }
+}

@@ -1,0 +1,270 @@
+//! ScaleStore's definition (`protocol: "scalestore"`), on any backend.
+//!
+//! The cluster is `symmetric_nodes` nodes (no memory or compute nodes): each runs
+//! `workload.threads_per_node` workers and `handler_tasks` message handlers, caches pages and
+//! is the directory of `workload.pages_per_node` of them. `protocol_options` is any subset of
+//! [`Config`] (`page_bytes`, `handler_tasks`, `poll_ns`, `cpu.{local_op_ns, handler_ns,
+//! request_ns}`); `workload` is [`Workload`].
+//!
+//! `run.check` logs every operation for the per-key linearizability checker; the fuzzer
+//! (`CheckLevel::Full`) adds the invariants of [`super::check`] after every event and the
+//! convergence check after the quiesced run.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use super::bench::run_client;
+use super::check::{converged, invariants};
+use super::config::{Config, Workload};
+use super::layout::Layout;
+use super::node::Node;
+use super::state::{NodeState, Owed};
+use super::stats::Stats;
+use crate::common::metrics::percentile;
+use crate::harness::{
+    merge_options, parse_typed, report_error, CheckLevel, Invariants, Memory, NodeReport, NodeRun, OpLog,
+    Plan, PointSpec, Problem, Protocol, Violation,
+};
+use crate::nic::{Cluster, Nanos, Nic, Task};
+
+#[derive(Clone, Copy)]
+pub struct ScaleStore;
+
+impl Protocol for ScaleStore {
+    type Plan = ScaleStorePlan;
+
+    fn names(&self) -> &'static [&'static str] {
+        &["scalestore"]
+    }
+
+    fn about(&self) -> &'static str {
+        "ScaleStore: symmetric nodes, directory-based page caching with anticipatory chaining (in-memory slice)"
+    }
+
+    fn mutants(&self) -> &'static [crate::harness::Mutant] {
+        super::mutants::LIST
+    }
+
+    fn plan(&self, point: &PointSpec) -> Result<ScaleStorePlan, Vec<Problem>> {
+        ScaleStorePlan::new(point)
+    }
+}
+
+const RESERVED: &[(&str, &str)] = &[("mutant", "dmsim fuzz --mutant")];
+
+/// The node's state as the invariants see it.
+pub type State = Mutex<NodeState>;
+
+pub struct ScaleStorePlan {
+    config: Config,
+    workload: Workload,
+    layout: Layout,
+    cluster: Cluster,
+    seed: u64,
+    check: CheckLevel,
+    quiesce: bool,
+    /// Check mode, one process: every node's state, for the end-of-run convergence check.
+    states: Mutex<Vec<Arc<State>>>,
+    owed: Option<Owed>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Report {
+    stats: Stats,
+}
+
+fn at(prefix: &str, text: &str) -> Problem {
+    match text.split_once(": ") {
+        Some((field, reason)) if !field.contains(' ') => Problem::new(format!("{prefix}.{field}"), reason),
+        _ => Problem::new(prefix, text),
+    }
+}
+
+impl ScaleStorePlan {
+    pub fn new(point: &PointSpec) -> Result<ScaleStorePlan, Vec<Problem>> {
+        let workload: Workload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
+        let presets = [("default", Config::default())];
+        let mut config: Config =
+            merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
+                .map_err(|p| vec![p])?;
+        let mut out: Vec<Problem> = workload.validate().iter().map(|p| at("workload", p)).collect();
+        out.extend(config.validate().iter().map(|p| at("protocol_options", p)));
+        config.mutant = match super::mutants::named(&point.mutant) {
+            Some(m) => m,
+            None => {
+                out.push(Problem::new("mutant", format!("scalestore has no mutant {:?}", point.mutant)));
+                Default::default()
+            }
+        };
+        if point.memory_nodes != 0 || point.compute_nodes != 0 {
+            out.push(Problem::new(
+                "cluster",
+                "scalestore runs on symmetric nodes only: set symmetric_nodes, and memory_nodes and compute_nodes to 0",
+            ));
+        }
+        if point.symmetric_nodes == 0 || point.symmetric_nodes > 64 {
+            out.push(Problem::new(
+                "cluster.symmetric_nodes",
+                "must be in 1..=64 (sharer bitmaps of 64 bits)",
+            ));
+        }
+        if !out.is_empty() {
+            return Err(out);
+        }
+        let layout = Layout {
+            nodes: point.symmetric_nodes as u64,
+            threads: workload.threads_per_node as u64,
+            pages_per_node: workload.pages_per_node,
+            page_bytes: config.page_bytes,
+            keys_per_page: workload.keys_per_page,
+        };
+        const REGION_MAX: u64 = 64 << 30;
+        if layout.region_bytes() > REGION_MAX {
+            return Err(vec![Problem::new(
+                "workload.pages_per_node",
+                format!(
+                    "every node has a frame per page: {} bytes per node (at most 64 GiB)",
+                    layout.region_bytes()
+                ),
+            )]);
+        }
+        let cluster = point.cluster(layout.region_bytes(), 0);
+        Ok(ScaleStorePlan {
+            config,
+            workload,
+            layout,
+            cluster,
+            seed: point.seed,
+            check: point.check,
+            quiesce: point.quiesce,
+            states: Mutex::new(Vec::new()),
+            owed: point.check.full().then(Owed::default),
+        })
+    }
+
+    fn parse(reports: &[NodeReport]) -> Vec<Report> {
+        reports.iter().filter_map(|r| serde_json::from_value::<Report>(r.extra.clone()).ok()).collect()
+    }
+}
+
+impl Plan for ScaleStorePlan {
+    type State = State;
+
+    fn cluster(&self) -> Cluster {
+        self.cluster.clone()
+    }
+
+    fn payload_spans(&self) -> Vec<Option<crate::memory::PayloadSpan>> {
+        self.cluster.kinds.iter().map(|_| Some(self.layout.payload_span())).collect()
+    }
+
+    fn node<N: Nic>(&self, nic: N) -> NodeRun<State> {
+        let node = Node::new(nic, self.layout.clone(), self.config.clone(), self.owed.clone());
+        let me = node.nic.node();
+        if self.check.full() {
+            self.states.lock().unwrap_or_else(|e| e.into_inner()).push(node.state.clone());
+        }
+        let latencies = Arc::new(Mutex::new(Vec::new()));
+        let log = self.check.histories().then(OpLog::new);
+        let threads = self.workload.threads_per_node;
+        let mains = (0..threads)
+            .map(|t| {
+                let client = me.0 as u32 * threads + t;
+                let task: Task = Box::pin(run_client(
+                    node.clone(),
+                    t,
+                    self.workload.clone(),
+                    self.seed,
+                    log.clone().map(|l| (l, client)),
+                    latencies.clone(),
+                ));
+                task
+            })
+            .collect();
+        let tasks = self.config.handler_tasks;
+        let daemons = (0..tasks)
+            .map(|i| {
+                let task: Task = Box::pin(node.clone().handler(i, tasks));
+                task
+            })
+            .collect();
+        let watched = node.clone();
+        NodeRun {
+            mains,
+            daemons,
+            progress: Some(Arc::new(move || watched.stats.lock().unwrap_or_else(|e| e.into_inner()).ops)),
+            state: Some(node.state.clone()),
+            collect: Box::new(move || {
+                let stats = node.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                NodeReport {
+                    samples: std::mem::take(&mut *latencies.lock().unwrap_or_else(|e| e.into_inner())),
+                    history: log.map(|l| l.snapshot()).unwrap_or_default(),
+                    extra: serde_json::to_value(Report { stats }).unwrap_or(serde_json::Value::Null),
+                    error: report_error(node.errors.first()),
+                    ..NodeReport::default()
+                }
+            }),
+        }
+    }
+
+    fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
+        let mut total = Stats::default();
+        let parsed = Self::parse(reports);
+        for r in &parsed {
+            total.merge(&r.stats);
+        }
+        let span = elapsed.saturating_sub(Nanos(total.measure_start_ns.unwrap_or(0))).as_secs_f64();
+        let ops = total.ops.max(1) as f64;
+        let mut m = BTreeMap::new();
+        m.insert("throughput_mops".into(), total.ops as f64 / span.max(1e-12) / 1e6);
+        m.insert("throughput_kops".into(), total.ops as f64 / span.max(1e-12) / 1e3);
+        m.insert("ops".into(), total.ops as f64);
+        m.insert("hit_ratio".into(), total.hits as f64 / ops);
+        m.insert("messages_per_op".into(), total.messages as f64 / ops);
+        m.insert("page_transfers_per_op".into(), total.page_transfers as f64 / ops);
+        m.insert("exclusive_conflicts_per_op".into(), total.exclusive_conflicts as f64 / ops);
+        m.insert("shared_conflicts_per_op".into(), total.shared_conflicts as f64 / ops);
+        m.insert("upgrades_per_op".into(), total.upgrades as f64 / ops);
+        m.insert("copy_restarts".into(), total.copy_restarts as f64);
+        m.insert("handler_requeues_per_op".into(), total.requeues as f64 / ops);
+        let mut samples: Vec<u64> = reports.iter().flat_map(|r| r.samples.iter().copied()).collect();
+        if !samples.is_empty() {
+            m.insert("latency_us_p50".into(), percentile(&mut samples, 50.0) / 1e3);
+            m.insert("latency_us_p99".into(), percentile(&mut samples, 99.0) / 1e3);
+            m.insert("latency_us_p999".into(), percentile(&mut samples, 99.9) / 1e3);
+        }
+        m
+    }
+
+    fn ops(&self, reports: &[NodeReport]) -> u64 {
+        Self::parse(reports).iter().map(|r| r.stats.ops).sum()
+    }
+
+    fn invariants(&self, states: Vec<Option<Arc<State>>>) -> Option<Invariants> {
+        if !self.check.full() {
+            return None;
+        }
+        let states: Vec<Arc<State>> = states.into_iter().flatten().collect();
+        let (layout, owed) = (self.layout.clone(), self.owed.clone()?);
+        Some(Box::new(move |memory: Memory| {
+            let refs: Vec<&State> = states.iter().map(|s| s.as_ref()).collect();
+            invariants(&layout, &refs, &owed, memory).map_err(|(name, m)| Violation::new(name, m))
+        }))
+    }
+
+    fn verify(&self, reports: &[NodeReport], _memory: Option<Memory>) -> Result<(), Violation> {
+        if let Some(e) = crate::harness::first_error(reports) {
+            return Err(Violation::new("no protocol error", e.to_string()));
+        }
+        let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        if let (true, true, Some(owed)) =
+            (self.quiesce, states.len() == self.layout.nodes as usize, &self.owed)
+        {
+            let refs: Vec<&State> = states.iter().map(|s| s.as_ref()).collect();
+            converged(&self.layout, &refs, owed).map_err(|(name, m)| Violation::new(name, m))?;
+        }
+        Ok(())
+    }
+}

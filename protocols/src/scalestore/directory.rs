@@ -1,0 +1,199 @@
+//! The two decisions a message handler takes in one step under the node's state (spec §3.4–
+//! §3.7): the directory's answer to an ownership request, and a holder's answer to a
+//! transfer, copy or invalidation request. Both are synchronous, so a request is handled
+//! atomically, and both may say "not yet" ([`Decision::Requeue`]): the handler leaves the
+//! mailbox flag set and re-polls it (R2), never blocking on a remote party.
+//!
+//! **Anticipatory chaining** is the directory's *immediate metadata update*: an exclusive
+//! request makes the requester the holder at once and names the previous holder (perhaps still
+//! fetching) as its source; the previous holder's handler serves that transfer only once it
+//! has the page and its operation is done (R1 + R2). No acknowledgment goes back to the
+//! directory. Every processed request bumps the page's conflict epoch ([CHOICE], the code's
+//! coarser rule, spec §8 A3), so an invalidation can tell the copy it was meant for from a
+//! later one.
+
+use super::message::{Code, Kind, Request, Response};
+use super::mutants::Mutant;
+use super::state::{bits, epoch_after, Frame, FrameState, NodeState, Owed, EPOCH_MASK};
+
+pub enum Decision {
+    /// Not servable yet: re-poll later.
+    Requeue,
+    /// Answer with `response`, writing this node's frame of the page first if `page`.
+    Reply { response: Response, page: bool },
+}
+
+fn owe(owed: Option<&Owed>, page: u64, node: u16) {
+    if let Some(o) = owed {
+        *o.lock().unwrap_or_else(|e| e.into_inner()).entry((page, node)).or_default() += 1;
+    }
+}
+
+/// A holder served (or acknowledged) what the directory owed it.
+fn paid(owed: Option<&Owed>, page: u64, node: u16) {
+    if let Some(o) = owed {
+        let mut o = o.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = o.get_mut(&(page, node)) {
+            *n -= 1;
+            if *n == 0 {
+                o.remove(&(page, node));
+            }
+        }
+    }
+}
+
+/// The directory `me`'s answer to `r`'s ownership request for page `g` (slot `slot`).
+///
+/// [CHOICE] Sources. A page in shared mode has an *anchor*: the holder that got its copy by a
+/// transfer or from the directory (paths that cannot fail), never by a copy. Copies and
+/// transfers are always asked of the anchor (or served by the directory's own copy), so a
+/// copier whose source was invalidated restarts without anyone waiting on it, and no cycle of
+/// waits forms (the code's deadlock case of spec §3.7.2 cannot arise).
+#[allow(clippy::too_many_arguments)]
+pub fn own(
+    st: &mut NodeState,
+    me: u16,
+    r: u16,
+    g: u64,
+    slot: usize,
+    exclusive: bool,
+    has_copy: bool,
+    mutant: Mutant,
+    owed: Option<&Owed>,
+) -> Decision {
+    let e = st.dir[slot];
+    let dir_copy = st.frames[g as usize].is_some_and(|f| f.state == FrameState::Hot);
+    let (rbit, meb) = (1u64 << r, 1u64 << me);
+    let mut response = Response::simple(Code::Granted, 0);
+    let mut next = e;
+    next.epoch = e.epoch.wrapping_add(1) & EPOCH_MASK;
+    if e.exclusive {
+        // Exclusive conflict (Fig. 4): the owner (maybe still fetching) hands the page over.
+        let o = e.anchor;
+        assert_ne!(o, r, "n{r} asked its directory n{me} for page {g}, which names n{r} its exclusive owner");
+        response.source = Some(o);
+        response.take = mutant != Mutant::SharedKeepsOwner || exclusive;
+        if !(mutant == Mutant::NoImmediateUpdate && exclusive) {
+            next.exclusive = exclusive || !response.take;
+            next.holders = if response.take { rbit } else { e.holders | rbit };
+            next.anchor = if response.take { r } else { o };
+            if response.take {
+                owe(owed, g, o);
+            }
+        }
+        st.dir[slot] = next;
+        response.epoch = next.epoch;
+        return Decision::Reply { response, page: false };
+    }
+    // Shared mode.
+    let needs_page = !(has_copy && (e.holders & rbit != 0 || mutant == Mutant::TrustHasCopy));
+    let mut others = e.holders & !rbit;
+    let mut page = false;
+    if needs_page {
+        if others & meb != 0 && dir_copy {
+            page = true;
+        } else {
+            // Even when the anchor is the directory itself with its copy still arriving, the
+            // requester is answered now and asks the anchor's handler, which serves once the
+            // page is there: an unanswered upgrader may be what that copy waits for.
+            assert_ne!(e.anchor, r, "n{r} lost page {g} although it is the anchor of its sharers");
+            response.source = Some(e.anchor);
+            response.take = exclusive;
+        }
+    }
+    if exclusive {
+        if let (Some(s), true) = (response.source, response.take) {
+            others &= !(1u64 << s);
+            owe(owed, g, s);
+        }
+        if others & meb != 0 && dir_copy {
+            // The directory's own shared copy goes now, without a message (if it is sent
+            // with the response, the write reads the frame before the slot is ever refilled).
+            others &= !meb;
+            if mutant != Mutant::DirectoryKeepsCopy {
+                st.frames[g as usize] = None;
+            }
+        }
+        for n in bits(others) {
+            owe(owed, g, n);
+        }
+        response.invalidate = others;
+        next.exclusive = true;
+        next.holders = rbit;
+        next.anchor = r;
+    } else {
+        next.holders = e.holders | rbit;
+    }
+    st.dir[slot] = next;
+    response.epoch = next.epoch;
+    response.page_sent = page;
+    Decision::Reply { response, page }
+}
+
+/// A holder's answer to a `Take`, `Copy` or `Inval` request for page `g` from `r`.
+pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: Option<&Owed>) -> Decision {
+    let g = req.page;
+    let reply =
+        |code| Decision::Reply { response: Response::simple(code, req.seq), page: code == Code::WithPage };
+    let Some(f) = st.frames[g as usize] else {
+        return match req.kind {
+            Kind::Take => reply(Code::NotFound),
+            Kind::Copy => reply(Code::CopyFailed),
+            _ => {
+                paid(owed, g, me);
+                reply(Code::Ack)
+            }
+        };
+    };
+    let serve_fetching = mutant == Mutant::ServeWhileFetching;
+    match req.kind {
+        Kind::Take => match f.state {
+            FrameState::Fetching if !serve_fetching => Decision::Requeue,
+            // Until its own request is answered, an upgrader cannot tell a transfer meant for
+            // its old shared copy from one chained behind its coming exclusive ownership.
+            FrameState::Upgrading
+                if !f.answered || f.grant.is_none_or(|g| epoch_after(req.epoch as u32, g)) =>
+            {
+                Decision::Requeue
+            }
+            FrameState::Upgrading if f.lost => reply(Code::NotFound),
+            FrameState::Upgrading => {
+                st.frames[g as usize] = Some(Frame { lost: true, ..f });
+                paid(owed, g, me);
+                reply(Code::WithPage)
+            }
+            _ => {
+                if f.state == FrameState::Hot {
+                    st.frames[g as usize] = None;
+                }
+                paid(owed, g, me);
+                reply(Code::WithPage)
+            }
+        },
+        Kind::Copy => match f.state {
+            FrameState::Fetching if !serve_fetching => Decision::Requeue,
+            FrameState::Upgrading if f.lost => reply(Code::CopyFailed),
+            _ => reply(Code::WithPage),
+        },
+        Kind::Inval => {
+            let e = req.epoch as u32;
+            // Meant for this copy only if the directory processed this node's request first.
+            let meant = mutant == Mutant::StaleInvalidations || f.grant.is_none_or(|g| epoch_after(e, g));
+            match f.state {
+                FrameState::Fetching if !f.exclusive => {
+                    let later = f.inval.is_none_or(|i| epoch_after(e, i));
+                    if later {
+                        st.frames[g as usize] = Some(Frame { inval: Some(e), ..f });
+                    }
+                }
+                FrameState::Fetching => {}
+                FrameState::Upgrading if meant => st.frames[g as usize] = Some(Frame { lost: true, ..f }),
+                FrameState::Hot if meant => st.frames[g as usize] = None,
+                _ => {}
+            }
+            paid(owed, g, me);
+            reply(Code::Ack)
+        }
+        Kind::Own => unreachable!("ownership requests go to the directory"),
+    }
+}

@@ -1,0 +1,45 @@
+//! ScaleStore's mutants: planted bugs the fuzzer's checkers must catch
+//! (`dmsim fuzz scenarios/scalestore/fuzz-small.json --mutant <name>`), each switched at its one
+//! line in `node.rs` or `directory.rs`.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mutant {
+    #[default]
+    None,
+    SkipInvalidations,
+    FirstSharerOnly,
+    NoImmediateUpdate,
+    SharedKeepsOwner,
+    ServeWhileFetching,
+    DirectoryKeepsCopy,
+    TrustHasCopy,
+    InstallDoomed,
+    WriteBeforeAcks,
+    StaleInvalidations,
+}
+
+crate::mutant_table!(Mutant {
+    "skip-invalidations" => SkipInvalidations:
+        "an exclusive requester with a shared conflict never invalidates the node-shared owners",
+    "first-sharer-only" => FirstSharerOnly:
+        "a shared conflict invalidates only the first node-shared owner of the list",
+    "no-immediate-update" => NoImmediateUpdate:
+        "on an exclusive conflict the directory names the owner but does not make the requester the new owner (no anticipatory chaining)",
+    "shared-keeps-owner" => SharedKeepsOwner:
+        "a node-shared request that conflicts with an exclusive owner copies the page and leaves the owner exclusive",
+    "serve-while-fetching" => ServeWhileFetching:
+        "a handler serves a transfer or copy from a frame still fetching its page (breaks R2: serve when ready)",
+    "directory-keeps-copy" => DirectoryKeepsCopy:
+        "the directory keeps its own shared copy when it grants node-exclusive ownership to another node",
+    "trust-has-copy" => TrustHasCopy:
+        "the directory grants an upgrade without a page whenever the requester says it has a copy, even if it was invalidated meanwhile",
+    "install-doomed" => InstallDoomed:
+        "a shared fetch invalidated in flight installs its page as a lasting copy instead of using it once",
+    "write-before-acks" => WriteBeforeAcks:
+        "an exclusive requester installs and writes before its invalidations are acknowledged",
+    "stale-invalidations" => StaleInvalidations:
+        "an invalidation ignores its conflict epoch and also drops a copy granted after it was sent",
+});

@@ -1,0 +1,411 @@
+//! One symmetric node: its workers' page accesses (local hot path, remote invocation with
+//! conflict resolution on the requester's side) and its message-handler tasks polling the
+//! mailboxes remote workers write with RDMA WRITE.
+
+use std::sync::{Arc, Mutex};
+
+use crate::common::error::{ErrorSlot, NicExt, ProtocolResult};
+use crate::common::sync_ext::timeout;
+use crate::nic::wait::WordCond;
+use crate::nic::{Nanos, Nic, NodeId, RemoteAddr, Verb};
+use crate::sync::Notify;
+
+use super::config::Config;
+use super::directory::{holder, own, Decision};
+use super::layout::Layout;
+use super::message::{Code, Kind, Request, Response, SEQ_MASK};
+use super::mutants::Mutant;
+use super::state::{bits, epoch_after, DirEntry, Frame, FrameState, NodeState, Owed};
+use super::stats::Stats;
+
+pub struct Node<N: Nic> {
+    pub nic: N,
+    pub layout: Layout,
+    pub config: Config,
+    pub state: Arc<Mutex<NodeState>>,
+    /// Local workers waiting for a frame another local worker is fetching.
+    settled: Notify,
+    pub errors: ErrorSlot,
+    pub stats: Mutex<Stats>,
+    /// The invariants' bookkeeping (check mode).
+    owed: Option<Owed>,
+}
+
+/// A worker's NIC handle (its own channel) and per-target request sequence numbers.
+pub struct Worker<N: Nic> {
+    pub nic: N,
+    pub index: u32,
+    seq: Vec<u16>,
+}
+
+/// What an operation does to its record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write(u64),
+}
+
+impl<N: Nic> Node<N> {
+    pub fn new(nic: N, layout: Layout, config: Config, owed: Option<Owed>) -> Arc<Node<N>> {
+        let me = nic.node();
+        let first = me.0 as u64 * layout.pages_per_node;
+        // [CHOICE] Every page starts in memory at its directory, node-shared with it as the
+        // only holder (no SSD tier in this slice; spec §8 A2).
+        let mut frames = vec![None; layout.total_pages() as usize];
+        for g in first..first + layout.pages_per_node {
+            frames[g as usize] = Some(Frame::hot(false, 0));
+        }
+        let dir = vec![
+            DirEntry { exclusive: false, holders: 1 << me.0, epoch: 0, anchor: me.0 };
+            layout.pages_per_node as usize
+        ];
+        let state = NodeState { frames, dir };
+        Arc::new(Node {
+            nic,
+            layout,
+            config,
+            state: Arc::new(Mutex::new(state)),
+            settled: Notify::new(),
+            errors: ErrorSlot::new(),
+            stats: Mutex::new(Stats::default()),
+            owed,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, NodeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn me(&self) -> NodeId {
+        self.nic.node()
+    }
+
+    fn mutant(&self) -> Mutant {
+        self.config.mutant
+    }
+
+    pub fn worker(&self, index: u32) -> Worker<N> {
+        Worker { nic: self.nic.qp(index as u16), index, seq: vec![0; self.layout.nodes as usize] }
+    }
+
+    /// The record's word in this node's frame: read it, or replace it; returns the old value.
+    fn touch(&self, key: u64, access: Access) -> u64 {
+        let at = self.layout.record(self.me(), key).offset_bytes;
+        let old = self.nic.local().load(at);
+        if let Access::Write(v) = access {
+            self.nic.local().store(at, v);
+        }
+        old
+    }
+
+    /// One operation on `key`'s record through the page API: the local hot path if this node
+    /// holds the page in a sufficient mode, else remote invocation. Returns the value read or
+    /// replaced, and whether it was a hot-path hit.
+    pub async fn access(&self, w: &mut Worker<N>, key: u64, access: Access) -> ProtocolResult<(u64, bool)> {
+        let g = key / self.layout.keys_per_page;
+        let exclusive = matches!(access, Access::Write(_));
+        loop {
+            enum Next {
+                Done(u64),
+                Wait,
+                Remote(bool),
+            }
+            let next = {
+                let mut st = self.lock();
+                match st.frames[g as usize] {
+                    Some(f) if f.state == FrameState::Hot && (f.exclusive || !exclusive) => {
+                        Next::Done(self.touch(key, access))
+                    }
+                    Some(f) if f.state != FrameState::Hot => Next::Wait,
+                    Some(f) => {
+                        st.frames[g as usize] =
+                            Some(Frame { state: FrameState::Upgrading, answered: false, ..f });
+                        Next::Remote(true)
+                    }
+                    None => {
+                        // R1: the frame exists (fetching) before the request leaves.
+                        st.frames[g as usize] = Some(Frame::fetching(exclusive));
+                        Next::Remote(false)
+                    }
+                }
+            };
+            match next {
+                Next::Done(v) => {
+                    self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
+                    return Ok((v, true));
+                }
+                Next::Wait => {
+                    // Bounded, so a wake-up lost between threads on hardware only costs time.
+                    let _ = timeout(&w.nic, Nanos::from_us(20), self.settled.notified()).await;
+                }
+                Next::Remote(has_copy) => {
+                    let v = self.remote(w, g, key, access, has_copy).await;
+                    self.settled.notify_all();
+                    let v = v?;
+                    self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
+                    return Ok((v, false));
+                }
+            }
+        }
+    }
+
+    /// Remote invocation (Fig. 2 lower half, Fig. 3–5): ask the directory, fetch from the
+    /// source it names, invalidate the holders it lists, install, operate.
+    async fn remote(
+        &self,
+        w: &mut Worker<N>,
+        g: u64,
+        key: u64,
+        access: Access,
+        mut has_copy: bool,
+    ) -> ProtocolResult<u64> {
+        let exclusive = matches!(access, Access::Write(_));
+        let dir = self.layout.directory(g);
+        let me = self.me();
+        if has_copy {
+            self.stats().upgrades += 1;
+        }
+        loop {
+            let resp = if dir == me {
+                // R4: the directory's own workers take the same path, without messages.
+                loop {
+                    let decision = {
+                        let mut st = self.lock();
+                        let slot = (g % self.layout.pages_per_node) as usize;
+                        own(
+                            &mut st,
+                            me.0,
+                            me.0,
+                            g,
+                            slot,
+                            exclusive,
+                            has_copy,
+                            self.mutant(),
+                            self.owed.as_ref(),
+                        )
+                    };
+                    match decision {
+                        Decision::Reply { response, .. } => break response,
+                        Decision::Requeue => w.nic.sleep(Nanos(self.config.poll_ns)).await,
+                    }
+                }
+            } else {
+                let req = Request { kind: Kind::Own, page: g, exclusive, has_copy, epoch: 0, seq: 0 };
+                self.call(w, dir, req).await?
+            };
+            {
+                let mut st = self.lock();
+                let f = st.frames[g as usize].as_mut().expect("own frame while fetching");
+                f.grant = Some(resp.epoch);
+                f.answered = true;
+            }
+            match (resp.source, resp.invalidate != 0, resp.page_sent) {
+                (Some(_), _, _) if resp.take => self.stats().exclusive_conflicts += 1,
+                (_, true, _) => self.stats().shared_conflicts += 1,
+                _ => self.stats().base_cases += 1,
+            }
+            if let Some(source) = resp.source {
+                let kind = if resp.take { Kind::Take } else { Kind::Copy };
+                let req =
+                    Request { kind, page: g, exclusive, has_copy: false, epoch: resp.epoch as u64, seq: 0 };
+                let got = self.call(w, NodeId(source), req).await?;
+                match got.code {
+                    Code::WithPage => {}
+                    Code::CopyFailed => {
+                        // The sharer lost its copy to a later exclusive request: ask again.
+                        self.stats().copy_restarts += 1;
+                        has_copy = false;
+                        continue;
+                    }
+                    code => {
+                        panic!("owner stability: n{me} was sent to n{source} for page {g} and got {code:?}")
+                    }
+                }
+            } else if !resp.page_sent {
+                let lost =
+                    self.lock().frames[g as usize].is_some_and(|f| f.lost || f.state == FrameState::Fetching);
+                assert!(!lost, "n{me} was granted page {g} without a page but has no copy");
+            }
+            let mut targets = resp.invalidate;
+            if self.mutant() == Mutant::SkipInvalidations {
+                targets = 0;
+            }
+            if self.mutant() == Mutant::FirstSharerOnly && targets != 0 {
+                targets &= 1u64 << targets.trailing_zeros();
+            }
+            if self.mutant() == Mutant::WriteBeforeAcks {
+                let v = self.install(g, key, access, resp.epoch);
+                self.invalidate(w, g, targets, resp.epoch).await?;
+                return Ok(v);
+            }
+            self.invalidate(w, g, targets, resp.epoch).await?;
+            return Ok(self.install(g, key, access, resp.epoch));
+        }
+    }
+
+    /// Invalidations in parallel (spec §3.6): post them all, then collect the acks.
+    async fn invalidate(&self, w: &mut Worker<N>, g: u64, targets: u64, epoch: u32) -> ProtocolResult<()> {
+        let mut sent = Vec::new();
+        for n in bits(targets) {
+            let req = Request {
+                kind: Kind::Inval,
+                page: g,
+                exclusive: true,
+                has_copy: false,
+                epoch: epoch as u64,
+                seq: 0,
+            };
+            sent.push((NodeId(n), self.post(w, NodeId(n), req).await?));
+        }
+        for (n, seq) in sent {
+            self.response(w, n, seq).await?;
+        }
+        Ok(())
+    }
+
+    /// The page is here: make the frame Hot in the requested mode and run the operation in the
+    /// same step (so each chain member operates before it passes the page on, R2).
+    fn install(&self, g: u64, key: u64, access: Access, epoch: u32) -> u64 {
+        let mut st = self.lock();
+        let f = st.frames[g as usize].expect("frame while fetching");
+        let exclusive = matches!(access, Access::Write(_));
+        let doomed = !exclusive
+            && f.inval.is_some_and(|i| epoch_after(i, f.grant.unwrap_or(epoch)))
+            && self.mutant() != Mutant::InstallDoomed;
+        st.frames[g as usize] = Some(Frame::hot(exclusive, f.grant.unwrap_or(epoch)));
+        let v = self.touch(key, access);
+        if doomed {
+            // Invalidated while it arrived: serve this one read, keep no copy.
+            st.frames[g as usize] = None;
+        }
+        v
+    }
+
+    async fn post(&self, w: &mut Worker<N>, to: NodeId, mut req: Request) -> ProtocolResult<u16> {
+        let seq = &mut w.seq[to.index()];
+        *seq = seq.wrapping_add(1).max(1);
+        req.seq = *seq;
+        let (arg, head) = req.encode();
+        let at = self.layout.request(self.me(), w.index);
+        w.nic.cpu(Nanos(self.config.cpu.request_ns)).await;
+        self.stats().messages += 1;
+        let box_addr = RemoteAddr::new(to, at);
+        let verbs = [
+            Verb::WriteWord { remote: box_addr, value: arg },
+            Verb::WriteWord { remote: box_addr.add(8), value: head },
+        ];
+        let verbs = if matches!(req.kind, Kind::Take | Kind::Inval) { &verbs[..] } else { &verbs[1..] };
+        w.nic.try_batch(verbs, "scalestore request").await?;
+        Ok(req.seq)
+    }
+
+    async fn response(&self, w: &Worker<N>, from: NodeId, seq: u16) -> ProtocolResult<Response> {
+        let at = self.layout.response(w.index, from);
+        let cond = WordCond::MaskEq { mask: SEQ_MASK, value: (seq as u64) << 48 };
+        let head = w.nic.wait_word(at + 8, cond, Nanos(self.config.poll_ns), None).await.map_err(|e| {
+            crate::common::error::ProtocolError::message(
+                self.me(),
+                w.nic.now(),
+                "POLL",
+                from,
+                0,
+                "scalestore response",
+                e,
+            )
+        })?;
+        Ok(Response::decode(self.nic.local().load(at), head))
+    }
+
+    async fn call(&self, w: &mut Worker<N>, to: NodeId, req: Request) -> ProtocolResult<Response> {
+        let seq = self.post(w, to, req).await?;
+        self.response(w, to, seq).await
+    }
+
+    /// Message-handler task `index` of `tasks`: sweeps its share of the mailboxes, serves what
+    /// it can, leaves the rest flagged for the next sweep (R2), sleeps when idle.
+    pub async fn handler(self: Arc<Self>, index: u16, tasks: u16) {
+        let nic = self.nic.qp(self.layout.threads as u16 + index);
+        let me = self.me();
+        let boxes: Vec<u64> = (0..self.layout.mailbox_count())
+            .filter(|j| j % tasks as u64 == index as u64 && j / self.layout.threads != me.0 as u64)
+            .collect();
+        loop {
+            let mut served = false;
+            for &j in &boxes {
+                let from = NodeId((j / self.layout.threads) as u16);
+                let worker = (j % self.layout.threads) as u32;
+                let at = self.layout.request(from, worker);
+                let Some(req) = Request::decode(nic.local().load(at), nic.local().load(at + 8)) else {
+                    continue;
+                };
+                nic.cpu(Nanos(self.config.cpu.handler_ns)).await;
+                let decision = {
+                    let mut st = self.lock();
+                    match req.kind {
+                        Kind::Own => {
+                            let slot = (req.page % self.layout.pages_per_node) as usize;
+                            own(
+                                &mut st,
+                                me.0,
+                                from.0,
+                                req.page,
+                                slot,
+                                req.exclusive,
+                                req.has_copy,
+                                self.mutant(),
+                                self.owed.as_ref(),
+                            )
+                        }
+                        _ => holder(&mut st, me.0, &req, self.mutant(), self.owed.as_ref()),
+                    }
+                };
+                let Decision::Reply { mut response, page } = decision else {
+                    self.stats().requeues += 1;
+                    continue;
+                };
+                served = true;
+                response.seq = req.seq;
+                nic.local().store(at + 8, 0);
+                let (arg, head) = response.encode();
+                let slot = RemoteAddr::new(from, self.layout.response(worker, me));
+                let mut verbs = Vec::with_capacity(3);
+                if page {
+                    let frame = self.layout.frame(req.page);
+                    let len_bytes = self.layout.page_bytes as u32;
+                    verbs.push(Verb::Write {
+                        remote: RemoteAddr::new(from, frame),
+                        local_bytes: frame,
+                        len_bytes,
+                    });
+                }
+                if response.code == Code::Granted {
+                    // Always: the slot's old argument belongs to an earlier response.
+                    verbs.push(Verb::WriteWord { remote: slot, value: arg });
+                }
+                verbs.push(Verb::WriteWord { remote: slot.add(8), value: head });
+                {
+                    let mut s = self.stats();
+                    s.messages += 1;
+                    s.page_transfers += page as u64;
+                }
+                // Posted in the background: the page and then the response on one QP (R6).
+                let (poster, node) = (nic.clone(), self.clone());
+                nic.spawn(async move {
+                    if let Err(e) = poster.try_batch(&verbs, "scalestore reply").await {
+                        node.errors.record(e);
+                    }
+                });
+            }
+            if self.errors.is_set() {
+                return;
+            }
+            if !served {
+                nic.sleep(Nanos(self.config.poll_ns)).await;
+            }
+        }
+    }
+}

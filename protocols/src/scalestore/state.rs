@@ -1,0 +1,105 @@
+//! A node's protocol state: its translation table (one entry per page it caches or is
+//! fetching) and the directory entries of the pages whose PIDs name it. One mutex per node:
+//! every decision below is taken in one step, as the paper's handlers do under the frame latch.
+
+use std::collections::BTreeMap;
+
+/// Conflict epochs travel in 24 bits; compared in serial-number order.
+pub const EPOCH_MASK: u32 = 0xff_ffff;
+
+/// `a` is later than `b` (serial-number order over 24 bits).
+pub fn epoch_after(a: u32, b: u32) -> bool {
+    let d = a.wrapping_sub(b) & EPOCH_MASK;
+    d != 0 && d < 1 << 23
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameState {
+    /// Inserted and latched before the ownership request went out (R1); no page yet.
+    Fetching,
+    /// A node-shared owner asking for node-exclusive; its old copy stays until invalidated.
+    Upgrading,
+    /// Page present in `exclusive` or shared mode: the local hot path serves it.
+    Hot,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub state: FrameState,
+    /// Node-exclusive (Hot) or the mode being fetched.
+    pub exclusive: bool,
+    /// The conflict epoch the directory gave this node's request (its place in the page's order).
+    pub grant: Option<u32>,
+    /// The latest invalidation that reached a shared fetch: if it is later than the grant,
+    /// the fetched page serves the waiting operation once and is dropped.
+    pub inval: Option<u32>,
+    /// Upgrading: the old copy was taken or invalidated meanwhile.
+    pub lost: bool,
+    /// The directory answered the current request (`grant` is its epoch).
+    pub answered: bool,
+}
+
+impl Frame {
+    pub fn fetching(exclusive: bool) -> Frame {
+        Frame {
+            state: FrameState::Fetching,
+            exclusive,
+            grant: None,
+            inval: None,
+            lost: false,
+            answered: false,
+        }
+    }
+
+    pub fn hot(exclusive: bool, grant: u32) -> Frame {
+        Frame {
+            state: FrameState::Hot,
+            exclusive,
+            grant: Some(grant),
+            inval: None,
+            lost: false,
+            answered: true,
+        }
+    }
+}
+
+/// The directory's metadata of one page (spec §3.1): mode, holders, conflict epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub exclusive: bool,
+    /// Bitmap of node ids (exactly one when `exclusive`).
+    pub holders: u64,
+    pub epoch: u32,
+    /// A holder whose copy cannot fail to arrive (the owner when exclusive); see `own`.
+    pub anchor: u16,
+}
+
+pub struct NodeState {
+    /// By global page index (every node has a slot for every page; see `layout`).
+    pub frames: Vec<Option<Frame>>,
+    /// This node's pages, by slot (PID low bits).
+    pub dir: Vec<DirEntry>,
+}
+
+/// Invariant bookkeeping (check mode, one process): holders a directory removed that have not
+/// yet served the invalidation or transfer they are owed, by (page, node).
+pub type Owed = std::sync::Arc<std::sync::Mutex<BTreeMap<(u64, u16), u32>>>;
+
+/// Bits of `bitmap`, lowest first.
+pub fn bits(bitmap: u64) -> impl Iterator<Item = u16> {
+    (0..64u16).filter(move |b| bitmap >> b & 1 == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epochs_order_across_the_wrap() {
+        assert!(epoch_after(1, 0));
+        assert!(epoch_after(0, EPOCH_MASK));
+        assert!(!epoch_after(5, 5));
+        assert!(!epoch_after(4, 5));
+        assert_eq!(bits(0b101).collect::<Vec<_>>(), vec![0, 2]);
+    }
+}
