@@ -147,6 +147,14 @@ pub fn run(args: RunArgs) -> ExitCode {
     let claims = results::claims(&view, &cells);
     let mut summary = results::summary(&view, &ok, combined, wall);
     summary["failures"] = serde_json::json!(failures);
+    // Points a fault ended that the protocol has no recovery for: results, named as such.
+    let unrecoverable: Vec<String> = points
+        .iter()
+        .zip(&ok)
+        .filter(|(_, r)| r.stop.starts_with("unrecoverable"))
+        .map(|(p, r)| format!("point {} ({}): {}", p.index, describe(p), r.stop))
+        .collect();
+    summary["unrecoverable"] = serde_json::json!(unrecoverable);
     let data = results::table(&points, &ok);
     let figure = results::figure(&view, &cells);
     let title = format!("{} / {}: paper vs simulator", scenario.file.paper, scenario.file.name);
@@ -188,6 +196,9 @@ pub fn run(args: RunArgs) -> ExitCode {
         };
         let paper = c.paper.map_or_else(|| "–".to_string(), |p| p.to_string());
         println!("  {status} {}: paper {paper} sim {:.4}{trend}", c.claim, c.sim);
+    }
+    for u in &unrecoverable {
+        println!("{u}");
     }
     for f in &failures {
         eprintln!("error: {f}");

@@ -31,7 +31,7 @@ pub mod protocol;
 pub use history::{Clock, LoggedOp, OpLog};
 pub use options::{join_path, merge_options, parse_typed, Problem};
 pub use plan::{
-    check_no_lost_key, first_error, report_error, Invariants, Memory, NodeReport, NodeRun, Plan, Progress,
+    check_no_lost_key, first_error, report_error, FaultKind, Invariants, Memory, NodeReport, NodeRun, Plan, Progress,
     Violation,
 };
 pub use point::{CheckLevel, PointSpec};
