@@ -39,8 +39,8 @@ use super::stats::Stats;
 use super::{latch, ops, Config, Node, NodeState};
 use crate::common::shape;
 use crate::harness::{
-    join_path, merge_options, parse_typed, report_error, CheckLevel, FaultKind, Invariants, Memory, NodeReport, NodeRun,
-    OpLog, Plan, PointSpec, Problem, Protocol, Violation,
+    join_path, merge_options, parse_typed, report_error, CheckLevel, FaultKind, Invariants, Memory,
+    NodeReport, NodeRun, OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind, RemoteAddr, Task};
 use crate::workload::micro::{MicroSpec, MicroStream};
@@ -296,7 +296,7 @@ pub fn invariants(
     let mut dead_seen = 0u64;
     let mut live: Vec<Arc<NodeState>> = states.clone();
     Box::new(move |word: Memory| {
-        let dead = dead_at.map_or(0, |a| word(a));
+        let dead = dead_at.map_or(0, word);
         if dead != dead_seen {
             dead_seen = dead;
             live = states.iter().filter(|s| dead & latch::bit(s.me) == 0).cloned().collect();
@@ -320,7 +320,11 @@ pub fn invariants(
                 v
             }
         };
-        let checked = if dead == 0 { coherence.check(&views, &layout, word) } else { coherence.check(&views, &layout, &masked) };
+        let checked = if dead == 0 {
+            coherence.check(&views, &layout, word)
+        } else {
+            coherence.check(&views, &layout, &masked)
+        };
         checked.map_err(|v| Violation::new(v.invariant, v.to_string()))?;
         match oracle.violations().first() {
             Some(v) => Err(Violation::new(v.invariant, v.to_string())),

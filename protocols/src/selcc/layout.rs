@@ -96,7 +96,10 @@ impl Layout {
     /// Compute index `i`'s heartbeat counter (crash recovery only).
     pub fn heartbeat(&self, i: ComputeIndex) -> Option<RemoteAddr> {
         self.membership.then(|| {
-            RemoteAddr::new(self.memory_nodes[0], MEMORY_HEADER_BYTES + self.memory_gcl_bytes + i.0 as u64 * WORD)
+            RemoteAddr::new(
+                self.memory_nodes[0],
+                MEMORY_HEADER_BYTES + self.memory_gcl_bytes + i.0 as u64 * WORD,
+            )
         })
     }
 

@@ -258,7 +258,8 @@ impl<N: Nic> Node<N> {
                 oracle.stage_durable(h.gcl, &h.staged);
             }
             let len_bytes = self.config.gcl_size_bytes;
-            let through = [Verb::Write { remote: Layout::data(h.gcl), local_bytes: h.data_offset, len_bytes }];
+            let through =
+                [Verb::Write { remote: Layout::data(h.gcl), local_bytes: h.data_offset, len_bytes }];
             released = w.nic.try_batch(&through, "write through").await.map(|_| ());
         }
         if h.mode == Mode::Exclusive {

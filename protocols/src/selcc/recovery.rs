@@ -63,7 +63,8 @@ async fn read_words<N: Nic>(nic: &N, at: &[RemoteAddr], during: &'static str) ->
         while start < chunk.len() {
             let node = chunk[start].node;
             let end = chunk[start..].iter().position(|a| a.node != node).map_or(chunk.len(), |p| start + p);
-            let verbs: Vec<Verb> = chunk[start..end].iter().map(|&remote| Verb::Faa { remote, add: 0 }).collect();
+            let verbs: Vec<Verb> =
+                chunk[start..end].iter().map(|&remote| Verb::Faa { remote, add: 0 }).collect();
             let r = nic.try_batch(&verbs, during).await?;
             out.extend((0..verbs.len()).map(|i| r.get(i)));
             start = end;
@@ -197,7 +198,8 @@ impl<N: Nic> Node<N> {
                 for (&at, &word) in chunk.iter().zip(&words) {
                     let mut word = word;
                     while strip(word, dead, n) != word {
-                        let old = nic.try_cas(at, word, strip(word, dead, n), "recovery: clear ownership").await?;
+                        let old =
+                            nic.try_cas(at, word, strip(word, dead, n), "recovery: clear ownership").await?;
                         if old == word {
                             self.stats.lock().unwrap().latches_recovered += 1;
                             break;

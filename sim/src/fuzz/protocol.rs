@@ -227,7 +227,11 @@ impl FuzzTarget for ProtocolTarget {
                 Some((node, at)) => format!(" after node {} crashed at {at} ns", node.0),
                 None => String::new(),
             };
-            fail(&mut verdict, "liveness".into(), format!("the run {}{crashed}", describe_stop(&outcome.stop)))
+            fail(
+                &mut verdict,
+                "liveness".into(),
+                format!("the run {}{crashed}", describe_stop(&outcome.stop)),
+            )
         }
         let mut trace_lines = judged.run.outcome.trace_lines.clone();
         if let Verdict::Violation(f) = &mut verdict {

@@ -131,7 +131,10 @@ impl FaultsSpec {
             if t >= run.time_ns_max {
                 out.push(Problem::new(
                     at,
-                    format!("{t} ns is not before run.time_ns_max ({} ns): the fault would never happen", run.time_ns_max),
+                    format!(
+                        "{t} ns is not before run.time_ns_max ({} ns): the fault would never happen",
+                        run.time_ns_max
+                    ),
                 ));
             }
         };
