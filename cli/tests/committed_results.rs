@@ -15,6 +15,7 @@ const CHEAP: &[(&str, &str)] = &[
     ("nic", "throughput-vs-clients"),
     ("selcc", "fig15a"),
     ("selcc", "round-trips"),
+    ("selcc", "crash-recovery"),
 ];
 
 fn repo() -> PathBuf {

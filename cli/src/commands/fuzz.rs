@@ -267,7 +267,7 @@ pub fn fuzz(args: FuzzArgs) -> ExitCode {
     }
     if summary.crashes > 0 {
         println!(
-            "crashes: {} schedules crashed a node (protocol defines no recovery; not violations)",
+            "unrecoverable: {} schedules hit a fault the protocol has no recovery for (not violations)",
             summary.crashes
         );
     }

@@ -148,6 +148,14 @@ pub fn run(args: RunArgs) -> ExitCode {
     let mut summary = results::summary(&view, &ok, combined, wall);
     summary["failures"] = serde_json::json!(failures);
     summary["commit"] = serde_json::json!(dmsim_sim::fuzz::replay::git_commit());
+    // Points a fault ended that the protocol has no recovery for: results, named as such.
+    let unrecoverable: Vec<String> = points
+        .iter()
+        .zip(&ok)
+        .filter(|(_, r)| r.stop.starts_with("unrecoverable"))
+        .map(|(p, r)| format!("point {} ({}): {}", p.index, describe(p), r.stop))
+        .collect();
+    summary["unrecoverable"] = serde_json::json!(unrecoverable);
     let data = results::table(&points, &ok);
     let figure = results::figure(&view, &cells, &claims);
     let title = format!("{} / {}: paper vs simulator", scenario.file.paper, scenario.file.name);
@@ -189,6 +197,9 @@ pub fn run(args: RunArgs) -> ExitCode {
         };
         let paper = c.paper.map_or_else(|| "–".to_string(), |p| p.to_string());
         println!("  {status} {}: paper {paper} sim {:.4}{trend}", c.claim, c.sim);
+    }
+    for u in &unrecoverable {
+        println!("{u}");
     }
     for f in &failures {
         eprintln!("error: {f}");

@@ -164,4 +164,33 @@ pub trait Plan: Send + Sync + 'static {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// Whether the protocol, as planned, recovers from `fault` (default: from none). A fault
+    /// it does not recover from ends the run at the fault as "unrecoverable", never as a
+    /// violation or a hang.
+    fn recovers_from(&self, _fault: FaultKind) -> bool {
+        false
+    }
+}
+
+/// A fault a scenario or the fuzzer may inject that a protocol must recover from to go on
+/// (delays, drops and bounded pauses are only timing: every protocol must tolerate them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// A compute (client) node stops for good; its memory stays readable.
+    ComputeCrash,
+    /// A memory node stops serving verbs.
+    MemoryCrash,
+    /// A queue pair between two nodes goes to the error state.
+    QpError,
+}
+
+impl FaultKind {
+    pub fn describe(self) -> &'static str {
+        match self {
+            FaultKind::ComputeCrash => "a compute-node crash",
+            FaultKind::MemoryCrash => "a memory-node crash",
+            FaultKind::QpError => "a QP error",
+        }
+    }
 }

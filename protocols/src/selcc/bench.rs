@@ -138,7 +138,9 @@ pub async fn run_observed_worker<N: Nic, O: Observer>(
     };
     if last && drain_at_end {
         // An error is kept in the node's slot.
-        let _ = node.drain(&w.nic).await;
+        if node.drain(&w.nic).await.is_ok() && node.config.crash_recovery {
+            let _ = node.await_peers(&w.nic).await;
+        }
     }
 }
 

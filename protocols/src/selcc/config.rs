@@ -57,6 +57,9 @@ pub enum Mutant {
     /// Upgrade retries its CAS forever instead of falling back to release-then-acquire, so two
     /// concurrent upgraders livelock (violates L1).
     UpgradeWithoutFallback,
+    /// Crash recovery declares a dead node but never removes its ownership from the latch words:
+    /// survivors wait for it forever (liveness, with a compute-node crash).
+    SkipCrashCleanup,
 }
 
 /// Local CPU costs charged with `Nic::cpu` (spec §8.5). Nanoseconds.
@@ -152,10 +155,33 @@ pub struct Config {
     #[serde(default)]
     pub sel_node_latch: bool,
 
+    // ---- §6.5 compute-node failures (`recovery.rs`) ----
+    /// Recover from compute-node crashes: heartbeats and a lease in disaggregated memory detect
+    /// a dead node, a survivor removes its stale shared/exclusive ownership from every latch
+    /// word, and each XUnLock writes the GCL's data through to memory before it returns, so an
+    /// acknowledged write survives its writer's crash [CHOICE] (`NEEDS.md`). Off by default:
+    /// the paper's figures run without it.
+    #[serde(default)]
+    pub crash_recovery: bool,
+    /// Heartbeat period of every compute node (crash recovery).
+    #[serde(default = "heartbeat_ns")]
+    pub heartbeat_ns: u64,
+    /// A node whose heartbeat has not moved for this long is declared dead [CHOICE]: must
+    /// exceed any pause a live node may suffer and any message delay.
+    #[serde(default = "lease_ns")]
+    pub lease_ns: u64,
+
     pub cpu: CpuCosts,
     /// Width of the per-node ops-over-time buckets.
     pub timeline_bucket_ns: u64,
     pub mutant: Mutant,
+}
+
+fn heartbeat_ns() -> u64 {
+    10_000
+}
+fn lease_ns() -> u64 {
+    200_000
 }
 
 impl Default for Config {
@@ -192,6 +218,9 @@ impl Config {
             priority_matching: true,
             starvation_level_min: 2,
             sel_node_latch: false,
+            crash_recovery: false,
+            heartbeat_ns: heartbeat_ns(),
+            lease_ns: lease_ns(),
             cpu: CpuCosts::default(),
             timeline_bucket_ns: 1_000_000,
             mutant: Mutant::None,
@@ -260,6 +289,19 @@ impl Config {
         // A zero poll interval re-polls at the same instant forever (virtual time stands still).
         if self.cpu.poll_ns == 0 {
             problems.push("cpu.poll_ns: must be at least 1 (0 re-polls without time passing)".into());
+        }
+        if self.crash_recovery && self.mode != Mode::Selcc {
+            problems.push("crash_recovery: only SELCC recovers from crashes (SEL has no recovery)".into());
+        }
+        if self.heartbeat_ns == 0 {
+            problems.push("heartbeat_ns: must be at least 1".into());
+        }
+        if self.lease_ns < 4 * self.heartbeat_ns {
+            problems.push(format!(
+                "lease_ns: {} must be at least 4 heartbeats ({} ns): a live node would be declared dead",
+                self.lease_ns,
+                4 * self.heartbeat_ns
+            ));
         }
         if !(0.0..=0.5).contains(&self.free_frames_ratio) {
             problems.push(format!("free_frames_ratio: {} is outside [0, 0.5]", self.free_frames_ratio));

@@ -39,8 +39,8 @@ use super::stats::Stats;
 use super::{latch, ops, Config, Node, NodeState};
 use crate::common::shape;
 use crate::harness::{
-    join_path, merge_options, parse_typed, report_error, CheckLevel, Invariants, Memory, NodeReport, NodeRun,
-    OpLog, Plan, PointSpec, Problem, Protocol, Violation,
+    join_path, merge_options, parse_typed, report_error, CheckLevel, FaultKind, Invariants, Memory,
+    NodeReport, NodeRun, OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind, RemoteAddr, Task};
 use crate::workload::micro::{MicroSpec, MicroStream};
@@ -290,7 +290,18 @@ pub fn invariants(
     let valid = if compute >= 64 { u64::MAX } else { (1u64 << compute) - 1 };
     let latches: Vec<(u64, RemoteAddr)> = (0..gcl_count).map(|i| (i, Layout::latch(layout.gcl(i)))).collect();
     let mut coherence = IncrementalCheck::new(verify_incremental_every());
+    // Crash recovery: a node in the dead set no longer counts — its frozen cache is not a copy
+    // and its ownership in any latch word is stale (the recovery scan removes it).
+    let dead_at = layout.dead_set();
+    let mut dead_seen = 0u64;
+    let mut live: Vec<Arc<NodeState>> = states.clone();
     Box::new(move |word: Memory| {
+        let dead = dead_at.map_or(0, word);
+        if dead != dead_seen {
+            dead_seen = dead;
+            live = states.iter().filter(|s| dead & latch::bit(s.me) == 0).cloned().collect();
+            coherence = IncrementalCheck::new(verify_incremental_every());
+        }
         for (i, l) in &latches {
             let value = word(*l);
             if latch::readers(value) & !valid != 0 {
@@ -300,8 +311,21 @@ pub fn invariants(
                 ));
             }
         }
-        let views: Vec<&NodeState> = states.iter().map(|s| s.as_ref()).collect();
-        coherence.check(&views, &layout, word).map_err(|v| Violation::new(v.invariant, v.to_string()))?;
+        let views: Vec<&NodeState> = live.iter().map(|s| s.as_ref()).collect();
+        let masked = |a: RemoteAddr| {
+            let v = word(a);
+            if dead != 0 && layout.is_gcl(a) {
+                super::recovery::strip_all(v, dead, compute)
+            } else {
+                v
+            }
+        };
+        let checked = if dead == 0 {
+            coherence.check(&views, &layout, word)
+        } else {
+            coherence.check(&views, &layout, &masked)
+        };
+        checked.map_err(|v| Violation::new(v.invariant, v.to_string()))?;
         match oracle.violations().first() {
             Some(v) => Err(Violation::new(v.invariant, v.to_string())),
             None => Ok(()),
@@ -413,6 +437,10 @@ impl Plan for SelccPlan {
 
     fn ops(&self, reports: &[NodeReport]) -> u64 {
         Self::compute_stats(reports).iter().map(|s| s.ops).sum()
+    }
+
+    fn recovers_from(&self, fault: FaultKind) -> bool {
+        fault == FaultKind::ComputeCrash && self.config.crash_recovery
     }
 
     fn invariants(&self, states: Vec<Option<Arc<NodeState>>>) -> Option<Invariants> {

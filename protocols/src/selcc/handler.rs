@@ -91,6 +91,9 @@ impl<N: Nic> Node<N> {
 
     async fn on_invalidation(&self, nic: &N, msg: InvMsg) -> ProtocolResult<()> {
         self.stats.lock().unwrap().messages_received += 1;
+        if self.sent_by_dead(&msg) {
+            return Ok(());
+        }
         // Drop condition (2): evicted (or never cached).
         let Some(frame) = self.cache.pin(msg.gcl) else {
             if self.config.mutant != Mutant::DropWithoutReply {
@@ -170,8 +173,17 @@ impl<N: Nic> Node<N> {
         }
     }
 
+    /// A message from a node declared dead (crash recovery): ignored, never answered — handing
+    /// the line to it would bring back the ownership the recovery scan removes.
+    fn sent_by_dead(&self, msg: &InvMsg) -> bool {
+        self.dead_set.load(std::sync::atomic::Ordering::Relaxed) & latch::bit(msg.sender) != 0
+    }
+
     /// Serve `msg` on `frame`. Caller holds the local latch exclusively and a pin.
     pub(super) async fn serve(&self, nic: &N, frame: u32, msg: InvMsg) -> ProtocolResult<()> {
+        if self.sent_by_dead(&msg) {
+            return Ok(());
+        }
         let (memo, starved) = {
             let meta = self.cache.frame(frame).meta();
             assert_eq!(meta.gcl, Some(msg.gcl), "serving a message for another GCL");

@@ -52,7 +52,14 @@ pub struct Layout {
     pub evict_ring_slots: u64,
     /// Bytes of each memory node's region reserved for GCLs (pre-allocated + `Allocate`).
     pub memory_gcl_bytes: u64,
+    /// Crash recovery: the first memory node holds the membership words after its GCLs.
+    pub membership: bool,
 }
+
+/// Membership words (crash recovery, `recovery.rs`): one heartbeat counter per compute index,
+/// then three bitmaps of compute indices: dead (declared), recovered (ownership cleaned up),
+/// done (finished and drained, at the end of a benchmark run).
+pub const MEMBERSHIP_BYTES: u64 = (MAX_COMPUTE_NODES as u64 + 3) * WORD;
 
 impl Layout {
     /// `extra_gcls_per_memory_node` leaves room for `Allocate` beyond the benchmark's GCLs.
@@ -82,7 +89,40 @@ impl Layout {
             cache_frames: config.cache_frames as u64,
             threads_per_node: config.threads_per_node as u64,
             evict_ring_slots: config.evict_ring_slots as u64,
+            membership: config.crash_recovery,
         }
+    }
+
+    /// Compute index `i`'s heartbeat counter (crash recovery only).
+    pub fn heartbeat(&self, i: ComputeIndex) -> Option<RemoteAddr> {
+        self.membership.then(|| {
+            RemoteAddr::new(
+                self.memory_nodes[0],
+                MEMORY_HEADER_BYTES + self.memory_gcl_bytes + i.0 as u64 * WORD,
+            )
+        })
+    }
+
+    /// The dead set: bit i = compute index i was declared dead (crash recovery only).
+    pub fn dead_set(&self) -> Option<RemoteAddr> {
+        self.membership_word(0)
+    }
+
+    /// Bit i = compute index i's ownership was cleaned up after its death.
+    pub fn recovered_set(&self) -> Option<RemoteAddr> {
+        self.membership_word(1)
+    }
+
+    /// Bit i = compute index i finished its run and drained its cache.
+    pub fn done_set(&self) -> Option<RemoteAddr> {
+        self.membership_word(2)
+    }
+
+    fn membership_word(&self, i: u64) -> Option<RemoteAddr> {
+        self.membership.then(|| {
+            let base = MEMORY_HEADER_BYTES + self.memory_gcl_bytes + MAX_COMPUTE_NODES as u64 * WORD;
+            RemoteAddr::new(self.memory_nodes[0], base + i * WORD)
+        })
     }
 
     // ---- memory side ----
@@ -93,7 +133,7 @@ impl Layout {
     }
 
     pub fn memory_region_bytes(&self) -> u64 {
-        MEMORY_HEADER_BYTES + self.memory_gcl_bytes
+        MEMORY_HEADER_BYTES + self.memory_gcl_bytes + if self.membership { MEMBERSHIP_BYTES } else { 0 }
     }
 
     /// The benchmark's GCL number `index` (0..prealloc_gcl_count).
@@ -219,7 +259,7 @@ impl Layout {
         self.memory_nodes.contains(&g.node)
             && g.offset_bytes >= MEMORY_HEADER_BYTES
             && (g.offset_bytes - MEMORY_HEADER_BYTES).is_multiple_of(self.gcl_stride_bytes())
-            && g.offset_bytes < self.memory_region_bytes()
+            && g.offset_bytes < MEMORY_HEADER_BYTES + self.memory_gcl_bytes
     }
 }
 

@@ -68,6 +68,14 @@ pub fn metrics(
     let timelines: Vec<&[u64]> = per_node.iter().map(|s| s.timeline.as_slice()).collect();
     let ends: Vec<u64> = per_node.iter().map(|s| s.last_op_end_ns).collect();
     progress_fairness(&timelines, &ends, config.timeline_bucket_ns, write_only_nodes as usize, &mut m);
+    if config.crash_recovery {
+        m.insert("crashes_recovered".into(), t.crashes_recovered as f64);
+        m.insert("latches_recovered".into(), t.latches_recovered as f64);
+        let (early, late, slowest) = quarters(&timelines, &ends, config.timeline_bucket_ns);
+        m.insert("first_quarter_mops".into(), early);
+        m.insert("last_quarter_mops".into(), late);
+        m.insert("slowest_window_mops".into(), slowest);
+    }
     if let Some((at, node)) = timeline {
         m.insert(
             "timeline_cum_ops".into(),
@@ -75,4 +83,25 @@ pub fn metrics(
         );
     }
     m
+}
+
+/// Crash recovery's view of the run, from every node's ops-per-bucket timeline: throughput
+/// (Mops) in the first and the last quarter of the run (until the last op of any node), and the
+/// slowest bucket's throughput in the middle half (buckets of the first and last quarter are
+/// left out: warm-up and clients finishing at different times), where a crash's stall shows.
+fn quarters(timelines: &[&[u64]], ends: &[u64], bucket_ns: u64) -> (f64, f64, f64) {
+    let end = ends.iter().copied().max().unwrap_or(0);
+    let buckets = end.div_ceil(bucket_ns.max(1)) as usize;
+    if buckets == 0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let total: Vec<u64> =
+        (0..buckets).map(|b| timelines.iter().map(|t| t.get(b).copied().unwrap_or(0)).sum()).collect();
+    let quarter = buckets.div_ceil(4);
+    let rate = |ops: u64, n: usize| ops as f64 / (n as u64 * bucket_ns) as f64 * 1e3;
+    let first: u64 = total[..quarter].iter().sum();
+    let last: u64 = total[buckets - quarter..].iter().sum();
+    let middle = &total[quarter.min(buckets)..(buckets - quarter).max(quarter.min(buckets))];
+    let slowest = middle.iter().copied().min().map_or(0.0, |ops| rate(ops, 1));
+    (rate(first, quarter), rate(last, quarter), slowest)
 }

@@ -18,6 +18,7 @@
 //! * [`fairness`] — §5.3 lease, priority slot, priority matching;
 //! * [`dirty`], [`evict`] — §5.2 dirty bounds, batched eviction with a ring per QP;
 //! * [`stats`], [`check`] — metrics; invariants and the read-latest oracle for check mode;
+//! * [`recovery`] — §6.5 compute-node crashes: heartbeats, a lease, the stale-ownership scan;
 //! * [`sel`] — SEL as the authors run it: per-thread global latch, reader count, no backoff;
 //! * [`bench`] — per-node tasks for the §7.1 micro-benchmark.
 //!
@@ -44,6 +45,7 @@ pub mod mutants;
 pub mod node;
 pub mod ops;
 pub mod recorded;
+pub mod recovery;
 pub mod sel;
 mod sharers;
 pub mod stats;

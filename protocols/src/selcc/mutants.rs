@@ -27,4 +27,6 @@ crate::mutant_table!(Mutant {
         "a dropped invalidation gets no \"dropped\" reply",
     "upgrade-without-fallback" => UpgradeWithoutFallback:
         "upgrade retries its CAS forever instead of release-then-acquire",
+    "skip-crash-cleanup" => SkipCrashCleanup:
+        "crash recovery declares the dead node but leaves its latch ownership in place",
 });

@@ -76,6 +76,8 @@ pub struct NodeState {
     pub errors: ErrorSlot,
     /// SEL as [REPO] runs it: what each thread holds (`sel.rs`; unused otherwise).
     pub sel: super::sel::SelThreads,
+    /// Crash recovery: compute indices this node knows were declared dead (`recovery.rs`).
+    pub dead_set: std::sync::atomic::AtomicU64,
 }
 
 impl NodeState {
@@ -181,6 +183,7 @@ impl<N: Nic> Node<N> {
             freed: Mutex::new(Vec::new()),
             errors: ErrorSlot::new(),
             sel: super::sel::SelThreads::new(config.threads_per_node),
+            dead_set: std::sync::atomic::AtomicU64::new(0),
             config,
             layout,
         };
@@ -413,6 +416,22 @@ impl<N: Nic> Node<N> {
         let mut combined: Option<ReplyStatus> = None;
         let mut peer_steps = 0u8;
         loop {
+            // A dead node never answers (crash recovery). It may have handed the line to us
+            // (its handover or downgrade FAA landed) and died before replying: then the latch
+            // names us and memory holds the data (write-through); else retry the atomic.
+            pending &= !self.dead_set.load(std::sync::atomic::Ordering::Relaxed);
+            if pending == 0 && combined.is_none() {
+                let word = w.nic.try_faa(Layout::latch(g), 0, "latch after a dead peer").await?;
+                let n = self.layout.compute_count();
+                let granted = match kind {
+                    InvKind::ReaderVsModified => {
+                        super::latch::readers(word) & super::latch::bit(self.me) != 0
+                            && super::latch::ex_field(word) == 0
+                    }
+                    _ => super::latch::exclusive_holder(word, n) == Some(self.me),
+                };
+                return Ok(if granted { ReplyStatus::Granted } else { ReplyStatus::Dropped });
+            }
             for target in super::latch::bits_iter(pending) {
                 let flag = w.nic.local().load(w.reply_offset + target.0 as u64 * WORD);
                 if let Some((status, steps)) = parse_reply(flag, w.seq) {
@@ -503,7 +522,8 @@ impl<N: Nic> Node<N> {
             let meta = self.cache.frame(h.frame).meta();
             assert_eq!(meta.memo, Memo::Modified, "writing without Modified ownership");
         }
-        if self.oracle.is_some() {
+        // Crash recovery writes staged words through at XUnLock.
+        if self.oracle.is_some() || self.config.crash_recovery {
             for (i, value) in words.iter().enumerate() {
                 h.staged.push((offset_bytes / 8 + i as u32, *value));
             }

@@ -251,16 +251,27 @@ impl<N: Nic> Node<N> {
                 Mode::Exclusive => meta.section_writers -= 1,
             }
         }
+        let mut released = Ok(());
+        if h.mode == Mode::Exclusive && self.config.crash_recovery && !h.staged.is_empty() {
+            // Crash recovery: the write is acknowledged only once memory holds it (`recovery.rs`).
+            if let Some(oracle) = &self.oracle {
+                oracle.stage_durable(h.gcl, &h.staged);
+            }
+            let len_bytes = self.config.gcl_size_bytes;
+            let through =
+                [Verb::Write { remote: Layout::data(h.gcl), local_bytes: h.data_offset, len_bytes }];
+            released = w.nic.try_batch(&through, "write through").await.map(|_| ());
+        }
         if h.mode == Mode::Exclusive {
             if let Some(oracle) = &self.oracle {
                 oracle.commit(h.gcl, &h.staged, w.nic.now());
             }
         }
-        let mut released = Ok(());
         if self.config.mode == ProtocolMode::Sel {
             // `sel_node_latch`: dmsim's earlier SEL.
             assert_eq!(h.latch_mode, Mode::Exclusive);
             released = self.release_global(&w.nic, h.frame, h.gcl).await;
+        } else if released.is_err() {
         } else if h.latch_mode == Mode::Exclusive && self.lease_due(&f.meta()) {
             released = self.lease_release(&w.nic, h.frame).await;
         }
@@ -726,6 +737,10 @@ pub fn daemons<N: Nic>(node: &Arc<Node<N>>) -> Vec<crate::nic::Task> {
     if node.config.batched_eviction {
         let nic = node.nic.qp(super::node::CHANNEL_EVICTOR);
         tasks.push(Box::pin(node.clone().run_evictor(nic)));
+    }
+    if node.config.crash_recovery {
+        let nic = node.nic.qp(super::recovery::CHANNEL_MONITOR);
+        tasks.push(Box::pin(node.clone().run_monitor(nic)));
     }
     tasks
 }

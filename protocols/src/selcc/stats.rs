@@ -112,6 +112,11 @@ pub struct Stats {
     /// Messages memorised at a busy frame (served later or displaced).
     pub messages_deferred: u64,
     pub handovers: u64,
+    /// Crash recovery: dead nodes this node recovered, latch words it cleaned.
+    #[serde(default)]
+    pub crashes_recovered: u64,
+    #[serde(default)]
+    pub latches_recovered: u64,
     pub downgrades: u64,
     pub shared_releases: u64,
     pub upgrades: u64,
@@ -192,6 +197,8 @@ impl Stats {
             replies_dropped,
             messages_deferred,
             handovers,
+            crashes_recovered,
+            latches_recovered,
             downgrades,
             shared_releases,
             upgrades,

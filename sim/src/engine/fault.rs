@@ -9,7 +9,14 @@
 //! * **Pause.** A node's tasks are not polled in `[from_ns, until_ns)`: a descheduled process or
 //!   a GC pause. Its NIC keeps serving one-sided verbs and queueing messages, as hardware does.
 //! * **Crash.** A pause that never ends (`until_ns == u64::MAX`): the node's tasks never run
-//!   again; its memory stays readable (no NIC failure is modelled).
+//!   again; its memory stays readable (no NIC failure is modelled). At the crash its main tasks
+//!   stop counting towards the end of the run, so the survivors can finish.
+//! * **Unrecoverable faults.** A fault the protocol declares no recovery for
+//!   (`Plan::recovers_from`) — a compute-node crash of most protocols, and every memory-node
+//!   crash and QP error, which no protocol here recovers from — ends the run at the fault with
+//!   [`super::StopReason::Unrecoverable`] naming the protocol and the fault. The engine models
+//!   memory-node crashes and QP errors only as that end (what a protocol would do after one is
+//!   not defined anywhere in the code base).
 //!
 //! Cost when no fault is planned: one `is_empty` check per task pick and one branch per SEND.
 
@@ -32,8 +39,62 @@ pub struct FaultPlan {
     /// Per-mille chance that a SEND is lost once and retransmitted after `send_retransmit_ns`.
     pub send_drop_permille: u32,
     pub send_retransmit_ns: u64,
-    /// `(node, from_ns, until_ns)`: the node's tasks are not polled in that window.
+    /// `(node, from_ns, until_ns)`: the node's tasks are not polled in that window
+    /// (`until_ns == u64::MAX`: a crash).
     pub pauses: Vec<(NodeId, u64, u64)>,
+    /// `(memory node, at_ns)`.
+    pub memory_crashes: Vec<(NodeId, u64)>,
+    /// `(node, peer, at_ns)`: the queue pair between the two nodes fails.
+    pub qp_errors: Vec<(NodeId, NodeId, u64)>,
+    /// `(at_ns, what)`: faults the protocol does not recover from; the run ends at the first.
+    /// Filled by the runner from the faults above ([`FaultPlan::mark_unrecoverable`]).
+    pub unrecoverable: Vec<(u64, String)>,
+}
+
+impl FaultPlan {
+    /// `(node, at_ns)` of every crash, in time order.
+    pub fn crashes(&self) -> Vec<(NodeId, u64)> {
+        let mut out: Vec<(NodeId, u64)> =
+            self.pauses.iter().filter(|p| p.2 == u64::MAX).map(|&(n, at, _)| (n, at)).collect();
+        out.sort_by_key(|&(n, at)| (at, n));
+        out
+    }
+
+    /// Whether any fault is planned.
+    pub fn is_empty(&self) -> bool {
+        self == &FaultPlan::default()
+    }
+
+    /// Fill [`FaultPlan::unrecoverable`]: every planned fault `recovers` says `protocol` has no
+    /// recovery for, as "unrecoverable: <protocol> has no recovery for <fault> (...)".
+    pub fn mark_unrecoverable(
+        &mut self,
+        protocol: &str,
+        recovers: impl Fn(dmsim_protocols::harness::FaultKind) -> bool,
+    ) {
+        use dmsim_protocols::harness::FaultKind;
+        let line = |kind: FaultKind, what: String| {
+            format!("unrecoverable: {protocol} has no recovery for {} ({what})", kind.describe())
+        };
+        let mut out = Vec::new();
+        if !recovers(FaultKind::ComputeCrash) {
+            for (node, at) in self.crashes() {
+                out.push((at, line(FaultKind::ComputeCrash, format!("node {} at {at} ns", node.0))));
+            }
+        }
+        if !recovers(FaultKind::MemoryCrash) {
+            for &(node, at) in &self.memory_crashes {
+                out.push((at, line(FaultKind::MemoryCrash, format!("node {} at {at} ns", node.0))));
+            }
+        }
+        if !recovers(FaultKind::QpError) {
+            for &(a, b, at) in &self.qp_errors {
+                out.push((at, line(FaultKind::QpError, format!("nodes {}–{} at {at} ns", a.0, b.0))));
+            }
+        }
+        out.sort();
+        self.unrecoverable = out;
+    }
 }
 
 /// Decision range of the per-SEND fault draw (per mille).
@@ -74,6 +135,41 @@ impl World {
             let _ = write!(l, "{what} SEND n{}>n{} +{extra_ns}ns", source.0, target.0);
         });
         extra_ns * PS_PER_NS
+    }
+
+    /// Before the events of instant `time_ns`: the first unrecoverable fault due ends the run;
+    /// crashes due take their node's main tasks out of the count the run waits for.
+    pub(super) fn faults_due(&mut self, time_ns: u64) -> Option<super::StopReason> {
+        if let Some((at, what)) = self.faults.unrecoverable.first() {
+            if *at <= time_ns {
+                let (at, message) = (*at, what.clone());
+                self.now_ns = self.now_ns.max(at);
+                self.trace.hash_event(self.now_ns, 7, at);
+                return Some(super::StopReason::Unrecoverable { message });
+            }
+        }
+        while let Some(&(node, at)) = self.crashes_pending.first() {
+            if at > time_ns {
+                break;
+            }
+            self.crashes_pending.remove(0);
+            self.trace.hash_event(at, 8, node.0 as u64);
+            self.trace.line(at, node.0, "FAULT", |l| {
+                let _ = write!(l, "crash n{}", node.0);
+            });
+            for slot in self.tasks.iter_mut().filter(|t| t.node == node && t.main && t.alive) {
+                slot.main = false;
+                self.main_alive -= 1;
+            }
+        }
+        None
+    }
+
+    /// The earliest fault instant still to come (so a run waiting only for it reaches it).
+    pub(super) fn next_fault_ns(&self) -> Option<u64> {
+        let stop = self.faults.unrecoverable.first().map(|u| u.0);
+        let crash = self.crashes_pending.first().map(|c| c.1);
+        stop.into_iter().chain(crash).min()
     }
 
     /// Take ready tasks of paused nodes off the ready list; each is woken when its pause ends

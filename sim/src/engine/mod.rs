@@ -127,6 +127,11 @@ pub enum StopReason {
     Violation {
         message: String,
     },
+    /// A fault the protocol has no recovery for happened ("unrecoverable: <protocol> has no
+    /// recovery for <fault> (...)"): not a violation; the run ends there.
+    Unrecoverable {
+        message: String,
+    },
 }
 
 /// What a run produced.
@@ -191,6 +196,7 @@ impl Sim {
             config.time_ns_max,
             config.events_max,
         );
+        world.crashes_pending = config.faults.crashes();
         world.faults = config.faults;
         Sim { world: Some(Box::new(world)), env, checker: None }
     }

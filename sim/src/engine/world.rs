@@ -162,6 +162,8 @@ pub struct World {
     pub marks: BTreeMap<&'static str, u64>,
     pub verbs: VerbCounts,
     pub faults: super::FaultPlan,
+    /// Crashes not yet applied ([`World::faults_due`]), in time order.
+    pub crashes_pending: Vec<(NodeId, u64)>,
 }
 
 impl World {
@@ -229,6 +231,7 @@ impl World {
             marks: BTreeMap::new(),
             verbs: VerbCounts::default(),
             faults: super::FaultPlan::default(),
+            crashes_pending: Vec::new(),
         }
     }
 
@@ -272,7 +275,18 @@ impl World {
 
     /// Pop and process every event at the earliest pending instant.
     pub fn pop_instant(&mut self) -> Step {
-        let Some(time_ns) = self.queue.peek_time() else {
+        let next = self.queue.peek_time();
+        if let Some(fault_ns) = self.next_fault_ns().filter(|f| next.is_none_or(|n| *f <= n)) {
+            if fault_ns <= self.time_ns_max {
+                if let Some(stop) = self.faults_due(fault_ns.max(self.now_ns)) {
+                    return Step::Stop(stop);
+                }
+                self.now_ns = self.now_ns.max(fault_ns);
+                NOW_NS.with(|n| n.set(self.now_ns));
+                return Step::Continue;
+            }
+        }
+        let Some(time_ns) = next else {
             return Step::Stop(StopReason::Stalled { main_tasks_alive: self.main_alive });
         };
         if time_ns > self.time_ns_max {

@@ -9,7 +9,9 @@
 //!    logged history (write order rebuilt from the values each write replaced);
 //! 4. the protocol's end-of-run check ([`Plan::verify`]) once every node quiesced;
 //! 5. liveness: a run that does not finish within the scenario's virtual-time bound, or stalls,
-//!    is a violation — unless a node crashed and the protocol defines no recovery.
+//!    is a violation — unless a fault the protocol has no recovery for ended it
+//!    ([`StopReason::Unrecoverable`]: the verdict "unrecoverable: <protocol> has no recovery for
+//!    <fault>"). A protocol that recovers from a crash must let its survivors finish.
 //!
 //! [`Plan::invariants`]: dmsim_protocols::harness::Plan::invariants
 //! [`Plan::verify`]: dmsim_protocols::harness::Plan::verify
@@ -181,7 +183,8 @@ impl FuzzTarget for ProtocolTarget {
             let mut sim = sim_config_for(&config, request.seed, cluster, trace);
             sim.strategy = request.strategy.clone();
             sim.record_choices = true;
-            sim.faults = swarm.faults.clone();
+            // The scenario's own faults, plus the families the campaign draws.
+            sim.faults = crate::scenario::faults::merge_plans(&sim.faults, &swarm.faults);
             sim
         };
         let options = SimulateOptions {
@@ -219,20 +222,19 @@ impl FuzzTarget for ProtocolTarget {
         if let Err(v) = &judged.run.verified {
             fail(&mut verdict, v.invariant.clone(), v.message.clone());
         }
-        let crashed = swarm.crash.filter(|(_, at)| *at <= at_ns);
-        if matches!(verdict, Verdict::Pass) && !matches!(outcome.stop, StopReason::Finished) {
-            match crashed {
-                Some((node, at)) => {
-                    verdict = Verdict::Crash(format!(
-                        "crash: protocol defines no recovery (node {} crashed at {at}ns; run {})",
-                        node.0,
-                        describe_stop(&outcome.stop)
-                    ));
-                }
-                None => {
-                    fail(&mut verdict, "liveness".into(), format!("the run {}", describe_stop(&outcome.stop)))
-                }
-            }
+        if let (Verdict::Pass, StopReason::Unrecoverable { message }) = (&verdict, &outcome.stop) {
+            verdict = Verdict::Crash(message.clone());
+        } else if matches!(verdict, Verdict::Pass) && !matches!(outcome.stop, StopReason::Finished) {
+            // Survivors of a crash the protocol recovers from must finish too.
+            let crashed = match swarm.crash.filter(|(_, at)| *at <= at_ns) {
+                Some((node, at)) => format!(" after node {} crashed at {at} ns", node.0),
+                None => String::new(),
+            };
+            fail(
+                &mut verdict,
+                "liveness".into(),
+                format!("the run {}{crashed}", describe_stop(&outcome.stop)),
+            )
         }
         let mut trace_lines = judged.run.outcome.trace_lines.clone();
         if let Verdict::Violation(f) = &mut verdict {

@@ -231,5 +231,6 @@ pub fn describe_stop(stop: &StopReason) -> String {
         StopReason::TimeLimit => "hit the virtual time limit".into(),
         StopReason::EventLimit => "hit the event limit".into(),
         StopReason::Violation { message } => format!("violation: {message}"),
+        StopReason::Unrecoverable { message } => message.clone(),
     }
 }

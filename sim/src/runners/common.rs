@@ -34,6 +34,7 @@ pub fn sim_config_for(config: &PointConfig, seed: u64, cluster: Cluster, trace: 
     sim.ssd_bytes.iter_mut().for_each(|b| *b = spec.ssd_bytes_per_node);
     sim.time_ns_max = config.run.time_ns_max;
     sim.events_max = config.run.events_max;
+    sim.faults = config.faults.plan(spec);
     sim
 }
 
@@ -74,6 +75,7 @@ pub fn require_finished(outcome: &Outcome) -> Result<(), String> {
         StopReason::Violation { message } => {
             Err(format!("invariant violated at {}: {message}", outcome.end_time))
         }
+        StopReason::Unrecoverable { message } => Err(message.clone()),
     }
 }
 
@@ -106,6 +108,7 @@ mod tests {
             workload: Default::default(),
             compare_with: Default::default(),
             run: RunSpec::default(),
+            faults: Default::default(),
         };
         let shape = Cluster {
             kinds: vec![NodeKind::Memory, NodeKind::Compute, NodeKind::Compute],

@@ -10,7 +10,7 @@ use dmsim_protocols::nic::Cluster;
 
 use super::common::point_spec;
 use super::simulate::{check_histories, simulate, SimulateOptions, Simulated};
-use crate::engine::SimConfig;
+use crate::engine::{SimConfig, StopReason};
 use crate::scenario::PointConfig;
 use dmsim_protocols::harness::{Clock, Violation};
 
@@ -37,8 +37,19 @@ impl Judged {
 
     /// The point's result, or why the run failed: the earliest protocol error, a run that did
     /// not finish, the end-of-run check, then the history checkers, in that order.
+    ///
+    /// A fault the protocol has no recovery for is a result, not a failure: its `stop` says
+    /// "unrecoverable: …", its metrics cover the run up to the fault and carry
+    /// `unrecoverable = 1`.
     pub fn into_result(self) -> Result<super::PointResult, String> {
         self.protocol_error()?;
+        if let StopReason::Unrecoverable { message } = &self.run.outcome.stop {
+            let mut metrics = self.metrics.clone().unwrap_or_default();
+            metrics.insert("unrecoverable".into(), 1.0);
+            let mut result = super::PointResult::simulated(&self.run.outcome, metrics, self.ops);
+            result.stop = message.clone();
+            return Ok(result);
+        }
         super::common::require_finished(&self.run.outcome)?;
         self.run.verified.as_ref().map_err(|v| format!("end-of-run check: {v}"))?;
         let history = self.histories.map_err(|v| format!("history check: {v}"))?;
@@ -93,11 +104,13 @@ impl<P: Protocol> SimProtocol for Driver<P> {
     ) -> Result<Judged, Vec<Problem>> {
         let plan = self.0.plan(spec)?;
         let mut sim = config(plan.cluster());
+        sim.faults.mark_unrecoverable(&spec.protocol, |kind| plan.recovers_from(kind));
         if spec.payload_free {
             sim.payload_spans = plan.payload_spans();
         }
         let run = simulate(&plan, sim, options);
-        let metrics = run.finished().then(|| plan.metrics(&run.reports, run.outcome.end_time));
+        let ended = run.finished() || matches!(run.outcome.stop, StopReason::Unrecoverable { .. });
+        let metrics = ended.then(|| plan.metrics(&run.reports, run.outcome.end_time));
         let ops = plan.ops(&run.reports);
         let clocks = vec![Clock::default(); run.reports.len()];
         let histories = check_histories(&run.reports, &clocks);

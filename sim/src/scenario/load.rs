@@ -234,6 +234,7 @@ pub fn check_point(config: &PointConfig, registry: &Registry) -> Vec<Problem> {
         Ok(_) => {}
         Err(mut p) => out.append(&mut p),
     }
+    out.extend(config.faults.check(c, &config.run));
     out.extend(registry.check(config));
     out
 }
@@ -349,6 +350,7 @@ pub fn resolve_point(raw: &Value, overrides: &[(String, Value)]) -> Result<Point
         workload: resolved.workload,
         compare_with: resolved.compare_with,
         run: resolved.run,
+        faults: resolved.faults,
     })
 }
 
@@ -403,6 +405,7 @@ fn expand(raw: &Value, file: &ScenarioFile) -> Result<Vec<Point>, Problem> {
                         workload: resolved.workload.clone(),
                         compare_with: resolved.compare_with.clone(),
                         run: resolved.run.clone(),
+                        faults: resolved.faults.clone(),
                     };
                     points.push(Point {
                         index: points.len(),

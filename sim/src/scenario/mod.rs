@@ -11,6 +11,7 @@
 //! (`cluster.compute_nodes: must be at least 1`), and nothing past this module sees raw JSON
 //! except the per-protocol `workload`/`protocol_options`, which each runner parses with paths.
 
+pub mod faults;
 pub mod load;
 pub mod results;
 pub mod schema;
@@ -52,6 +53,10 @@ pub struct ScenarioFile {
     /// `dmsim fuzz`: what each seed's swarm draws and how faults are placed ([`crate::fuzz::swarm`]).
     #[serde(default)]
     pub fuzz: Value,
+    /// Faults injected into every run of this scenario (`dmsim run` and `dmsim fuzz`), see
+    /// [`faults::FaultsSpec`].
+    #[serde(default, skip_serializing_if = "faults_none")]
+    pub faults: faults::FaultsSpec,
     #[serde(default)]
     pub sweep: Sweep,
     #[serde(default)]
@@ -100,6 +105,10 @@ pub struct ClusterSpec {
     /// come from the profile's `ssd_*` knobs.
     #[serde(default)]
     pub ssd_bytes_per_node: u64,
+}
+
+fn faults_none(f: &faults::FaultsSpec) -> bool {
+    f == &faults::FaultsSpec::default()
 }
 
 fn one() -> f64 {
@@ -260,6 +269,8 @@ pub struct PointConfig {
     #[serde(default)]
     pub compare_with: BTreeMap<String, serde_json::Map<String, Value>>,
     pub run: RunSpec,
+    #[serde(default)]
+    pub faults: faults::FaultsSpec,
 }
 
 /// A loaded, validated scenario and its expanded points.
