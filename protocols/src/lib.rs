@@ -30,3 +30,4 @@ pub mod sherman;
 pub mod smart;
 pub mod sync;
 pub mod workload;
+pub mod txn;
