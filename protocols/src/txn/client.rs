@@ -26,7 +26,7 @@ fn between(rng: &mut ChaCha8Rng, lo: u64, hi: u64) -> u64 {
     lo + (unit_f64(rng.next_u64()) * (hi - lo + 1) as f64) as u64 % (hi - lo + 1)
 }
 
-pub const KINDS: [&str; 2] = ["new_order", "payment"];
+pub const KINDS: [&str; 3] = ["new_order", "payment", "stock_level"];
 
 /// Counters of one kind of transaction.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -40,8 +40,8 @@ pub struct KindStats {
 /// What a compute node's terminals measured and recorded.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
-    pub kinds: [KindStats; 2],
-    pub latencies: [Vec<u64>; 2],
+    pub kinds: [KindStats; 3],
+    pub latencies: [Vec<u64>; 3],
     pub first_start_ns: Option<u64>,
     pub last_end_ns: u64,
     pub latch_sections: u64,
@@ -58,7 +58,7 @@ pub struct Stats {
 
 impl Stats {
     pub fn merge(&mut self, o: &Stats) {
-        for i in 0..2 {
+        for i in 0..KINDS.len() {
             let (a, b) = (&mut self.kinds[i], &o.kinds[i]);
             a.committed += b.committed;
             a.aborts += b.aborts;
@@ -103,11 +103,16 @@ pub struct Terminal {
 enum Input {
     NewOrder { d: u64, c: u64, lines: Vec<(u64, u64, u64)> },
     Payment { d: u64, c_w: u64, c_d: u64, c: u64, amount: u64 },
+    StockLevel { d: u64, threshold: u64 },
 }
 
 fn draw(w: &TpccWorkload, home: u64, rng: &mut ChaCha8Rng) -> Input {
-    let total = w.mix.new_order + w.mix.payment;
+    let total = w.mix.new_order + w.mix.payment + w.mix.stock_level;
     let d = between(rng, 1, w.districts_per_warehouse as u64);
+    let pick = unit_f64(rng.next_u64()) * total;
+    if pick >= w.mix.new_order + w.mix.payment {
+        return Input::StockLevel { d, threshold: between(rng, 10, 20) };
+    }
     let other = |rng: &mut ChaCha8Rng| {
         let o = between(rng, 1, (w.warehouses as u64) - 1);
         if o >= home {
@@ -116,7 +121,7 @@ fn draw(w: &TpccWorkload, home: u64, rng: &mut ChaCha8Rng) -> Input {
             o
         }
     };
-    if unit_f64(rng.next_u64()) * total < w.mix.new_order {
+    if pick < w.mix.new_order {
         let c = between(rng, 1, w.customers_per_district as u64);
         let n = between(rng, w.ol_cnt[0] as u64, w.ol_cnt[1] as u64) as usize;
         let mut lines: Vec<(u64, u64, u64)> = Vec::with_capacity(n);
@@ -206,6 +211,37 @@ async fn payment<P: super::pages::TxnPages>(
     Ok(())
 }
 
+/// StockLevel (clause 2.8): the district's next order id, the order lines of its last 20
+/// orders, the stock of their items; counts items below the threshold. Read-only. Order lines
+/// an aborted or uncommitted NewOrder never indexed are absent and skipped.
+async fn stock_level<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn,
+    w: u64,
+    d: u64,
+    threshold: u64,
+) -> TxnResult<u64> {
+    let dt = e.locate(district_key(w, d)).await?;
+    let next = e.read(x, dt, WIDTH[DISTRICT], false).await?[D_NEXT_O_ID];
+    let mut items = std::collections::BTreeSet::new();
+    for o in next.saturating_sub(20).max(1)..next {
+        for ol in 1..=15 {
+            let v = e.tree.lookup(order_line_key(w, d, o, ol)).await?;
+            if v == 0 {
+                break;
+            }
+            let line = e.read(x, super::heap::TupleRef(v), WIDTH[ORDER_LINE], false).await?;
+            items.insert(line[OL_I_ID]);
+        }
+    }
+    let mut low = 0;
+    for i in items {
+        let st = e.locate(stock_key(w, i)).await?;
+        low += (e.read(x, st, WIDTH[STOCK], false).await?[S_QUANTITY] < threshold) as u64;
+    }
+    Ok(low)
+}
+
 /// Run the terminal's transactions; the node's last terminal drains its cache when asked.
 pub async fn run_terminal<N: Nic>(
     mut e: Engine<SelccPages<N>>,
@@ -221,7 +257,11 @@ pub async fn run_terminal<N: Nic>(
             break;
         }
         let input = draw(&w, t.home, &mut rng);
-        let kind = matches!(input, Input::Payment { .. }) as usize;
+        let kind = match input {
+            Input::NewOrder { .. } => 0,
+            Input::Payment { .. } => 1,
+            Input::StockLevel { .. } => 2,
+        };
         let start = e.tree.pages.now();
         let mut attempt = 0u32;
         loop {
@@ -231,6 +271,9 @@ pub async fn run_terminal<N: Nic>(
                         Input::NewOrder { d, c, lines } => new_order(&mut e, &mut x, t.home, *d, *c, lines).await,
                         Input::Payment { d, c_w, c_d, c, amount } => {
                             payment(&mut e, &mut x, t.home, *d, *c_w, *c_d, *c, *amount).await
+                        }
+                        Input::StockLevel { d, threshold } => {
+                            stock_level(&mut e, &mut x, t.home, *d, *threshold).await.map(|_| ())
                         }
                     };
                     match body {
@@ -258,6 +301,7 @@ pub async fn run_terminal<N: Nic>(
                             *local.paid_to.entry(t.home).or_default() += amount;
                             *local.paid_by.entry(*c_w).or_default() += amount;
                         }
+                        Input::StockLevel { .. } => {}
                     }
                     if t.record {
                         local.records.push(record);

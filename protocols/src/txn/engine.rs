@@ -308,19 +308,26 @@ impl<P: TxnPages> Engine<P> {
             by_page.entry(t.page()).or_default().push((t, width, image));
         }
         let pages: Vec<(PageId, PageHold)> = x.pages.iter().map(|(p, h)| (*p, *h)).collect();
-        for (page, hold) in pages {
-            let writes = by_page.remove(&page).unwrap_or_default();
-            if !hold.exclusive && !hold.shared {
-                continue;
+        if self.mutant == Mutant::ReleaseBeforeInstall {
+            // Every lock released first, the writes installed after.
+            for (page, hold) in &pages {
+                if hold.exclusive || hold.shared {
+                    let mut g = self.lock(*page, Latch::X).await?;
+                    let cc = self.word(&g, CC);
+                    self.tree.pages.write(&mut g, CC, &[if hold.exclusive { 0 } else { cc.saturating_sub(1) }]);
+                    self.tree.pages.unlock(g).await?;
+                }
             }
-            if self.mutant == Mutant::ReleaseBeforeInstall && hold.exclusive && !writes.is_empty() {
-                let mut g = self.lock(page, Latch::X).await?;
-                self.tree.pages.write(&mut g, CC, &[0]);
-                self.tree.pages.unlock(g).await?;
-                self.tree.pages.backoff(50).await;
+            for (page, writes) in by_page {
                 let mut g = self.lock(page, Latch::X).await?;
                 self.install(&mut g, &writes, x.ts);
                 self.tree.pages.unlock(g).await?;
+            }
+            return Ok(record);
+        }
+        for (page, hold) in pages {
+            let writes = by_page.remove(&page).unwrap_or_default();
+            if !hold.exclusive && !hold.shared {
                 continue;
             }
             let mut g = self.lock(page, Latch::X).await?;

@@ -43,7 +43,7 @@ crate::mutant_table!(Mutant {
     "early-release-shared" => EarlyReleaseShared:
         "2PL: a read takes no shared lock that lasts to commit (it is released at once)",
     "release-before-install" => ReleaseBeforeInstall:
-        "2PL: commit releases a page's exclusive lock in one latch section and installs the writes in a later one",
+        "2PL: commit releases every lock first and installs the writes afterwards (each in its own latch section)",
     "ignore-lock-conflict" => IgnoreLockConflict:
         "2PL: a lock request that conflicts is granted anyway instead of aborting (no-wait ignored)",
     "to-no-rts-update" => ToNoRtsUpdate:

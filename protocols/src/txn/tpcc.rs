@@ -1,10 +1,11 @@
-//! TPC-C's schema as this slice uses it, scaled down (the scenario states the scale): the
+//! TPC-C's schema as this slice uses it (NewOrder, Payment, StockLevel), scaled down (the scenario states the scale): the
 //! tables, their tuple widths (TPC-C's row sizes, clause 1.3, rounded up to words, plus the
 //! version word), the fields NewOrder and Payment touch, the B-link tree's composite keys, and
 //! the initial population.
 //!
-//! [CHOICE] ORDER, NEW-ORDER, ORDER-LINE and HISTORY start empty (D_NEXT_O_ID = 1): only
-//! NewOrder and Payment run, and neither reads old orders.
+//! [CHOICE] Each district starts with `initial_orders` orders (TPC-C: 3,000, one per customer)
+//! and their order lines (quantity 5, supplied by the home warehouse, S_YTD left 0 as TPC-C
+//! does), no NEW-ORDER rows (TPC-C: the last 900) and an empty HISTORY.
 
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +45,7 @@ pub const S_YTD: usize = 2;
 pub const S_ORDER_CNT: usize = 3;
 pub const S_REMOTE_CNT: usize = 4;
 pub const O_OL_CNT: usize = 2;
+pub const OL_I_ID: usize = 1;
 pub const OL_SUPPLY_W: usize = 2;
 pub const OL_QUANTITY: usize = 3;
 
@@ -93,6 +95,8 @@ pub struct Mix {
     pub new_order: f64,
     #[serde(default)]
     pub payment: f64,
+    #[serde(default)]
+    pub stock_level: f64,
 }
 
 fn ten() -> u32 {
@@ -125,7 +129,11 @@ pub struct TpccWorkload {
     pub customers_per_district: u32,
     /// TPC-C: 100,000.
     pub items: u32,
-    /// Weights; TPC-C's standard mix has NewOrder 45 : Payment 43 (the other three not built).
+    /// Orders per district at load (TPC-C: 3,000); D_NEXT_O_ID starts after them.
+    #[serde(default)]
+    pub initial_orders: u32,
+    /// Weights; TPC-C's standard mix is NewOrder 45 : Payment 43 : OrderStatus 4 : Delivery 4 :
+    /// StockLevel 4 (OrderStatus and Delivery not built).
     pub mix: Mix,
     /// Order lines per NewOrder, inclusive (TPC-C: 5..=15).
     #[serde(default = "ol_cnt")]
@@ -183,7 +191,7 @@ impl TpccWorkload {
             out.push(Problem::new(format!("{w}.ol_cnt"), "must be [lo, hi] with 1 <= lo <= hi <= 15 and hi <= items"));
         }
         let m = self.mix;
-        if !(m.new_order >= 0.0 && m.payment >= 0.0 && m.new_order + m.payment > 0.0) {
+        if !(m.new_order >= 0.0 && m.payment >= 0.0 && m.stock_level >= 0.0 && m.new_order + m.payment + m.stock_level > 0.0) {
             out.push(Problem::new(format!("{w}.mix"), "weights must be non-negative, not all zero"));
         }
         for (name, r) in [("remote_item_ratio", self.remote_item_ratio), ("remote_payment_ratio", self.remote_payment_ratio)] {
@@ -220,7 +228,8 @@ pub fn population(w: &TpccWorkload) -> Vec<(usize, u64, Vec<u64>)> {
     }
     for wh in ws.clone() {
         for d in ds.clone() {
-            let fields = [(D_YTD, D_YTD_INIT), (D_TAX, hash(wh << 8 | d, 2) % 2001), (D_NEXT_O_ID, 1)];
+            let next = w.initial_orders as u64 + 1;
+            let fields = [(D_YTD, D_YTD_INIT), (D_TAX, hash(wh << 8 | d, 2) % 2001), (D_NEXT_O_ID, next)];
             out.push((DISTRICT, district_key(wh, d), image(DISTRICT, &fields)));
         }
     }
@@ -245,5 +254,23 @@ pub fn population(w: &TpccWorkload) -> Vec<(usize, u64, Vec<u64>)> {
             out.push((STOCK, stock_key(wh, i), image(STOCK, &[(S_QUANTITY, 10 + hash(wh << 32 | i, 5) % 91)])));
         }
     }
+    let [lo, hi] = w.ol_cnt;
+    let mut lines = Vec::new();
+    for wh in 1..=w.warehouses as u64 {
+        for d in 1..=w.districts_per_warehouse as u64 {
+            for o in 1..=w.initial_orders as u64 {
+                let id = wh << 40 | d << 32 | o;
+                let n = lo as u64 + hash(id, 6) % (hi - lo + 1) as u64;
+                let c = o % w.customers_per_district as u64 + 1;
+                out.push((ORDER, order_key(wh, d, o), image(ORDER, &[(1, c), (O_OL_CNT, n), (3, 1)])));
+                for ol in 1..=n {
+                    let i = hash(id, 7 + ol) % w.items as u64 + 1;
+                    let fields = [(OL_I_ID, i), (OL_SUPPLY_W, wh), (OL_QUANTITY, 5)];
+                    lines.push((ORDER_LINE, order_line_key(wh, d, o, ol), image(ORDER_LINE, &fields)));
+                }
+            }
+        }
+    }
+    out.extend(lines);
     out
 }
