@@ -130,7 +130,10 @@ pub struct Db<'a> {
 impl Db<'_> {
     fn tuple(&self, key: u64) -> Result<Vec<u64>, String> {
         let table = table_of(key);
-        let v = *self.index.get(&key).ok_or_else(|| format!("{} key {key:#x} is not in the index", TABLE_NAMES[table]))?;
+        let v = *self
+            .index
+            .get(&key)
+            .ok_or_else(|| format!("{} key {key:#x} is not in the index", TABLE_NAMES[table]))?;
         let t = TupleRef(v);
         let data = Layout::data(t.page().addr());
         let width = WIDTH[table];
@@ -142,7 +145,11 @@ impl Db<'_> {
         let g = t.page().addr();
         let cc = (self.memory)(Layout::data(g).add((CC * 8) as u64));
         if cc != 0 {
-            return Err(format!("page {} of {} key {key:#x}: CC word {cc:#x} still held", t.page(), TABLE_NAMES[table_of(key)]));
+            return Err(format!(
+                "page {} of {} key {key:#x}: CC word {cc:#x} still held",
+                t.page(),
+                TABLE_NAMES[table_of(key)]
+            ));
         }
         Ok(())
     }
@@ -189,7 +196,9 @@ pub fn consistent(
                 for ol in 1..=n + 1 {
                     let line = db.index.contains_key(&order_line_key(wh, d, o, ol));
                     if line != (ol <= n) {
-                        return Err(format!("order ({wh}, {d}, {o}): O_OL_CNT {n} but order line {ol} present: {line}"));
+                        return Err(format!(
+                            "order ({wh}, {d}, {o}): O_OL_CNT {n} but order line {ol} present: {line}"
+                        ));
                     }
                     if ol <= n && o > initial {
                         let l = db.tuple(order_line_key(wh, d, o, ol))?;
@@ -204,16 +213,22 @@ pub fn consistent(
         }
         let ytd = warehouse[W_YTD] - W_YTD_INIT;
         if ytd != districts {
-            return Err(format!("warehouse {wh}: W_YTD grew by {ytd} but its districts' D_YTD by {districts}"));
+            return Err(format!(
+                "warehouse {wh}: W_YTD grew by {ytd} but its districts' D_YTD by {districts}"
+            ));
         }
         let paid = paid_to.get(&wh).copied().unwrap_or(0);
         if ytd != paid {
-            return Err(format!("warehouse {wh}: W_YTD grew by {ytd} but committed payments to it total {paid}"));
+            return Err(format!(
+                "warehouse {wh}: W_YTD grew by {ytd} but committed payments to it total {paid}"
+            ));
         }
         let by = paid_by.get(&wh).copied().unwrap_or(0);
         let got = customer_paid.get(&wh).copied().unwrap_or(0);
         if got != by {
-            return Err(format!("warehouse {wh}'s customers: C_YTD_PAYMENT grew by {got} but they paid {by}"));
+            return Err(format!(
+                "warehouse {wh}'s customers: C_YTD_PAYMENT grew by {got} but they paid {by}"
+            ));
         }
     }
     for wh in 1..=w.warehouses as u64 {
@@ -223,7 +238,9 @@ pub fn consistent(
         }
         let lines = supplied.get(&wh).copied().unwrap_or(0);
         if stock_ytd != lines {
-            return Err(format!("warehouse {wh}: Σ S_YTD = {stock_ytd} but its order lines supplied {lines}"));
+            return Err(format!(
+                "warehouse {wh}: Σ S_YTD = {stock_ytd} but its order lines supplied {lines}"
+            ));
         }
     }
     Ok(())

@@ -72,7 +72,11 @@ impl Stats {
         };
         self.last_end_ns = self.last_end_ns.max(o.last_end_ns);
         self.latch_sections += o.latch_sections;
-        for (m, n) in [(&mut self.new_orders, &o.new_orders), (&mut self.paid_to, &o.paid_to), (&mut self.paid_by, &o.paid_by)] {
+        for (m, n) in [
+            (&mut self.new_orders, &o.new_orders),
+            (&mut self.paid_to, &o.paid_to),
+            (&mut self.paid_by, &o.paid_by),
+        ] {
             for (k, v) in n {
                 *m.entry(*k).or_default() += v;
             }
@@ -130,7 +134,11 @@ fn draw(w: &TpccWorkload, home: u64, rng: &mut ChaCha8Rng) -> Input {
             if lines.iter().any(|l| l.0 == i) {
                 continue;
             }
-            let supply = if w.warehouses > 1 && unit_f64(rng.next_u64()) < w.remote_item_ratio { other(rng) } else { home };
+            let supply = if w.warehouses > 1 && unit_f64(rng.next_u64()) < w.remote_item_ratio {
+                other(rng)
+            } else {
+                home
+            };
             lines.push((i, supply, between(rng, 1, 10)));
         }
         Input::NewOrder { d, c, lines }
@@ -175,7 +183,13 @@ async fn new_order<P: super::pages::TxnPages>(
         stock[S_REMOTE_CNT] += (supply != w) as u64;
         e.write(x, st, stock);
         let ol = n as u64 + 1;
-        e.insert(x, ORDER_LINE, Some(order_line_key(w, d, o, ol)), WIDTH[ORDER_LINE], vec![i, supply, quantity, quantity * price]);
+        e.insert(
+            x,
+            ORDER_LINE,
+            Some(order_line_key(w, d, o, ol)),
+            WIDTH[ORDER_LINE],
+            vec![i, supply, quantity, quantity * price],
+        );
     }
     e.insert(x, ORDER, Some(order_key(w, d, o)), WIDTH[ORDER], vec![c, lines.len() as u64, all_local]);
     e.insert(x, NEW_ORDER, Some(new_order_key(w, d, o)), WIDTH[NEW_ORDER], vec![o]);
@@ -268,7 +282,9 @@ pub async fn run_terminal<N: Nic>(
             let result = match e.begin().await {
                 Ok(mut x) => {
                     let body = match &input {
-                        Input::NewOrder { d, c, lines } => new_order(&mut e, &mut x, t.home, *d, *c, lines).await,
+                        Input::NewOrder { d, c, lines } => {
+                            new_order(&mut e, &mut x, t.home, *d, *c, lines).await
+                        }
                         Input::Payment { d, c_w, c_d, c, amount } => {
                             payment(&mut e, &mut x, t.home, *d, *c_w, *c_d, *c, *amount).await
                         }
@@ -296,7 +312,9 @@ pub async fn run_terminal<N: Nic>(
                     local.first_start_ns = Some(local.first_start_ns.map_or(start, |s| s.min(start)));
                     local.last_end_ns = local.last_end_ns.max(end);
                     match &input {
-                        Input::NewOrder { d, .. } => *local.new_orders.entry(t.home << 8 | d).or_default() += 1,
+                        Input::NewOrder { d, .. } => {
+                            *local.new_orders.entry(t.home << 8 | d).or_default() += 1
+                        }
                         Input::Payment { c_w, amount, .. } => {
                             *local.paid_to.entry(t.home).or_default() += amount;
                             *local.paid_by.entry(*c_w).or_default() += amount;

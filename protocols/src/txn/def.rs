@@ -100,7 +100,11 @@ pub struct TpccPlan {
     oracle: Option<Arc<Oracle>>,
 }
 
-fn take_object(options: &mut serde_json::Map<String, Value>, name: &str, default: Value) -> Result<Value, Problem> {
+fn take_object(
+    options: &mut serde_json::Map<String, Value>,
+    name: &str,
+    default: Value,
+) -> Result<Value, Problem> {
     match options.remove(name) {
         None => Ok(default),
         Some(v) => {
@@ -123,8 +127,12 @@ impl TpccPlan {
             Value::Object(m) => m.clone(),
             _ => return Err(vec![Problem::new("protocol_options", "must be an object of options")]),
         };
-        let tree_value = take_object(&mut options, "tree", serde_json::to_value(TreeConfig::default()).unwrap_or(Value::Null))
-            .map_err(|p| vec![p])?;
+        let tree_value = take_object(
+            &mut options,
+            "tree",
+            serde_json::to_value(TreeConfig::default()).unwrap_or(Value::Null),
+        )
+        .map_err(|p| vec![p])?;
         let tree: TreeConfig = parse_typed(&tree_value, "protocol_options.tree").map_err(|p| vec![p])?;
         let cc: Cc = match options.remove("cc") {
             None => Cc::TwoPl,
@@ -133,8 +141,8 @@ impl TpccPlan {
         let sel = point.protocol == "tpcc-sel";
         let presets: Vec<(&str, Config)> =
             if sel { vec![("default", Config::sel())] } else { vec![("default", Config::selcc())] };
-        let mut c: Config =
-            merge_options(&Value::Object(options), "protocol_options", &presets, RESERVED).map_err(|p| vec![p])?;
+        let mut c: Config = merge_options(&Value::Object(options), "protocol_options", &presets, RESERVED)
+            .map_err(|p| vec![p])?;
         let mutant = super::mutants::named(&point.mutant)
             .ok_or_else(|| vec![Problem::new("mutant", format!("TPC-C has no mutant {:?}", point.mutant))])?;
         // A mutant breaks one engine; it runs that engine.
@@ -154,13 +162,20 @@ impl TpccPlan {
         let page_words = (c.gcl_size_bytes / 8) as usize;
         for p in tree.validate(page_words) {
             let (field, reason) = p.split_once(": ").unwrap_or(("", &p));
-            let at = if field == "gcl_size_bytes" { "protocol_options".to_string() } else { "protocol_options.tree".into() };
+            let at = if field == "gcl_size_bytes" {
+                "protocol_options".to_string()
+            } else {
+                "protocol_options.tree".into()
+            };
             out.push(Problem::new(join_path(&at, field), reason));
         }
         if per_page(page_words, WIDTH[3]) == 0 {
             out.push(Problem::new(
                 "protocol_options.gcl_size_bytes",
-                format!("a page must hold a CUSTOMER tuple ({} bytes with the header)", (PAGE_HEADER + WIDTH[3]) * 8),
+                format!(
+                    "a page must hold a CUSTOMER tuple ({} bytes with the header)",
+                    (PAGE_HEADER + WIDTH[3]) * 8
+                ),
             ));
         }
         if !out.is_empty() {
@@ -210,7 +225,8 @@ impl TpccPlan {
         let terminals = run.threads_per_node as u64 * point.compute_nodes as u64;
         let txns = run.ops_per_thread * terminals;
         let lines = w.ol_cnt[1] as u64;
-        let tuples_pages = |table: usize, n: u64| n.div_ceil(per_page(page_words, WIDTH[table]).max(1) as u64);
+        let tuples_pages =
+            |table: usize, n: u64| n.div_ceil(per_page(page_words, WIDTH[table]).max(1) as u64);
         let insert_pages = tuples_pages(ORDER, txns)
             + tuples_pages(NEW_ORDER, txns)
             + tuples_pages(ORDER_LINE, txns * lines)
@@ -227,7 +243,11 @@ impl TpccPlan {
         if total > MEMORY_BUDGET_BYTES {
             out.push(Problem::new(
                 "workload",
-                format!("needs {} MiB of simulated memory, over the {} MiB budget", total >> 20, MEMORY_BUDGET_BYTES >> 20),
+                format!(
+                    "needs {} MiB of simulated memory, over the {} MiB budget",
+                    total >> 20,
+                    MEMORY_BUDGET_BYTES >> 20
+                ),
             ));
         }
         if !out.is_empty() {
@@ -238,7 +258,9 @@ impl TpccPlan {
         let cluster = Cluster { region_size_bytes: layout.region_sizes(&shape.kinds), kinds: shape.kinds };
         let mut index: Vec<(u64, u64)> = placed
             .iter()
-            .map(|(k, page, slot)| (*k, TupleRef::new(PageId::of(layout.gcl(first_heap + *page as u64)), *slot).0))
+            .map(|(k, page, slot)| {
+                (*k, TupleRef::new(PageId::of(layout.gcl(first_heap + *page as u64)), *slot).0)
+            })
             .collect();
         index.sort_unstable();
         let bulk = build(&index, per_node, |i| PageId::of(layout.gcl(i)));
@@ -339,8 +361,11 @@ impl Plan for TpccPlan {
         *node.workers_running.lock().unwrap_or_else(|e| e.into_inner()) = self.threads;
         let root = PageId::of(self.layout.gcl(self.bulk.root));
         let tree_shared = Arc::new(TreeShared::new(self.tree.clone(), self.meta(), root));
-        let shared =
-            Arc::new(Shared { stats: Mutex::new(Stats::default()), done: AtomicU64::new(0), errors: ErrorSlot::new() });
+        let shared = Arc::new(Shared {
+            stats: Mutex::new(Stats::default()),
+            done: AtomicU64::new(0),
+            errors: ErrorSlot::new(),
+        });
         let mains: Vec<Task> = (0..self.threads)
             .map(|t| {
                 let terminal = cn * self.threads as u64 + t as u64;
@@ -367,7 +392,11 @@ impl Plan for TpccPlan {
             state: Some(state),
             collect: Box::new(move || {
                 let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let error = shared.errors.first().or_else(|| tree_shared.errors.first()).or_else(|| node.first_error());
+                let error = shared
+                    .errors
+                    .first()
+                    .or_else(|| tree_shared.errors.first())
+                    .or_else(|| node.first_error());
                 NodeReport {
                     extra: serde_json::to_value(&stats).unwrap_or(Value::Null),
                     error: report_error(error),
@@ -381,18 +410,19 @@ impl Plan for TpccPlan {
         let s = Self::totals(reports);
         let span_s = elapsed.saturating_sub(Nanos(s.first_start_ns.unwrap_or(0))).as_secs_f64().max(1e-12);
         let mut m = BTreeMap::new();
-        let mut put = |prefix: &str, committed: u64, aborts: u64, gave_up: u64, lat_total: u64, lat: &mut Vec<u64>| {
-            m.insert(format!("{prefix}committed"), committed as f64);
-            m.insert(format!("{prefix}aborts"), aborts as f64);
-            m.insert(format!("{prefix}gave_up"), gave_up as f64);
-            m.insert(format!("{prefix}abort_rate"), aborts as f64 / (aborts + committed).max(1) as f64);
-            m.insert(format!("{prefix}throughput_ktps"), committed as f64 / span_s / 1e3);
-            // Million transactions per second: what the harness's `speedup_<name>` divides.
-            m.insert(format!("{prefix}throughput_mops"), committed as f64 / span_s / 1e6);
-            m.insert(format!("{prefix}latency_ns_avg"), lat_total as f64 / committed.max(1) as f64);
-            m.insert(format!("{prefix}latency_ns_p50"), percentile(lat, 50.0));
-            m.insert(format!("{prefix}latency_ns_p99"), percentile(lat, 99.0));
-        };
+        let mut put =
+            |prefix: &str, committed: u64, aborts: u64, gave_up: u64, lat_total: u64, lat: &mut Vec<u64>| {
+                m.insert(format!("{prefix}committed"), committed as f64);
+                m.insert(format!("{prefix}aborts"), aborts as f64);
+                m.insert(format!("{prefix}gave_up"), gave_up as f64);
+                m.insert(format!("{prefix}abort_rate"), aborts as f64 / (aborts + committed).max(1) as f64);
+                m.insert(format!("{prefix}throughput_ktps"), committed as f64 / span_s / 1e3);
+                // Million transactions per second: what the harness's `speedup_<name>` divides.
+                m.insert(format!("{prefix}throughput_mops"), committed as f64 / span_s / 1e6);
+                m.insert(format!("{prefix}latency_ns_avg"), lat_total as f64 / committed.max(1) as f64);
+                m.insert(format!("{prefix}latency_ns_p50"), percentile(lat, 50.0));
+                m.insert(format!("{prefix}latency_ns_p99"), percentile(lat, 99.0));
+            };
         let k = &s.kinds;
         let mut all: Vec<u64> = s.latencies.concat();
         let sum = |f: &dyn Fn(&super::client::KindStats) -> u64| k.iter().map(f).sum::<u64>();
@@ -401,10 +431,20 @@ impl Plan for TpccPlan {
         for (i, name) in KINDS.iter().enumerate() {
             if k[i].committed + k[i].aborts > 0 {
                 let mut lat = s.latencies[i].clone();
-                put(&format!("{name}_"), k[i].committed, k[i].aborts, k[i].gave_up, k[i].latency_ns_total, &mut lat);
+                put(
+                    &format!("{name}_"),
+                    k[i].committed,
+                    k[i].aborts,
+                    k[i].gave_up,
+                    k[i].latency_ns_total,
+                    &mut lat,
+                );
             }
         }
-        m.insert("latch_sections_per_txn".into(), s.latch_sections as f64 / (committed + aborts).max(1) as f64);
+        m.insert(
+            "latch_sections_per_txn".into(),
+            s.latch_sections as f64 / (committed + aborts).max(1) as f64,
+        );
         m
     }
 
@@ -428,11 +468,13 @@ impl Plan for TpccPlan {
         }
         let s = Self::totals(reports);
         if self.check.histories() {
-            serializable(&s.records).map_err(|m| Violation::new("committed transactions are serializable", m))?;
+            serializable(&s.records)
+                .map_err(|m| Violation::new("committed transactions are serializable", m))?;
         }
         let (Some(memory), true) = (memory, self.quiesce) else { return Ok(()) };
         let page_words = (self.config.gcl_size_bytes / 8) as usize;
-        let index = check_tree(memory, self.meta(), page_words).map_err(|m| Violation::new("index structure", m))?;
+        let index =
+            check_tree(memory, self.meta(), page_words).map_err(|m| Violation::new("index structure", m))?;
         let db = Db { memory, index: &index };
         consistent(&db, &self.workload, &s.new_orders, &s.paid_to, &s.paid_by)
             .map_err(|m| Violation::new("TPC-C consistency", m))

@@ -152,7 +152,13 @@ impl<P: TxnPages> Engine<P> {
     }
 
     /// The tuple's image (word 0 its version), read-locked, or write-locked when `for_update`.
-    pub async fn read(&mut self, x: &mut Txn, t: TupleRef, width: usize, for_update: bool) -> TxnResult<Vec<u64>> {
+    pub async fn read(
+        &mut self,
+        x: &mut Txn,
+        t: TupleRef,
+        width: usize,
+        for_update: bool,
+    ) -> TxnResult<Vec<u64>> {
         if let Some((_, w)) = x.writes.get(&t) {
             return Ok(w.clone());
         }
@@ -255,7 +261,13 @@ impl<P: TxnPages> Engine<P> {
         Ok(image)
     }
 
-    async fn read_occ(&mut self, x: &mut Txn, t: TupleRef, width: usize, hold: PageHold) -> TxnResult<Vec<u64>> {
+    async fn read_occ(
+        &mut self,
+        x: &mut Txn,
+        t: TupleRef,
+        width: usize,
+        hold: PageHold,
+    ) -> TxnResult<Vec<u64>> {
         let page = t.page();
         let g = self.lock(page, Latch::S).await?;
         let (cc, version) = (self.word(&g, CC), self.word(&g, WTS));
@@ -314,7 +326,11 @@ impl<P: TxnPages> Engine<P> {
                 if hold.exclusive || hold.shared {
                     let mut g = self.lock(*page, Latch::X).await?;
                     let cc = self.word(&g, CC);
-                    self.tree.pages.write(&mut g, CC, &[if hold.exclusive { 0 } else { cc.saturating_sub(1) }]);
+                    self.tree.pages.write(
+                        &mut g,
+                        CC,
+                        &[if hold.exclusive { 0 } else { cc.saturating_sub(1) }],
+                    );
                     self.tree.pages.unlock(g).await?;
                 }
             }
@@ -414,12 +430,9 @@ impl<P: TxnPages> Engine<P> {
             let (page, slot) = match self.open.get(&table) {
                 Some(&(p, s)) if s < per => (p, s),
                 _ => {
-                    let p = self
-                        .tree
-                        .pages
-                        .allocate()
-                        .await?
-                        .expect("TPC-C: the memory nodes have no free GCL for inserts (the plan sized too few)");
+                    let p = self.tree.pages.allocate().await?.expect(
+                        "TPC-C: the memory nodes have no free GCL for inserts (the plan sized too few)",
+                    );
                     (p, 0)
                 }
             };

@@ -184,17 +184,30 @@ impl TpccWorkload {
             out.push(Problem::new(format!("{w}.customers_per_district"), "must be in 1..2^24"));
         }
         if self.items < 15 || self.items >= 1 << 30 {
-            out.push(Problem::new(format!("{w}.items"), "must be in 15..2^30 (an order has up to 15 distinct items)"));
+            out.push(Problem::new(
+                format!("{w}.items"),
+                "must be in 15..2^30 (an order has up to 15 distinct items)",
+            ));
         }
         let [lo, hi] = self.ol_cnt;
         if lo == 0 || lo > hi || hi > 15 || hi > self.items {
-            out.push(Problem::new(format!("{w}.ol_cnt"), "must be [lo, hi] with 1 <= lo <= hi <= 15 and hi <= items"));
+            out.push(Problem::new(
+                format!("{w}.ol_cnt"),
+                "must be [lo, hi] with 1 <= lo <= hi <= 15 and hi <= items",
+            ));
         }
         let m = self.mix;
-        if !(m.new_order >= 0.0 && m.payment >= 0.0 && m.stock_level >= 0.0 && m.new_order + m.payment + m.stock_level > 0.0) {
+        if !(m.new_order >= 0.0
+            && m.payment >= 0.0
+            && m.stock_level >= 0.0
+            && m.new_order + m.payment + m.stock_level > 0.0)
+        {
             out.push(Problem::new(format!("{w}.mix"), "weights must be non-negative, not all zero"));
         }
-        for (name, r) in [("remote_item_ratio", self.remote_item_ratio), ("remote_payment_ratio", self.remote_payment_ratio)] {
+        for (name, r) in [
+            ("remote_item_ratio", self.remote_item_ratio),
+            ("remote_payment_ratio", self.remote_payment_ratio),
+        ] {
             if !(0.0..=1.0).contains(&r) {
                 out.push(Problem::new(format!("{w}.{name}"), "must be in [0, 1]"));
             }
@@ -224,7 +237,11 @@ pub fn population(w: &TpccWorkload) -> Vec<(usize, u64, Vec<u64>)> {
     let ws = 1..=w.warehouses as u64;
     let ds = 1..=w.districts_per_warehouse as u64;
     for wh in ws.clone() {
-        out.push((WAREHOUSE, warehouse_key(wh), image(WAREHOUSE, &[(W_YTD, W_YTD_INIT), (W_TAX, hash(wh, 1) % 2001)])));
+        out.push((
+            WAREHOUSE,
+            warehouse_key(wh),
+            image(WAREHOUSE, &[(W_YTD, W_YTD_INIT), (W_TAX, hash(wh, 1) % 2001)]),
+        ));
     }
     for wh in ws.clone() {
         for d in ds.clone() {
@@ -251,7 +268,11 @@ pub fn population(w: &TpccWorkload) -> Vec<(usize, u64, Vec<u64>)> {
     }
     for wh in ws {
         for i in 1..=w.items as u64 {
-            out.push((STOCK, stock_key(wh, i), image(STOCK, &[(S_QUANTITY, 10 + hash(wh << 32 | i, 5) % 91)])));
+            out.push((
+                STOCK,
+                stock_key(wh, i),
+                image(STOCK, &[(S_QUANTITY, 10 + hash(wh << 32 | i, 5) % 91)]),
+            ));
         }
     }
     let [lo, hi] = w.ol_cnt;
