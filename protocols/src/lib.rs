@@ -29,5 +29,5 @@ pub mod selcc;
 pub mod sherman;
 pub mod smart;
 pub mod sync;
-pub mod workload;
 pub mod txn;
+pub mod workload;
