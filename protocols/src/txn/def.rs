@@ -17,7 +17,8 @@
 //! Metrics: `throughput_ktps` (committed transactions per second / 1,000; `throughput_mops`
 //! the same in millions, for `compare_with`), `committed`,
 //! `aborts`, `abort_rate` (aborts per attempt), `gave_up`, `latency_ns_{avg,p50,p99}`,
-//! `latch_sections_per_txn`, the same per kind (`new_order_`, `payment_`, `stock_level_`).
+//! `latch_sections_per_txn` (heap-page latch sections per attempt; the index's own latches not
+//! counted), the same per kind (`new_order_`, `payment_`, `stock_level_`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
