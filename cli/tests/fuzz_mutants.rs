@@ -240,10 +240,10 @@ fn blink_sel_split_without_recheck_is_caught() {
 }
 
 /// TPC-C mutants that need one transaction to run inside another's window of a few operations
-/// (`tpcc-fuzz-small.json`, measured over seeds 1..=200: early-release-shared 17,
+/// (`tpcc-fuzz-small.json`; violations in seeds 1..=200: early-release-shared 17,
 /// release-before-install 16, to-no-rts-update 10, to-skip-wts-check 10,
-/// occ-validation-skips-write-set 9, occ-no-version-bump 33): a budget of 300 misses a 3 % bug
-/// with probability 0.97^300 ≈ 10⁻⁴.
+/// occ-validation-skips-write-set 9; first failing seeds 9, 25, 5, 42, 1, and 2 for
+/// occ-no-version-bump): a budget of 300 misses a 3 % bug with probability 0.97^300 ≈ 10⁻⁴.
 const TPCC_RARE: &[&str] = &[
     "early-release-shared",
     "release-before-install",
