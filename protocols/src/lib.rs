@@ -30,4 +30,5 @@ pub mod selcc;
 pub mod sherman;
 pub mod smart;
 pub mod sync;
+pub mod txn;
 pub mod workload;

@@ -1,0 +1,359 @@
+//! One TPC-C terminal thread: NewOrder and Payment (clause 2.4, 2.5) over the engine, retried
+//! after an abort with a randomised exponential backoff, counted, and recorded for the checkers.
+//! Each terminal is bound to a home warehouse (thread number modulo the warehouses).
+//!
+//! [CHOICE] Items and customers are drawn uniformly (not NURand), customers by id (not by last
+//! name), NewOrder never rolls back on an unused item; HISTORY rows are heap inserts without an
+//! index (TPC-C gives them no primary key).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rand_chacha::rand_core::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::engine::{Engine, Fail, Txn, TxnRecord, TxnResult};
+use super::tpcc::*;
+use crate::blink::{Pages, SelccPages};
+use crate::common::error::ErrorSlot;
+use crate::nic::Nic;
+use crate::workload::zipf::unit_f64;
+
+/// Uniform in `lo..=hi`.
+fn between(rng: &mut ChaCha8Rng, lo: u64, hi: u64) -> u64 {
+    lo + (unit_f64(rng.next_u64()) * (hi - lo + 1) as f64) as u64 % (hi - lo + 1)
+}
+
+pub const KINDS: [&str; 3] = ["new_order", "payment", "stock_level"];
+
+/// Counters of one kind of transaction.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KindStats {
+    pub committed: u64,
+    pub aborts: u64,
+    pub gave_up: u64,
+    pub latency_ns_total: u64,
+}
+
+/// What a compute node's terminals measured and recorded.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub kinds: [KindStats; 3],
+    pub latencies: [Vec<u64>; 3],
+    pub first_start_ns: Option<u64>,
+    pub last_end_ns: u64,
+    pub latch_sections: u64,
+    /// Committed NewOrders per district (`w << 8 | d`).
+    pub new_orders: BTreeMap<u64, u64>,
+    /// Committed payment amounts per paying warehouse and per customer warehouse.
+    pub paid_to: BTreeMap<u64, u64>,
+    pub paid_by: BTreeMap<u64, u64>,
+    /// Committed transactions' accesses (when checking).
+    pub records: Vec<TxnRecord>,
+    /// Why attempts aborted.
+    pub abort_reasons: BTreeMap<String, u64>,
+}
+
+impl Stats {
+    pub fn merge(&mut self, o: &Stats) {
+        for i in 0..KINDS.len() {
+            let (a, b) = (&mut self.kinds[i], &o.kinds[i]);
+            a.committed += b.committed;
+            a.aborts += b.aborts;
+            a.gave_up += b.gave_up;
+            a.latency_ns_total += b.latency_ns_total;
+            self.latencies[i].extend_from_slice(&o.latencies[i]);
+        }
+        self.first_start_ns = match (self.first_start_ns, o.first_start_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_end_ns = self.last_end_ns.max(o.last_end_ns);
+        self.latch_sections += o.latch_sections;
+        for (m, n) in [
+            (&mut self.new_orders, &o.new_orders),
+            (&mut self.paid_to, &o.paid_to),
+            (&mut self.paid_by, &o.paid_by),
+        ] {
+            for (k, v) in n {
+                *m.entry(*k).or_default() += v;
+            }
+        }
+        self.records.extend_from_slice(&o.records);
+        for (k, v) in &o.abort_reasons {
+            *self.abort_reasons.entry(k.clone()).or_default() += v;
+        }
+    }
+}
+
+/// What every terminal of one compute node shares.
+pub struct Shared {
+    pub stats: Mutex<Stats>,
+    pub done: AtomicU64,
+    pub errors: ErrorSlot,
+}
+
+/// A terminal's parameters.
+pub struct Terminal {
+    pub workload: Arc<TpccWorkload>,
+    pub home: u64,
+    pub txns: u64,
+    pub record: bool,
+    pub drain_at_end: bool,
+}
+
+enum Input {
+    NewOrder { d: u64, c: u64, lines: Vec<(u64, u64, u64)> },
+    Payment { d: u64, c_w: u64, c_d: u64, c: u64, amount: u64 },
+    StockLevel { d: u64, threshold: u64 },
+}
+
+fn draw(w: &TpccWorkload, home: u64, rng: &mut ChaCha8Rng) -> Input {
+    let total = w.mix.new_order + w.mix.payment + w.mix.stock_level;
+    let d = between(rng, 1, w.districts_per_warehouse as u64);
+    let pick = unit_f64(rng.next_u64()) * total;
+    if pick >= w.mix.new_order + w.mix.payment {
+        return Input::StockLevel { d, threshold: between(rng, 10, 20) };
+    }
+    let other = |rng: &mut ChaCha8Rng| {
+        let o = between(rng, 1, (w.warehouses as u64) - 1);
+        if o >= home {
+            o + 1
+        } else {
+            o
+        }
+    };
+    if pick < w.mix.new_order {
+        let c = between(rng, 1, w.customers_per_district as u64);
+        let n = between(rng, w.ol_cnt[0] as u64, w.ol_cnt[1] as u64) as usize;
+        let mut lines: Vec<(u64, u64, u64)> = Vec::with_capacity(n);
+        while lines.len() < n {
+            let i = between(rng, 1, w.items as u64);
+            if lines.iter().any(|l| l.0 == i) {
+                continue;
+            }
+            let supply = if w.warehouses > 1 && unit_f64(rng.next_u64()) < w.remote_item_ratio {
+                other(rng)
+            } else {
+                home
+            };
+            lines.push((i, supply, between(rng, 1, 10)));
+        }
+        Input::NewOrder { d, c, lines }
+    } else {
+        let (c_w, c_d) = if w.warehouses > 1 && unit_f64(rng.next_u64()) < w.remote_payment_ratio {
+            (other(rng), between(rng, 1, w.districts_per_warehouse as u64))
+        } else {
+            (home, d)
+        };
+        let c = between(rng, 1, w.customers_per_district as u64);
+        Input::Payment { d, c_w, c_d, c, amount: between(rng, 100, 500_000) }
+    }
+}
+
+async fn new_order<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn,
+    w: u64,
+    d: u64,
+    c: u64,
+    lines: &[(u64, u64, u64)],
+) -> TxnResult<()> {
+    let wt = e.locate(warehouse_key(w)).await?;
+    let _tax = e.read(x, wt, WIDTH[WAREHOUSE], false).await?[W_TAX];
+    let dt = e.locate(district_key(w, d)).await?;
+    let mut district = e.read(x, dt, WIDTH[DISTRICT], true).await?;
+    let o = district[D_NEXT_O_ID];
+    district[D_NEXT_O_ID] += 1;
+    e.write(x, dt, district);
+    let ct = e.locate(customer_key(w, d, c)).await?;
+    let _discount = e.read(x, ct, WIDTH[CUSTOMER], false).await?[C_DISCOUNT];
+    let all_local = lines.iter().all(|l| l.1 == w) as u64;
+    for (n, &(i, supply, quantity)) in lines.iter().enumerate() {
+        let it = e.locate(item_key(i)).await?;
+        let price = e.read(x, it, WIDTH[ITEM], false).await?[I_PRICE];
+        let st = e.locate(stock_key(supply, i)).await?;
+        let mut stock = e.read(x, st, WIDTH[STOCK], true).await?;
+        let q = stock[S_QUANTITY];
+        stock[S_QUANTITY] = if q >= quantity + 10 { q - quantity } else { q + 91 - quantity };
+        stock[S_YTD] += quantity;
+        stock[S_ORDER_CNT] += 1;
+        stock[S_REMOTE_CNT] += (supply != w) as u64;
+        e.write(x, st, stock);
+        let ol = n as u64 + 1;
+        e.insert(
+            x,
+            ORDER_LINE,
+            Some(order_line_key(w, d, o, ol)),
+            WIDTH[ORDER_LINE],
+            vec![i, supply, quantity, quantity * price],
+        );
+    }
+    e.insert(x, ORDER, Some(order_key(w, d, o)), WIDTH[ORDER], vec![c, lines.len() as u64, all_local]);
+    e.insert(x, NEW_ORDER, Some(new_order_key(w, d, o)), WIDTH[NEW_ORDER], vec![o]);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn payment<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn,
+    w: u64,
+    d: u64,
+    c_w: u64,
+    c_d: u64,
+    c: u64,
+    amount: u64,
+) -> TxnResult<()> {
+    let wt = e.locate(warehouse_key(w)).await?;
+    let mut warehouse = e.read(x, wt, WIDTH[WAREHOUSE], true).await?;
+    warehouse[W_YTD] += amount;
+    e.write(x, wt, warehouse);
+    let dt = e.locate(district_key(w, d)).await?;
+    let mut district = e.read(x, dt, WIDTH[DISTRICT], true).await?;
+    district[D_YTD] += amount;
+    e.write(x, dt, district);
+    let ct = e.locate(customer_key(c_w, c_d, c)).await?;
+    let mut customer = e.read(x, ct, WIDTH[CUSTOMER], true).await?;
+    customer[C_BALANCE] = customer[C_BALANCE].wrapping_sub(amount);
+    customer[C_YTD_PAYMENT] += amount;
+    customer[C_PAYMENT_CNT] += 1;
+    e.write(x, ct, customer);
+    e.insert(x, HISTORY, None, WIDTH[HISTORY], vec![c, c_w, amount, w | d << 16]);
+    Ok(())
+}
+
+/// StockLevel (clause 2.8): the district's next order id, the order lines of its last 20
+/// orders, the stock of their items; counts items below the threshold. Read-only. Order lines
+/// an aborted or uncommitted NewOrder never indexed are absent and skipped.
+async fn stock_level<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn,
+    w: u64,
+    d: u64,
+    threshold: u64,
+) -> TxnResult<u64> {
+    let dt = e.locate(district_key(w, d)).await?;
+    let next = e.read(x, dt, WIDTH[DISTRICT], false).await?[D_NEXT_O_ID];
+    let mut items = std::collections::BTreeSet::new();
+    for o in next.saturating_sub(20).max(1)..next {
+        for ol in 1..=15 {
+            let v = e.tree.lookup(order_line_key(w, d, o, ol)).await?;
+            if v == 0 {
+                break;
+            }
+            let line = e.read(x, super::heap::TupleRef(v), WIDTH[ORDER_LINE], false).await?;
+            items.insert(line[OL_I_ID]);
+        }
+    }
+    let mut low = 0;
+    for i in items {
+        let st = e.locate(stock_key(w, i)).await?;
+        low += (e.read(x, st, WIDTH[STOCK], false).await?[S_QUANTITY] < threshold) as u64;
+    }
+    Ok(low)
+}
+
+/// Run the terminal's transactions; the node's last terminal drains its cache when asked.
+pub async fn run_terminal<N: Nic>(
+    mut e: Engine<SelccPages<N>>,
+    t: Terminal,
+    mut rng: ChaCha8Rng,
+    shared: Arc<Shared>,
+) {
+    let node = e.tree.pages.node.clone();
+    let w = t.workload.clone();
+    let mut local = Stats::default();
+    'txns: for seq in 0..t.txns {
+        if shared.errors.is_set() || node.errors.is_set() {
+            break;
+        }
+        let input = draw(&w, t.home, &mut rng);
+        let kind = match input {
+            Input::NewOrder { .. } => 0,
+            Input::Payment { .. } => 1,
+            Input::StockLevel { .. } => 2,
+        };
+        let start = e.tree.pages.now();
+        let mut attempt = 0u32;
+        loop {
+            let result = match e.begin().await {
+                Ok(mut x) => {
+                    let body = match &input {
+                        Input::NewOrder { d, c, lines } => {
+                            new_order(&mut e, &mut x, t.home, *d, *c, lines).await
+                        }
+                        Input::Payment { d, c_w, c_d, c, amount } => {
+                            payment(&mut e, &mut x, t.home, *d, *c_w, *c_d, *c, *amount).await
+                        }
+                        Input::StockLevel { d, threshold } => {
+                            stock_level(&mut e, &mut x, t.home, *d, *threshold).await.map(|_| ())
+                        }
+                    };
+                    match body {
+                        Ok(()) => e.commit(x, e.owner << 32 | seq).await,
+                        Err(f) => match e.abort(x).await {
+                            Ok(()) => Err(f),
+                            Err(err) => Err(err),
+                        },
+                    }
+                }
+                Err(f) => Err(f),
+            };
+            match result {
+                Ok(record) => {
+                    let end = e.tree.pages.now();
+                    let k = &mut local.kinds[kind];
+                    k.committed += 1;
+                    k.latency_ns_total += end - start;
+                    local.latencies[kind].push(end - start);
+                    local.first_start_ns = Some(local.first_start_ns.map_or(start, |s| s.min(start)));
+                    local.last_end_ns = local.last_end_ns.max(end);
+                    match &input {
+                        Input::NewOrder { d, .. } => {
+                            *local.new_orders.entry(t.home << 8 | d).or_default() += 1
+                        }
+                        Input::Payment { c_w, amount, .. } => {
+                            *local.paid_to.entry(t.home).or_default() += amount;
+                            *local.paid_by.entry(*c_w).or_default() += amount;
+                        }
+                        Input::StockLevel { .. } => {}
+                    }
+                    if t.record {
+                        local.records.push(record);
+                    }
+                    break;
+                }
+                Err(Fail::Abort(why)) => {
+                    local.kinds[kind].aborts += 1;
+                    *local.abort_reasons.entry(why.to_string()).or_default() += 1;
+                    attempt += 1;
+                    if attempt > w.max_retries {
+                        local.kinds[kind].gave_up += 1;
+                        break;
+                    }
+                    let mean = w.backoff_ns << attempt.min(5);
+                    let wait = between(&mut rng, 0, 2 * mean);
+                    e.tree.pages.backoff(wait).await;
+                }
+                Err(Fail::Error(err)) => {
+                    shared.errors.record(err);
+                    break 'txns;
+                }
+            }
+        }
+        shared.done.fetch_add(1, Ordering::Relaxed);
+    }
+    local.latch_sections = e.latch_sections;
+    shared.stats.lock().unwrap_or_else(|p| p.into_inner()).merge(&local);
+    let last = {
+        let mut running = node.workers_running.lock().unwrap_or_else(|p| p.into_inner());
+        *running -= 1;
+        *running == 0
+    };
+    if last && t.drain_at_end {
+        let _ = node.drain(&e.tree.pages.worker.nic).await;
+    }
+}

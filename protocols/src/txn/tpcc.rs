@@ -1,0 +1,297 @@
+//! TPC-C's schema as this slice uses it (NewOrder, Payment, StockLevel), scaled down (the scenario states the scale): the
+//! tables, their tuple widths (TPC-C's row sizes, clause 1.3, rounded up to words, plus the
+//! version word), the fields NewOrder and Payment touch, the B-link tree's composite keys, and
+//! the initial population.
+//!
+//! [CHOICE] Each district starts with `initial_orders` orders (TPC-C: 3,000, one per customer)
+//! and their order lines (quantity 5, supplied by the home warehouse, S_YTD left 0 as TPC-C
+//! does), no NEW-ORDER rows (TPC-C: the last 900) and an empty HISTORY.
+
+use serde::{Deserialize, Serialize};
+
+use crate::common::shape::ShapeFields;
+use crate::harness::Problem;
+
+pub const WAREHOUSE: usize = 1;
+pub const DISTRICT: usize = 2;
+pub const CUSTOMER: usize = 3;
+pub const ITEM: usize = 4;
+pub const STOCK: usize = 5;
+pub const ORDER: usize = 6;
+pub const NEW_ORDER: usize = 7;
+pub const ORDER_LINE: usize = 8;
+pub const HISTORY: usize = 9;
+
+/// Words per tuple: 1 version word + ceil(TPC-C row bytes / 8): WAREHOUSE 89 B, DISTRICT 95 B,
+/// CUSTOMER 655 B, ITEM 82 B, STOCK 306 B, ORDER 24 B, NEW-ORDER 8 B, ORDER-LINE 54 B, HISTORY 46 B.
+pub const WIDTH: [usize; 10] = [0, 13, 13, 83, 12, 40, 4, 2, 8, 7];
+
+pub const TABLE_NAMES: [&str; 10] =
+    ["", "warehouse", "district", "customer", "item", "stock", "order", "new-order", "order-line", "history"];
+
+// Field positions (word 0 is the version).
+pub const W_YTD: usize = 1;
+pub const W_TAX: usize = 2;
+pub const D_YTD: usize = 1;
+pub const D_TAX: usize = 2;
+pub const D_NEXT_O_ID: usize = 3;
+pub const C_BALANCE: usize = 1;
+pub const C_YTD_PAYMENT: usize = 2;
+pub const C_PAYMENT_CNT: usize = 3;
+pub const C_DISCOUNT: usize = 4;
+pub const I_PRICE: usize = 1;
+pub const S_QUANTITY: usize = 1;
+pub const S_YTD: usize = 2;
+pub const S_ORDER_CNT: usize = 3;
+pub const S_REMOTE_CNT: usize = 4;
+pub const O_OL_CNT: usize = 2;
+pub const OL_I_ID: usize = 1;
+pub const OL_SUPPLY_W: usize = 2;
+pub const OL_QUANTITY: usize = 3;
+
+/// Initial money in cents (TPC-C clause 4.3.3.1).
+pub const W_YTD_INIT: u64 = 30_000_000;
+pub const D_YTD_INIT: u64 = 3_000_000;
+pub const C_YTD_PAYMENT_INIT: u64 = 1_000;
+
+fn key(table: usize, body: u64) -> u64 {
+    debug_assert!(body < 1 << 60);
+    (table as u64) << 60 | body
+}
+
+pub fn warehouse_key(w: u64) -> u64 {
+    key(WAREHOUSE, w)
+}
+pub fn district_key(w: u64, d: u64) -> u64 {
+    key(DISTRICT, w << 8 | d)
+}
+pub fn customer_key(w: u64, d: u64, c: u64) -> u64 {
+    key(CUSTOMER, w << 32 | d << 24 | c)
+}
+pub fn item_key(i: u64) -> u64 {
+    key(ITEM, i)
+}
+pub fn stock_key(w: u64, i: u64) -> u64 {
+    key(STOCK, w << 32 | i)
+}
+pub fn order_key(w: u64, d: u64, o: u64) -> u64 {
+    key(ORDER, w << 40 | d << 32 | o)
+}
+pub fn new_order_key(w: u64, d: u64, o: u64) -> u64 {
+    key(NEW_ORDER, w << 40 | d << 32 | o)
+}
+pub fn order_line_key(w: u64, d: u64, o: u64, ol: u64) -> u64 {
+    key(ORDER_LINE, w << 44 | d << 36 | o << 4 | ol)
+}
+pub fn table_of(key: u64) -> usize {
+    (key >> 60) as usize
+}
+
+/// Transaction weights of the mix (normalised when drawn).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mix {
+    #[serde(default)]
+    pub new_order: f64,
+    #[serde(default)]
+    pub payment: f64,
+    #[serde(default)]
+    pub stock_level: f64,
+}
+
+fn ten() -> u32 {
+    10
+}
+fn ol_cnt() -> [u32; 2] {
+    [5, 15]
+}
+fn remote_item() -> f64 {
+    0.01
+}
+fn remote_payment() -> f64 {
+    0.15
+}
+fn retries() -> u32 {
+    1000
+}
+fn backoff() -> u64 {
+    2_000
+}
+
+/// The scenario's `workload` for `protocol: "tpcc"`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TpccWorkload {
+    pub warehouses: u32,
+    #[serde(default = "ten")]
+    pub districts_per_warehouse: u32,
+    /// TPC-C: 3,000.
+    pub customers_per_district: u32,
+    /// TPC-C: 100,000.
+    pub items: u32,
+    /// Orders per district at load (TPC-C: 3,000); D_NEXT_O_ID starts after them.
+    #[serde(default)]
+    pub initial_orders: u32,
+    /// Weights; TPC-C's standard mix is NewOrder 45 : Payment 43 : OrderStatus 4 : Delivery 4 :
+    /// StockLevel 4 (OrderStatus and Delivery not built).
+    pub mix: Mix,
+    /// Order lines per NewOrder, inclusive (TPC-C: 5..=15).
+    #[serde(default = "ol_cnt")]
+    pub ol_cnt: [u32; 2],
+    /// Order lines supplied by another warehouse (TPC-C: 1 %).
+    #[serde(default = "remote_item")]
+    pub remote_item_ratio: f64,
+    /// Payments of a customer of another warehouse (TPC-C: 15 %).
+    #[serde(default = "remote_payment")]
+    pub remote_payment_ratio: f64,
+    /// Aborted attempts before a transaction is given up (counted).
+    #[serde(default = "retries")]
+    pub max_retries: u32,
+    /// Mean wait before retrying an aborted transaction, doubled per abort up to 32×, ns.
+    #[serde(default = "backoff")]
+    pub backoff_ns: u64,
+    pub threads_per_node: Option<u32>,
+    pub threads_total: Option<u32>,
+    /// Transactions per thread.
+    pub ops_per_thread: Option<u64>,
+    pub ops_per_node: Option<u64>,
+    pub cache_frames: Option<u32>,
+    /// Fraction of the loaded pages (heap and index) each compute node caches.
+    pub cache_ratio: Option<f64>,
+}
+
+impl TpccWorkload {
+    pub fn shape_fields(&self) -> ShapeFields {
+        ShapeFields {
+            threads_per_node: self.threads_per_node,
+            threads_total: self.threads_total,
+            ops_per_thread: self.ops_per_thread,
+            ops_per_node: self.ops_per_node,
+            cache_frames: self.cache_frames,
+            cache_ratio: self.cache_ratio,
+        }
+    }
+
+    pub fn check(&self, out: &mut Vec<Problem>) {
+        let w = "workload";
+        if self.warehouses == 0 || self.warehouses >= 1 << 16 {
+            out.push(Problem::new(format!("{w}.warehouses"), "must be in 1..65536"));
+        }
+        if self.districts_per_warehouse == 0 || self.districts_per_warehouse > 255 {
+            out.push(Problem::new(format!("{w}.districts_per_warehouse"), "must be in 1..=255"));
+        }
+        if self.customers_per_district == 0 || self.customers_per_district >= 1 << 24 {
+            out.push(Problem::new(format!("{w}.customers_per_district"), "must be in 1..2^24"));
+        }
+        if self.items < 15 || self.items >= 1 << 30 {
+            out.push(Problem::new(
+                format!("{w}.items"),
+                "must be in 15..2^30 (an order has up to 15 distinct items)",
+            ));
+        }
+        let [lo, hi] = self.ol_cnt;
+        if lo == 0 || lo > hi || hi > 15 || hi > self.items {
+            out.push(Problem::new(
+                format!("{w}.ol_cnt"),
+                "must be [lo, hi] with 1 <= lo <= hi <= 15 and hi <= items",
+            ));
+        }
+        let m = self.mix;
+        if !(m.new_order >= 0.0
+            && m.payment >= 0.0
+            && m.stock_level >= 0.0
+            && m.new_order + m.payment + m.stock_level > 0.0)
+        {
+            out.push(Problem::new(format!("{w}.mix"), "weights must be non-negative, not all zero"));
+        }
+        for (name, r) in [
+            ("remote_item_ratio", self.remote_item_ratio),
+            ("remote_payment_ratio", self.remote_payment_ratio),
+        ] {
+            if !(0.0..=1.0).contains(&r) {
+                out.push(Problem::new(format!("{w}.{name}"), "must be in [0, 1]"));
+            }
+        }
+    }
+}
+
+/// A deterministic per-tuple number for the initial population (not random: the same for every
+/// seed, so a sweep's points share one database).
+fn hash(a: u64, b: u64) -> u64 {
+    let mut x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(0x6A09_E667_F3BC_C909);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^ (x >> 29)
+}
+
+/// The initial tuples, table by table in insertion order: (table, key, image with version 0).
+pub fn population(w: &TpccWorkload) -> Vec<(usize, u64, Vec<u64>)> {
+    let mut out = Vec::new();
+    let image = |table: usize, fields: &[(usize, u64)]| {
+        let mut v = vec![0u64; WIDTH[table]];
+        for (at, x) in fields {
+            v[*at] = *x;
+        }
+        v
+    };
+    let ws = 1..=w.warehouses as u64;
+    let ds = 1..=w.districts_per_warehouse as u64;
+    for wh in ws.clone() {
+        out.push((
+            WAREHOUSE,
+            warehouse_key(wh),
+            image(WAREHOUSE, &[(W_YTD, W_YTD_INIT), (W_TAX, hash(wh, 1) % 2001)]),
+        ));
+    }
+    for wh in ws.clone() {
+        for d in ds.clone() {
+            let next = w.initial_orders as u64 + 1;
+            let fields = [(D_YTD, D_YTD_INIT), (D_TAX, hash(wh << 8 | d, 2) % 2001), (D_NEXT_O_ID, next)];
+            out.push((DISTRICT, district_key(wh, d), image(DISTRICT, &fields)));
+        }
+    }
+    for wh in ws.clone() {
+        for d in ds.clone() {
+            for c in 1..=w.customers_per_district as u64 {
+                let fields = [
+                    (C_BALANCE, (-1_000i64) as u64),
+                    (C_YTD_PAYMENT, C_YTD_PAYMENT_INIT),
+                    (C_PAYMENT_CNT, 1),
+                    (C_DISCOUNT, hash(wh << 40 | d << 32 | c, 3) % 5001),
+                ];
+                out.push((CUSTOMER, customer_key(wh, d, c), image(CUSTOMER, &fields)));
+            }
+        }
+    }
+    for i in 1..=w.items as u64 {
+        out.push((ITEM, item_key(i), image(ITEM, &[(I_PRICE, 100 + hash(i, 4) % 9_901)])));
+    }
+    for wh in ws {
+        for i in 1..=w.items as u64 {
+            out.push((
+                STOCK,
+                stock_key(wh, i),
+                image(STOCK, &[(S_QUANTITY, 10 + hash(wh << 32 | i, 5) % 91)]),
+            ));
+        }
+    }
+    let [lo, hi] = w.ol_cnt;
+    let mut lines = Vec::new();
+    for wh in 1..=w.warehouses as u64 {
+        for d in 1..=w.districts_per_warehouse as u64 {
+            for o in 1..=w.initial_orders as u64 {
+                let id = wh << 40 | d << 32 | o;
+                let n = lo as u64 + hash(id, 6) % (hi - lo + 1) as u64;
+                let c = o % w.customers_per_district as u64 + 1;
+                out.push((ORDER, order_key(wh, d, o), image(ORDER, &[(1, c), (O_OL_CNT, n), (3, 1)])));
+                for ol in 1..=n {
+                    let i = hash(id, 7 + ol) % w.items as u64 + 1;
+                    let fields = [(OL_I_ID, i), (OL_SUPPLY_W, wh), (OL_QUANTITY, 5)];
+                    lines.push((ORDER_LINE, order_line_key(wh, d, o, ol), image(ORDER_LINE, &fields)));
+                }
+            }
+        }
+    }
+    out.extend(lines);
+    out
+}
