@@ -31,6 +31,7 @@ fn all() -> Vec<Registered> {
         entry(dmsim_protocols::dex::Dex),
         entry(dmsim_protocols::blink::Blink),
         entry(dmsim_protocols::difache::Difache),
+        entry(dmsim_protocols::dolphin::Dolphin),
     ]
 }
 
