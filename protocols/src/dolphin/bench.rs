@@ -26,9 +26,19 @@ pub struct KvLogger {
 
 impl KvLogger {
     fn push(&self, key: u64, write: Option<u64>, seen: Option<u64>, invoke: u64, ret: u64) {
-        self.log.lock().push(LoggedOp { client: self.client, key, write, seen, invoke_ns: invoke, return_ns: Some(ret) });
+        self.log.lock().push(LoggedOp {
+            client: self.client,
+            key,
+            write,
+            seen,
+            invoke_ns: invoke,
+            return_ns: Some(ret),
+        });
     }
 }
+
+/// (key, written value, value read).
+type Access = (u64, Option<u64>, Option<u64>);
 
 fn kind_index(kind: OpKind) -> usize {
     match kind {
@@ -52,8 +62,7 @@ pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStrea
             write_stamp(node, thread, sequence)
         };
         let mut found = false;
-        // (key, written value, value read)
-        let result: Result<Vec<(u64, Option<u64>, Option<u64>)>, _> = match op.kind {
+        let result: Result<Vec<Access>, _> = match op.kind {
             OpKind::Read => c.get(op.key).await.map(|v| {
                 found = v != 0 && v & TOMBSTONE == 0;
                 vec![(op.key, None, Some(v))]

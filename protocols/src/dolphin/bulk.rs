@@ -77,7 +77,7 @@ impl Builder {
             let b = byte(children[i].0, d);
             let j = i + children[i..].iter().take_while(|c| byte(c.0, d) == b).count();
             let group = &children[i..j];
-            let slot = addr.add(slot_offset(b));
+            let slot = addr.plus(slot_offset(b));
             let e = if group.len() == 1 {
                 self.set_rev(group[0].2, slot);
                 group[0].1
@@ -136,7 +136,7 @@ pub fn build(keys: &[u64], memory_nodes: usize, fill: usize) -> Image {
             for (min, addr, idx) in &made {
                 let s = byte(*min, SPECIAL_DEPTH);
                 node.slots[s] = entry(Kind::Leaf, *addr);
-                b.set_rev(*idx, saddr.add(slot_offset(s)));
+                b.set_rev(*idx, saddr.plus(slot_offset(s)));
             }
             b.objects.push((saddr, Obj::Node(node)));
             children.push((lo, entry(Kind::Special, saddr), b.objects.len() - 1));

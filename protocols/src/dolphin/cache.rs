@@ -18,6 +18,7 @@ use super::layout::{prefix, slot_offset, Gaddr, NodeImage, NODE_SLOTS};
 pub struct Cached {
     pub addr: Gaddr,
     pub node: NodeImage,
+    admitted: u64,
 }
 
 pub fn entry_bytes(node: &NodeImage) -> u64 {
@@ -29,7 +30,8 @@ pub struct IndexCache {
     capacity: u64,
     used: u64,
     map: BTreeMap<(u8, u64), Cached>,
-    fifo: VecDeque<(u8, u64)>,
+    fifo: VecDeque<((u8, u64), u64)>,
+    admissions: u64,
     pub evictions: u64,
     /// The most bytes ever held (what "the index cache needed" is measured by).
     pub peak: u64,
@@ -37,7 +39,15 @@ pub struct IndexCache {
 
 impl IndexCache {
     pub fn new(capacity: u64) -> IndexCache {
-        IndexCache { capacity, used: 0, map: BTreeMap::new(), fifo: VecDeque::new(), evictions: 0, peak: 0 }
+        IndexCache {
+            capacity,
+            used: 0,
+            map: BTreeMap::new(),
+            fifo: VecDeque::new(),
+            admissions: 0,
+            evictions: 0,
+            peak: 0,
+        }
     }
 
     /// The deepest cached node on `key`'s path.
@@ -45,34 +55,30 @@ impl IndexCache {
         (0..=7u8).rev().find_map(|d| self.map.get(&(d, prefix(key, d))).cloned())
     }
 
+    /// Admit (or refresh) a node copy at the back of the FIFO queue, evicting from the front.
+    /// Queue entries carry the admission number so a refreshed node's older entry is skipped.
     pub fn admit(&mut self, addr: Gaddr, node: &NodeImage) {
-        if self.capacity == 0 {
-            return;
-        }
         let id = (node.depth, node.prefix);
         let bytes = entry_bytes(node);
         if let Some(old) = self.map.remove(&id) {
             self.used -= entry_bytes(&old.node);
-        } else {
-            self.fifo.push_back(id);
+        }
+        if bytes > self.capacity {
+            return;
         }
         while self.used + bytes > self.capacity {
-            let Some(victim) = self.fifo.pop_front() else { return };
-            if victim == id {
-                self.fifo.push_back(id);
-                if self.fifo.len() == 1 {
-                    return;
-                }
-                continue;
-            }
-            if let Some(old) = self.map.remove(&victim) {
+            let Some((victim, admitted)) = self.fifo.pop_front() else { break };
+            if self.map.get(&victim).is_some_and(|c| c.admitted == admitted) {
+                let old = self.map.remove(&victim).expect("present");
                 self.used -= entry_bytes(&old.node);
                 self.evictions += 1;
             }
         }
+        self.admissions += 1;
+        self.fifo.push_back((id, self.admissions));
         self.used += bytes;
         self.peak = self.peak.max(self.used);
-        self.map.insert(id, Cached { addr, node: node.clone() });
+        self.map.insert(id, Cached { addr, node: node.clone(), admitted: self.admissions });
     }
 
     /// A re-read slot word of a cached node.
@@ -91,7 +97,8 @@ impl IndexCache {
     pub fn set_slot(&mut self, slot: Gaddr, word: u64) {
         let hit = self.map.iter().find_map(|(id, c)| {
             let start = c.addr.offset + slot_offset(0);
-            let inside = c.addr.mn == slot.mn && slot.offset >= start && slot.offset < start + 8 * NODE_SLOTS as u64;
+            let inside =
+                c.addr.mn == slot.mn && slot.offset >= start && slot.offset < start + 8 * NODE_SLOTS as u64;
             inside.then(|| (*id, ((slot.offset - start) / 8) as usize))
         });
         if let Some(((depth, pfx), i)) = hit {

@@ -34,7 +34,7 @@ pub struct Contents {
 }
 
 fn words(memory: Memory, at: Gaddr, n: usize) -> Vec<u64> {
-    (0..n).map(|i| memory(at.add(i as u64 * 8).remote())).collect()
+    (0..n).map(|i| memory(at.plus(i as u64 * 8).remote())).collect()
 }
 
 pub fn read_node(memory: Memory, at: Gaddr) -> NodeImage {
@@ -54,7 +54,10 @@ pub fn walk(memory: Memory, quiescent: bool) -> Result<Contents, String> {
     c.reachable.insert(ROOT);
     let root = read_node(memory, ROOT);
     if root.depth != 0 || root.special || root.prefix != 0 {
-        return Err(format!("root header is depth {} special {} prefix {:#x}", root.depth, root.special, root.prefix));
+        return Err(format!(
+            "root header is depth {} special {} prefix {:#x}",
+            root.depth, root.special, root.prefix
+        ));
     }
     node(memory, ROOT, &root, quiescent, &mut c)?;
     Ok(c)
@@ -72,7 +75,7 @@ fn node(memory: Memory, at: Gaddr, n: &NodeImage, quiescent: bool, c: &mut Conte
             }
             continue;
         };
-        let slot = at.add(slot_offset(i));
+        let slot = at.plus(slot_offset(i));
         let child = entry_addr(e);
         if !c.reachable.insert(child) {
             return Err(format!("{child:?} is reachable twice (again from {at:?} slot {i})"));
@@ -104,7 +107,10 @@ fn node(memory: Memory, at: Gaddr, n: &NodeImage, quiescent: bool, c: &mut Conte
             ));
         }
         if m.prefix != prefix(m.prefix, m.depth) || m.prefix < lo || m.prefix > hi {
-            return Err(format!("node {child:?} prefix {:#x} is outside its slot's range [{lo:#x}, {hi:#x}]", m.prefix));
+            return Err(format!(
+                "node {child:?} prefix {:#x} is outside its slot's range [{lo:#x}, {hi:#x}]",
+                m.prefix
+            ));
         }
         if quiescent && m.rev != slot.word() {
             return Err(format!("node {child:?}: rev_ptr {:#x} is not its slot {slot:?}", m.rev));
@@ -139,21 +145,23 @@ fn leaf_checks(
                 leaf.min, leaf.max
             ));
         }
-    } else if leaf.min != wlo || leaf.max != whi || wlo < lo || whi > hi {
-        if !held {
-            return Err(format!(
-                "leaf {at:?} hanging under an ART node has [{:#x}, {:#x}], not its window inside [{lo:#x}, {hi:#x}]",
-                leaf.min, leaf.max
-            ));
-        }
+    } else if (leaf.min != wlo || leaf.max != whi || wlo < lo || whi > hi) && !held {
+        return Err(format!(
+            "leaf {at:?} hanging under an ART node has [{:#x}, {:#x}], not its window inside [{lo:#x}, {hi:#x}]",
+            leaf.min, leaf.max
+        ));
     }
     for x in 0..LEAF_SLOTS {
         let k = leaf.keys[x];
         if k == 0 {
             continue;
         }
-        if !(leaf.covers(k) && k >= wlo && k <= whi) && !held {
-            return Err(format!("leaf {at:?} [{:#x}, {:#x}] holds key {k:#x} in slot {x}", leaf.min, leaf.max));
+        let inside = leaf.covers(k) && k >= wlo && k <= whi;
+        if !inside && !held {
+            return Err(format!(
+                "leaf {at:?} [{:#x}, {:#x}] holds key {k:#x} in slot {x}",
+                leaf.min, leaf.max
+            ));
         }
         if quiescent && leaf.values[x] == 0 {
             return Err(format!("leaf {at:?}: key {k:#x} in slot {x} has no value at quiescence"));
@@ -168,18 +176,23 @@ fn leaf_checks(
 /// See the module docs. `reachable` from a [`walk`] of the same memory.
 pub fn check_cache(memory: Memory, cache: &IndexCache, reachable: &BTreeSet<Gaddr>) -> Result<(), String> {
     for cached in cache.entries() {
-        let remote = read_node(memory, cached.addr);
-        if remote.depth != cached.node.depth || remote.prefix != cached.node.prefix || remote.special != cached.node.special {
+        let header = words(memory, cached.addr, N_SLOTS);
+        let mut remote = NodeImage::decode(&[header, vec![0; NODE_SLOTS]].concat());
+        remote.rev = 0;
+        if remote.depth != cached.node.depth
+            || remote.prefix != cached.node.prefix
+            || remote.special != cached.node.special
+        {
             return Err(format!("cached node {:?} has a header memory does not", cached.addr));
         }
         for i in 0..NODE_SLOTS {
             let e = cached.node.slots[i];
-            if e == 0 || e == remote.slots[i] {
+            if e == 0 || e == memory(cached.addr.plus(slot_offset(i)).remote()) {
                 continue;
             }
             let child = entry_addr(e);
             let rev = memory(child.remote());
-            let slot = cached.addr.add(slot_offset(i));
+            let slot = cached.addr.plus(slot_offset(i));
             if rev == slot.word() && !reachable.contains(&child) {
                 return Err(format!(
                     "cached slot {i} of {:?} leads to {child:?}, which claims that slot but is unreachable",

@@ -28,7 +28,7 @@ use super::bench::{run_client, KvLogger};
 use super::bulk::{build, Image};
 use super::check::{check_cache, walk};
 use super::config::Config;
-use super::layout::{Layout, IMAGE_START, LEAF_BYTES, NODE_BYTES, ROOT, TOMBSTONE};
+use super::layout::{Layout, LEAF_BYTES, NODE_BYTES, TOMBSTONE};
 use super::tree::{Client, Shared, CLIENT_BUFFER_BYTES};
 use crate::common::metrics::percentile;
 use crate::common::shape;
@@ -103,7 +103,8 @@ impl DolphinPlan {
         let w: YcsbWorkload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
         let presets = [("default", Config::dolphin()), ("dolphin", Config::dolphin())];
         let mut config: Config =
-            merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED).map_err(|p| vec![p])?;
+            merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
+                .map_err(|p| vec![p])?;
         let mut out = Vec::new();
         w.check(&mut out);
         out.extend(config.validate().iter().map(|p| problem_at("protocol_options", p)));
@@ -114,8 +115,9 @@ impl DolphinPlan {
         if point.compute_nodes == 0 {
             out.push(Problem::new("cluster.compute_nodes", "must be at least 1"));
         }
-        config.mutant = super::mutants::named(&point.mutant)
-            .ok_or_else(|| vec![Problem::new("mutant", format!("Dolphin has no mutant {:?}", point.mutant))])?;
+        config.mutant = super::mutants::named(&point.mutant).ok_or_else(|| {
+            vec![Problem::new("mutant", format!("Dolphin has no mutant {:?}", point.mutant))]
+        })?;
         if !out.is_empty() {
             return Err(out);
         }
@@ -135,7 +137,8 @@ impl DolphinPlan {
         // a case-1 split), twice over for lost CAS races, spread over the memory nodes.
         let p = w.proportions();
         let share = p.update + p.insert + p.delete;
-        let stores = ((run.ops_per_thread + w.warmup_ops_per_thread) * run.threads_per_node as u64) as f64 * share;
+        let stores =
+            ((run.ops_per_thread + w.warmup_ops_per_thread) * run.threads_per_node as u64) as f64 * share;
         let per_mn = (2.0 * stores * (LEAF_BYTES + NODE_BYTES) as f64 / mns as f64) as u64;
         let layout = Layout {
             memory_nodes: mns as usize,
@@ -214,7 +217,6 @@ impl Plan for DolphinPlan {
         for (offset, words) in self.image.chunks(me.0) {
             nic.local().write_words(offset, &words);
         }
-        debug_assert!(ROOT.offset + NODE_BYTES <= IMAGE_START);
     }
 
     fn node<N: Nic>(&self, nic: N) -> NodeRun<Shared> {
@@ -304,7 +306,10 @@ impl Plan for DolphinPlan {
         m.insert("ms_bytes_per_key".into(), image_bytes as f64 / loaded);
         m.insert("cs_full_cache_bytes_per_key".into(), self.image.internal_cache_bytes as f64 / loaded);
         let rs = Self::reports(reports);
-        m.insert("cs_cache_peak_bytes".into(), rs.iter().map(|r| r.cache_peak_bytes).max().unwrap_or(0) as f64);
+        m.insert(
+            "cs_cache_peak_bytes".into(),
+            rs.iter().map(|r| r.cache_peak_bytes).max().unwrap_or(0) as f64,
+        );
         m.insert("cache_evictions".into(), rs.iter().map(|r| r.cache_evictions).sum::<u64>() as f64);
         m.insert("ms_allocated_bytes".into(), rs.iter().map(|r| r.allocated_bytes).sum::<u64>() as f64);
         m.insert("leaves".into(), self.image.leaves as f64);

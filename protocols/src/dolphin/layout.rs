@@ -42,7 +42,7 @@ pub const NODE_WORDS: usize = N_SLOTS + NODE_SLOTS;
 /// What a node READ fetches.
 pub const NODE_READ_BYTES: u32 = (NODE_WORDS * 8) as u32;
 /// Allocation size (a whole number of 64-byte lines).
-pub const NODE_BYTES: u64 = ((NODE_WORDS as u64 * 8) + 63) / 64 * 64;
+pub const NODE_BYTES: u64 = (NODE_WORDS as u64 * 8).div_ceil(64) * 64;
 
 /// The depth of the special node: the byte it range-searches.
 pub const SPECIAL_DEPTH: u8 = 7;
@@ -73,7 +73,7 @@ impl Gaddr {
     pub fn remote(self) -> RemoteAddr {
         RemoteAddr::new(NodeId(self.mn), self.offset)
     }
-    pub fn add(self, bytes: u64) -> Gaddr {
+    pub fn plus(self, bytes: u64) -> Gaddr {
         Gaddr { mn: self.mn, offset: self.offset + bytes }
     }
     /// As a `rev_ptr` word (never 0: offsets start above the root's first slot).

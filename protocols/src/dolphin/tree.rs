@@ -213,7 +213,7 @@ impl<N: Nic> Client<N> {
                 via_cache = false;
                 continue;
             };
-            let slot = addr.add(slot_offset(i));
+            let slot = addr.plus(slot_offset(i));
             let mut e = node.slots[i];
             if e == 0 && via_cache && self.mutant() != Mutant::CachedNullIsAbsent {
                 e = self.refresh_slot(&node, slot, i).await?;
@@ -278,18 +278,29 @@ impl<N: Nic> Client<N> {
     /// Judge a leaf image for `key` reached through `found`; a stale route refreshes the
     /// parent (backtracking) and asks for a retry.
     async fn judge(&mut self, key: u64, leaf: &LeafImage, found: &Found) -> ProtocolResult<Verdict> {
-        let Found::Leaf { slot, parent, parent_special, via_cache, .. } = *found else {
+        let Found::Leaf { addr, slot, parent, parent_special, mut via_cache, .. } = *found else {
             unreachable!("judge is called on leaves")
         };
         self.nic.cpu(Nanos(self.config().cpu.leaf_ns)).await;
         if self.mutant() == Mutant::SkipRangeCheck {
             return Ok(Verdict::Use);
         }
-        let stale_rev = via_cache && leaf.rev != slot.word();
+        let mut stale_rev = via_cache && leaf.rev != slot.word();
+        let other_window = prefix(leaf.min, SPECIAL_DEPTH) != prefix(key, SPECIAL_DEPTH);
+        if via_cache && !parent_special && (stale_rev || other_window) {
+            // Conclude nothing from a cached slot: re-read it; unchanged, the route is fresh.
+            let w = self.read_word(slot, "re-read a cached slot").await?;
+            self.shared.cache().set_slot(slot, w);
+            if w != entry(Kind::Leaf, addr) {
+                self.cur.retries += 1;
+                return Ok(Verdict::Retry);
+            }
+            via_cache = false;
+            stale_rev = false;
+        }
         if !stale_rev && leaf.covers(key) {
             return Ok(Verdict::Use);
         }
-        let other_window = prefix(leaf.min, SPECIAL_DEPTH) != prefix(key, SPECIAL_DEPTH);
         if other_window && !via_cache && !parent_special {
             return Ok(Verdict::OtherWindow);
         }
@@ -333,14 +344,14 @@ impl<N: Nic> Client<N> {
             self.batch(&[read], "read leaf keys").await?;
             return Ok((0, LeafImage::decode(&self.local_words(b, L_VALUES))));
         }
-        let faa = Verb::Faa { remote: addr.add(LOCK_BYTES).remote(), add: 1 };
+        let faa = Verb::Faa { remote: addr.plus(LOCK_BYTES).remote(), add: 1 };
         let r = self.batch(&[faa, read], "Spear enter + read leaf keys").await?;
         Ok((r.get(0), LeafImage::decode(&self.local_words(b, L_VALUES))))
     }
 
     async fn leave(&mut self, addr: Gaddr) -> ProtocolResult<()> {
         if self.mutant() != Mutant::NoSpear {
-            self.faa(addr.add(LOCK_BYTES), u64::MAX, "Spear leave").await?;
+            self.faa(addr.plus(LOCK_BYTES), u64::MAX, "Spear leave").await?;
         }
         Ok(())
     }
@@ -350,7 +361,7 @@ impl<N: Nic> Client<N> {
         loop {
             self.nic.sleep(Nanos(1_000)).await;
             self.shared.errors.check()?;
-            let w = self.read_word(addr.add(LOCK_BYTES), "wait for an SMO").await?;
+            let w = self.read_word(addr.plus(LOCK_BYTES), "wait for an SMO").await?;
             if (w as i64) >= SMO_UP_LIMIT {
                 return Ok(());
             }
@@ -359,8 +370,8 @@ impl<N: Nic> Client<N> {
 
     /// WRITE `value` into slot `x` and leave Spear, in one doorbell batch (RTT 2).
     async fn write_value(&mut self, addr: Gaddr, x: usize, value: u64) -> ProtocolResult<()> {
-        let write = Verb::WriteWord { remote: addr.add(value_word(x)).remote(), value };
-        let release = Verb::Faa { remote: addr.add(LOCK_BYTES).remote(), add: u64::MAX };
+        let write = Verb::WriteWord { remote: addr.plus(value_word(x)).remote(), value };
+        let release = Verb::Faa { remote: addr.plus(LOCK_BYTES).remote(), add: u64::MAX };
         match self.mutant() {
             Mutant::NoSpear => self.batch(&[write], "write value").await.map(|_| ()),
             Mutant::ReleaseBeforeWrite => {
@@ -384,7 +395,10 @@ impl<N: Nic> Client<N> {
                     continue;
                 }
                 Found::Mismatch { slot, child, child_prefix, child_depth, parent_depth } => {
-                    if self.push_down(key, value, slot, child, child_prefix, child_depth, parent_depth).await? {
+                    if self
+                        .push_down(key, value, slot, child, child_prefix, child_depth, parent_depth)
+                        .await?
+                    {
                         return Ok(());
                     }
                     continue;
@@ -422,7 +436,7 @@ impl<N: Nic> Client<N> {
             // Insert case (a): claim an empty key slot, lowest first.
             let mut claimed = None;
             for x in (0..self.config().split_at()).filter(|x| leaf.keys[*x] == 0) {
-                let at = addr.add(key_word(x));
+                let at = addr.plus(key_word(x));
                 let old = if self.mutant() == Mutant::InsertWithoutCas {
                     let w = Verb::WriteWord { remote: at.remote(), value: key };
                     self.batch(&[w], "claim key slot").await?;
@@ -486,7 +500,7 @@ impl<N: Nic> Client<N> {
         node.slots[cb] = child;
         node.slots[kb] = entry(Kind::Leaf, laddr);
         let (lo, hi) = window(key);
-        let mut leaf = LeafImage::new(lo, hi, naddr.add(slot_offset(kb)).word());
+        let mut leaf = LeafImage::new(lo, hi, naddr.plus(slot_offset(kb)).word());
         leaf.keys[0] = key;
         leaf.values[0] = value;
         self.write_words(laddr, &leaf.encode(), "write new leaf").await?;
@@ -499,15 +513,21 @@ impl<N: Nic> Client<N> {
         }
         if self.mutant() != Mutant::PushdownKeepsRevPtr {
             let rev = entry_addr(child);
-            self.cas(rev, slot.word(), naddr.add(slot_offset(cb)).word(), "move rev_ptr").await?;
+            self.cas(rev, slot.word(), naddr.plus(slot_offset(cb)).word(), "move rev_ptr").await?;
         }
         Ok(true)
     }
 
     /// Split the leaf at `addr` (reached through `slot` of `parent`), holding one shared Spear
     /// count; returns with none.
-    async fn split(&mut self, addr: Gaddr, slot: Gaddr, parent: Gaddr, parent_special: bool) -> ProtocolResult<()> {
-        let lock = addr.add(LOCK_BYTES);
+    async fn split(
+        &mut self,
+        addr: Gaddr,
+        slot: Gaddr,
+        parent: Gaddr,
+        parent_special: bool,
+    ) -> ProtocolResult<()> {
+        let lock = addr.plus(LOCK_BYTES);
         let old = self.faa(lock, SMO_STATUS as u64, "Spear SMO enter").await?;
         if (old as i64) < SMO_UP_LIMIT {
             // Another SMO holds it: undo both counts and wait.
@@ -526,8 +546,10 @@ impl<N: Nic> Client<N> {
         self.batch(&[read], "SMO read leaf").await?;
         self.nic.cpu(Nanos(self.config().cpu.leaf_ns)).await;
         let leaf = LeafImage::decode(&self.local_words(b, LEAF_WORDS));
-        let mut items: Vec<(usize, u64, u64)> =
-            (0..LEAF_SLOTS).filter(|x| leaf.keys[*x] != 0).map(|x| (x, leaf.keys[x], leaf.values[x])).collect();
+        let mut items: Vec<(usize, u64, u64)> = (0..LEAF_SLOTS)
+            .filter(|x| leaf.keys[*x] != 0)
+            .map(|x| (x, leaf.keys[x], leaf.values[x]))
+            .collect();
         items.sort_by_key(|i| i.1);
         let release_old = (-SMO_STATUS - 1) as u64;
         if items.len() < 2 {
@@ -537,7 +559,8 @@ impl<N: Nic> Client<N> {
         // "evenly distributes ... placing the larger portion into the new leaf node"
         let m = items.len() / 2;
         let split_key = items[m].1;
-        let moved = if self.mutant() == Mutant::SplitDropsLast { &items[m..items.len() - 1] } else { &items[m..] };
+        let moved =
+            if self.mutant() == Mutant::SplitDropsLast { &items[m..items.len() - 1] } else { &items[m..] };
         let mut new = LeafImage::new(split_key, leaf.max, 0);
         new.lock = if self.mutant() == Mutant::NewLeafUnlocked { 0 } else { SMO_STATUS as u64 };
         for (s, (_, k, v)) in moved.iter().enumerate() {
@@ -556,7 +579,7 @@ impl<N: Nic> Client<N> {
         let j = byte(split_key, SPECIAL_DEPTH);
         if parent_special {
             // Case 2 (Fig. 4(e)): the parent is special; E goes into its empty slot j.
-            let eslot = parent.add(slot_offset(j));
+            let eslot = parent.plus(slot_offset(j));
             new.rev = eslot.word();
             self.write_words(eaddr, &new.encode(), "SMO write new leaf").await?;
             let old = self.cas(eslot, 0, entry(Kind::Leaf, eaddr), "SMO link new leaf").await?;
@@ -573,8 +596,8 @@ impl<N: Nic> Client<N> {
             let mut d = NodeImage::new(SPECIAL_DEPTH, true, prefix(leaf.min, SPECIAL_DEPTH), slot.word());
             d.slots[c0] = entry(Kind::Leaf, addr);
             d.slots[j] = entry(Kind::Leaf, eaddr);
-            new.rev = daddr.add(slot_offset(j)).word();
-            shrunk.rev = daddr.add(slot_offset(c0)).word();
+            new.rev = daddr.plus(slot_offset(j)).word();
+            shrunk.rev = daddr.plus(slot_offset(c0)).word();
             self.write_words(eaddr, &new.encode(), "SMO write new leaf").await?;
             self.write_words(daddr, &d.encode(), "SMO write special node").await?;
             let expect = entry(Kind::Leaf, addr);
@@ -589,7 +612,7 @@ impl<N: Nic> Client<N> {
         self.write_words(addr, &words[..L_LOCK], "SMO rewrite old leaf").await?;
         self.faa(lock, release_old, "Spear SMO leave").await?;
         if new.lock != 0 {
-            self.faa(eaddr.add(LOCK_BYTES), (-SMO_STATUS) as u64, "Spear SMO leave new leaf").await?;
+            self.faa(eaddr.plus(LOCK_BYTES), (-SMO_STATUS) as u64, "Spear SMO leave new leaf").await?;
         }
         self.cur.splits += 1;
         Ok(())
@@ -634,11 +657,12 @@ impl<N: Nic> Client<N> {
                 stack.last_mut().expect("non-empty").2 += 1;
                 continue;
             }
-            let slot = addr.add(slot_offset(i));
+            let slot = addr.plus(slot_offset(i));
             if kind != Kind::Leaf {
                 let child = self.read_node(entry_addr(e)).await?;
                 let shift = 64 - 8 * child.depth as u32;
-                let child_hi = if child.depth == 0 { u64::MAX } else { child.prefix | (u64::MAX >> (64 - shift)) };
+                let child_hi =
+                    if child.depth == 0 { u64::MAX } else { child.prefix | (u64::MAX >> (64 - shift)) };
                 stack.last_mut().expect("non-empty").2 += 1;
                 if child_hi < cursor || prefix(child.prefix, node.depth + 1) != prefix(lo, node.depth + 1) {
                     continue;
