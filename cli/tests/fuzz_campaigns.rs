@@ -123,3 +123,29 @@ fn tpcc_five_thousand_schedules() {
     // protocols/src/txn/NEEDS.md.
     campaign("selcc/tpcc-fuzz-small.json");
 }
+
+#[test]
+fn dolphin_five_thousand_schedules() {
+    // Ordered and hashed keys (splits under special nodes, push-downs), both cache sizes,
+    // jitter; ascending tearing. Invariants at the end (the per-event walk is in the scenario's
+    // own campaigns, protocols/src/dolphin/NEEDS.md), histories and scans checked.
+    campaign_of_without_per_event_checks("dolphin/fuzz-small.json", SCHEDULES);
+}
+
+fn campaign_of_without_per_event_checks(scenario: &str, schedules: u64) {
+    let path = format!("{}/../scenarios/{scenario}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.replace("\"check_every_event\": true", "\"check_every_event\": false");
+    let target = ProtocolTarget::from_json(&text, &registry::sim()).unwrap();
+    let spec = CampaignSpec {
+        seeds: (1..=schedules).collect(),
+        strategy: StrategyKind::Random,
+        mutant: "none".into(),
+        faults: Faults::default(),
+        stop_after: None,
+        progress: false,
+    };
+    let summary = run_campaign(&target, &spec).summary;
+    assert_eq!(summary.schedules, schedules);
+    assert_eq!(summary.violations, 0, "{scenario}: {:?}", summary.failures);
+}

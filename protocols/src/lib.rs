@@ -20,6 +20,7 @@ pub mod blink;
 pub mod common;
 pub mod dex;
 pub mod difache;
+pub mod dolphin;
 pub mod gam;
 pub mod harness;
 pub mod memory;

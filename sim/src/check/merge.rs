@@ -66,7 +66,11 @@ pub fn merge(
     }
     events.sort();
 
-    let mut history = History::with_write_order();
+    // A write order only where writers log what they replaced: protocols whose writes are
+    // blind (Dolphin's value WRITEs, ordered by the memory node's NIC) log none, and their
+    // keys are checked by zones or search instead.
+    let replaced_logged = ops.iter().any(|(_, _, op)| op.write.is_some() && op.seen.is_some());
+    let mut history = if replaced_logged { History::with_write_order() } else { History::new() };
     history.allow_overlapping_clients();
     let mut ids = vec![None; ops.len()];
     for (t, kind, i) in events {

@@ -1,0 +1,69 @@
+//! Dolphin's options (`protocol_options`), merged over a preset.
+
+use serde::{Deserialize, Serialize};
+
+use super::layout::LEAF_SLOTS;
+pub use super::mutants::Mutant;
+
+/// Compute-side CPU costs (ns) charged with `nic.cpu`. [CHOICE] uncalibrated estimates, the
+/// same per-image cost as Sherman's (`node_ns`) and SMART's cache lookup; see NEEDS.md.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuCosts {
+    /// Searching one leaf image for a key.
+    pub leaf_ns: u64,
+    /// Searching one internal node image (one slot, or the floor in a special node).
+    pub node_ns: u64,
+    /// One index-cache lookup or admission.
+    pub cache_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The compute-side index cache of internal nodes.
+    pub cache: bool,
+    /// Its capacity in bytes per compute node, counted as the authors' `CacheEntry`
+    /// (`1 + 8 + 8·records` per cached node).
+    pub cache_bytes: u64,
+    /// A leaf splits when an insert finds no empty slot among the first `leaf_split_at`
+    /// (65: every slot; smaller is a fuzzing knob that makes splits frequent).
+    pub leaf_split_at: u32,
+    /// Fill of bulk-loaded leaves ("warm up the tree ... 50% full").
+    pub bulk_fill: f64,
+    pub cpu: CpuCosts,
+    /// Spare bytes per compute node per memory node for new leaves and nodes.
+    pub arena_slack_bytes: u64,
+    #[serde(default)]
+    pub mutant: Mutant,
+}
+
+impl Config {
+    pub fn dolphin() -> Config {
+        Config {
+            cache: true,
+            cache_bytes: 1 << 40,
+            leaf_split_at: LEAF_SLOTS as u32,
+            bulk_fill: 0.5,
+            cpu: CpuCosts { leaf_ns: 200, node_ns: 40, cache_ns: 100 },
+            arena_slack_bytes: 256 << 10,
+            mutant: Mutant::None,
+        }
+    }
+
+    pub fn split_at(&self) -> usize {
+        self.leaf_split_at as usize
+    }
+
+    /// Problems as "field: reason".
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.leaf_split_at < 2 || self.leaf_split_at as usize > LEAF_SLOTS {
+            out.push(format!("leaf_split_at: must be in 2..={LEAF_SLOTS}"));
+        }
+        if !(self.bulk_fill > 0.0 && self.bulk_fill <= 1.0) {
+            out.push("bulk_fill: must be in (0, 1]".into());
+        }
+        out
+    }
+}
