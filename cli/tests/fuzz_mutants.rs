@@ -135,13 +135,7 @@ fn every_mutant_is_caught_within_the_budget() {
 
 #[test]
 fn smart_rare_mutants_are_caught_within_their_budget() {
-    let target = target("smart/fuzz-small.json");
-    let missed: Vec<&str> = SMART_RARE
-        .iter()
-        .copied()
-        .filter(|name| campaign_of(&target, name, true, SMART_RARE_BUDGET).first_failing_seed.is_none())
-        .collect();
-    assert!(missed.is_empty(), "SMART mutants not caught in {SMART_RARE_BUDGET} schedules: {missed:?}");
+    assert_caught_within("smart/fuzz-small.json", SMART_RARE, SMART_RARE_BUDGET);
 }
 
 /// DEX mutants caught in a few percent of schedules (measured over seeds 1..=300):
@@ -153,13 +147,7 @@ const DEX_RARE_BUDGET: u64 = 200;
 
 #[test]
 fn dex_rare_mutants_are_caught_within_their_budget() {
-    let target = target("dex/fuzz-small.json");
-    let missed: Vec<&str> = DEX_RARE
-        .iter()
-        .copied()
-        .filter(|name| campaign_of(&target, name, true, DEX_RARE_BUDGET).first_failing_seed.is_none())
-        .collect();
-    assert!(missed.is_empty(), "DEX mutants not caught in {DEX_RARE_BUDGET} schedules: {missed:?}");
+    assert_caught_within("dex/fuzz-small.json", DEX_RARE, DEX_RARE_BUDGET);
 }
 
 /// The SELCC mutants that break a step SEL shares (`protocols/src/selcc/sel.rs`).
@@ -263,11 +251,16 @@ const TPCC_RARE_BUDGET: u64 = 300;
 
 #[test]
 fn tpcc_rare_mutants_are_caught_within_their_budget() {
-    let target = target("selcc/tpcc-fuzz-small.json");
-    let missed: Vec<&str> = TPCC_RARE
+    assert_caught_within("selcc/tpcc-fuzz-small.json", TPCC_RARE, TPCC_RARE_BUDGET);
+}
+
+/// Every mutant of `names` fails some schedule among seeds 1..=budget of `scenario`.
+fn assert_caught_within(scenario: &str, names: &[&str], budget: u64) {
+    let target = target(scenario);
+    let missed: Vec<&str> = names
         .iter()
         .copied()
-        .filter(|name| campaign_of(&target, name, true, TPCC_RARE_BUDGET).first_failing_seed.is_none())
+        .filter(|name| campaign_of(&target, name, true, budget).first_failing_seed.is_none())
         .collect();
-    assert!(missed.is_empty(), "TPC-C mutants not caught in {TPCC_RARE_BUDGET} schedules: {missed:?}");
+    assert!(missed.is_empty(), "{scenario}: mutants not caught in {budget} schedules: {missed:?}");
 }
