@@ -80,7 +80,7 @@ fn every_selcc_figure_scenario_loads_and_validates() {
     for n in names {
         let s = load(&n);
         assert_eq!(s.file.paper, "selcc");
-        assert!(matches!(s.file.protocol.as_str(), "selcc" | "sel" | "blink"));
+        assert!(matches!(s.file.protocol.as_str(), "selcc" | "sel" | "blink" | "tpcc"));
         assert!(!s.file.paper_values.is_empty(), "{n} has no paper values");
         assert!(!s.file.scaling_note.is_empty() && !s.file.calibration_note.is_empty(), "{n} notes");
     }
