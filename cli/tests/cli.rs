@@ -77,6 +77,26 @@ fn bad_scenarios_name_the_field_and_exit_2() {
 }
 
 #[test]
+fn a_sweep_of_too_many_points_is_one_error_and_a_large_one_expands_linearly() {
+    // Goal: a sweep that expands past the point limit is bad input naming `sweep` and the count;
+    // one under it dry-runs and lists every point (expansion no longer copies the axes into each
+    // point, which made 80,000 points take minutes).
+    let with_values = |n: usize| {
+        let values: Vec<String> = (1..=n).map(|v| v.to_string()).collect();
+        tiny()
+            .replace("workload.threads_per_node", "workload.ops_per_thread")
+            .replace("\"values\": [1, 2]", &format!("\"values\": [{}]", values.join(", ")))
+    };
+    assert_bad_input("too-many-points", &with_values(100_001), "sweep", "expands to 100001 points");
+    let dir = scratch("many-points");
+    let file = dir.join("scenario.json");
+    std::fs::write(&file, with_values(20_000)).unwrap();
+    let out = dmsim(&["run", file.to_str().unwrap(), "--dry-run"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("point 19999:"));
+}
+
+#[test]
 fn missing_file_and_bad_flags_exit_2() {
     let out = dmsim(&["run", "/nonexistent/scenario.json"]);
     assert_eq!(out.status.code(), Some(2));

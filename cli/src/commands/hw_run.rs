@@ -91,8 +91,8 @@ pub fn run(mut args: HwRunArgs) -> ExitCode {
         }
     };
     // Every rank must run the same scenario file: its hash goes into the rendezvous job hash.
-    let scenario_hash = match std::fs::read(&args.scenario) {
-        Ok(bytes) => auth::job_hash(&[&bytes]),
+    let scenario_hash = match dmsim_sim::scenario::strict_json::read_input(&args.scenario) {
+        Ok(text) => auth::job_hash(&[text.as_bytes()]),
         Err(e) => {
             eprintln!("error: {}: {e}", shown(&args.scenario));
             return ExitCode::from(exit::BAD_INPUT);

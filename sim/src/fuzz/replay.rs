@@ -52,7 +52,8 @@ pub fn content_hash(text: &str) -> String {
 }
 
 /// `git rev-parse HEAD` of the current directory's checkout, with `-dirty` when tracked files
-/// differ from it, or `"unknown"` outside a repository.
+/// differ from it, or `"unknown"` outside a repository. Files under `results/` do not count: they
+/// are what runs write, so regenerating one figure after another must not mark the code dirty.
 pub fn git_commit() -> String {
     let git = |args: &[&str]| {
         std::process::Command::new("git")
@@ -65,7 +66,15 @@ pub fn git_commit() -> String {
     };
     match git(&["rev-parse", "HEAD"]).filter(|s| !s.is_empty()) {
         Some(head)
-            if git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty()) =>
+            if git(&[
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ":/",
+                ":(top,exclude)results",
+            ])
+            .is_some_and(|s| !s.is_empty()) =>
         {
             format!("{head}-dirty")
         }

@@ -12,9 +12,19 @@ use serde_json::{Map, Number, Value};
 /// path to `/dev/zero` or a huge file is an error, not an out-of-memory.
 pub const INPUT_BYTES_MAX: u64 = 64 << 20;
 
-/// Read a whole text input file, refusing one over [`INPUT_BYTES_MAX`] bytes.
+/// Read a whole text input file, refusing one over [`INPUT_BYTES_MAX`] bytes and refusing a FIFO
+/// or socket outright: opening a FIFO blocks until some writer appears, which would hang a dry
+/// run instead of rejecting the input.
 pub fn read_input(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
     use std::io::Read;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = std::fs::metadata(path.as_ref())?.file_type();
+        if kind.is_fifo() || kind.is_socket() {
+            return Err(std::io::Error::other("a FIFO or socket, not a file; give a regular file"));
+        }
+    }
     let mut text = String::new();
     std::fs::File::open(path.as_ref())?.take(INPUT_BYTES_MAX + 1).read_to_string(&mut text)?;
     if text.len() as u64 > INPUT_BYTES_MAX {
@@ -111,5 +121,24 @@ mod tests {
     fn an_endless_input_is_refused_after_the_limit() {
         let err = read_input("/dev/zero").unwrap_err();
         assert!(err.to_string().contains("larger than 64 MiB"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        // Goal: a named pipe given as a scenario or profile file (nobody writes to it) is an
+        // error at once; before, `open` blocked and the dry run hung.
+        let dir = std::env::temp_dir().join(format!("dmsim-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("profile.json");
+        let _ = std::fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().map(|s| s.success());
+        if made.ok() != Some(true) {
+            eprintln!("SKIP: mkfifo unavailable");
+            return;
+        }
+        let err = read_input(&fifo).unwrap_err();
+        assert!(err.to_string().contains("FIFO"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
