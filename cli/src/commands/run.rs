@@ -120,7 +120,8 @@ pub fn run(args: RunArgs) -> ExitCode {
                 let r = run_point_guarded(&registry, p, RunOptions { trace });
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 eprintln!(
-                    "[{n}/{total}] {}{}",
+                    "{} {}{}",
+                    progress(n, total, started.elapsed().as_secs_f64()),
                     describe(p),
                     r.as_ref().err().map_or(String::new(), |e| format!(": {e}"))
                 );
@@ -251,4 +252,35 @@ pub(super) fn describe(p: &Point) -> String {
         parts.push("single point".into());
     }
     parts.join(" ")
+}
+
+/// `[n/total ####......  1:05, ~2:10 left]`: one line per finished point (points finish out of
+/// order on several cores, and a log of them is worth keeping), with a bar, the elapsed wall time
+/// and a remaining-time estimate that assumes the remaining points cost what the finished ones did.
+fn progress(n: usize, total: usize, elapsed_s: f64) -> String {
+    let width = 10;
+    let filled = (n * width).checked_div(total).unwrap_or(width).min(width);
+    let left = if n >= total { 0.0 } else { elapsed_s / n.max(1) as f64 * (total - n) as f64 };
+    let clock = |s: f64| {
+        let s = s.round() as u64;
+        if s >= 3600 {
+            format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+        } else {
+            format!("{}:{:02}", s / 60, s % 60)
+        }
+    };
+    let eta = if n >= total { String::new() } else { format!(", ~{} left", clock(left)) };
+    format!("[{n}/{total} {}{} {}{eta}]", "#".repeat(filled), ".".repeat(width - filled), clock(elapsed_s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::progress;
+
+    #[test]
+    fn progress_shows_the_bar_elapsed_time_and_what_is_left() {
+        assert_eq!(progress(1, 4, 30.0), "[1/4 ##........ 0:30, ~1:30 left]");
+        assert_eq!(progress(4, 4, 125.0), "[4/4 ########## 2:05]");
+        assert_eq!(progress(1, 1000, 7.2), "[1/1000 .......... 0:07, ~1:59:53 left]");
+    }
 }
