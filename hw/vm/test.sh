@@ -74,7 +74,7 @@ SELFTEST=$TARGET/debug/dmsim-hw-selftest
 [ -n "$VERBS" ] && [ -x "$WS/$VERBS" ] && VERBS=$WS/$VERBS
 [ -x "$VERBS" ] && [ -x "$SELFTEST" ] || { echo "FAIL: test binaries not found ($VERBS, $SELFTEST)"; exit 1; }
 ADDS=(-a "$VERBS:/opt/verbs" -a "$SELFTEST:/opt/selftest")
-SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/gam-3node.json hw/vm/scenarios/selcc-3node-evict.json hw/vm/scenarios/selcc-1client.json hw/vm/scenarios/sherman-3node.json hw/vm/scenarios/smart-3node.json}
+SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/gam-3node.json hw/vm/scenarios/selcc-3node-evict.json hw/vm/scenarios/selcc-1client.json hw/vm/scenarios/sherman-3node.json hw/vm/scenarios/smart-3node.json hw/vm/scenarios/blink-3node.json hw/vm/scenarios/dex-3node.json hw/vm/scenarios/scalestore-3node.json hw/vm/scenarios/dolphin-3node.json}
 if [ -n "$SCENARIOS" ]; then
   if (cd "$WS" && cargo build --profile test -p dmsim --features rdma --bin dmsim) >>"$BUILD_LOG" 2>&1; then
     ADDS+=(-a "$TARGET/debug/dmsim:/opt/dmsim")
@@ -119,7 +119,8 @@ if [ -x /opt/dmsim ]; then
       echo "@@ SKIP $name: $(/opt/dmsim hw run $f --rank 0 --size 1 2>&1 | head -1)"
       continue
     fi
-    n=$(( $(sed -n 's/.*"memory_nodes": *\([0-9]*\).*/\1/p' $f) + $(sed -n 's/.*"compute_nodes": *\([0-9]*\).*/\1/p' $f) ))
+    field() { v=$(sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" $f | head -1); echo ${v:-0}; }
+    n=$(( $(field memory_nodes) + $(field compute_nodes) + $(field symmetric_nodes) ))
     step $name ranks $n $port /opt/dmsim hw run $f --out /tmp/out-$name
     cat /tmp/out-$name/*.md 2>/dev/null | head -12
   done
