@@ -89,9 +89,11 @@ impl IncrementalCheck {
     }
 
     /// The same verdict as [`super::check::check_coherence`] on the same state.
-    pub fn check(
+    /// `nodes` may be any slice of references to the states (`&NodeState`, `Arc<NodeState>`):
+    /// the per-event caller passes its own list instead of collecting one each event.
+    pub fn check<S: std::ops::Deref<Target = NodeState>>(
         &mut self,
-        nodes: &[&NodeState],
+        nodes: &[S],
         layout: &Layout,
         latch_word: &dyn Fn(Gaddr) -> u64,
     ) -> Result<(), Violation> {
@@ -101,7 +103,8 @@ impl IncrementalCheck {
             self.from_scratch = true;
         }
         if self.verify_every > 0 && self.calls.is_multiple_of(self.verify_every) {
-            let full = check_coherence(nodes, layout, latch_word);
+            let refs: Vec<&NodeState> = nodes.iter().map(|s| &**s).collect();
+            let full = check_coherence(&refs, layout, latch_word);
             assert_eq!(
                 result, full,
                 "incremental coherence check disagrees with the full check at call {}",
@@ -111,9 +114,9 @@ impl IncrementalCheck {
         result
     }
 
-    fn check_changed(
+    fn check_changed<S: std::ops::Deref<Target = NodeState>>(
         &mut self,
-        nodes: &[&NodeState],
+        nodes: &[S],
         layout: &Layout,
         latch_word: &dyn Fn(Gaddr) -> u64,
     ) -> Result<(), Violation> {
