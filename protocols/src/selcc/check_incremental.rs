@@ -61,6 +61,8 @@ pub struct IncrementalCheck {
     /// Lines with a handover or release in flight at the last call.
     flight_lines: Vec<Gaddr>,
     dirty: Vec<Gaddr>,
+    /// Frames of one node touched since the last call.
+    touched: Vec<u32>,
     handovers: Vec<(Gaddr, u32, ComputeIndex, ComputeIndex)>,
     releasing: Vec<(Gaddr, u32, ComputeIndex)>,
     line_copies: Vec<Copy>,
@@ -80,6 +82,7 @@ impl IncrementalCheck {
             lines_stale: true,
             flight_lines: Vec::new(),
             dirty: Vec::new(),
+            touched: Vec::new(),
             handovers: Vec::new(),
             releasing: Vec::new(),
             line_copies: Vec::new(),
@@ -128,18 +131,20 @@ impl IncrementalCheck {
             self.frames_changed = vec![false; nodes.len()];
             self.lines_stale = true;
         }
-        // Re-read touched frames (of touched caches); a line a frame left or joined is dirty.
-        // The `take_touched` calls come first: they also clear the marks on a from-scratch pass.
+        // Re-read touched frames (every frame on a from-scratch pass); a line a frame left or
+        // joined is dirty.
         for (k, state) in nodes.iter().enumerate() {
-            self.frames_changed[k] = state.cache.take_touched();
-            if !self.frames_changed[k] && !scratch {
-                continue;
+            self.touched.clear();
+            if scratch {
+                state.cache.clear_touched();
+                self.touched.extend(0..state.cache.frames.len() as u32);
+                self.frames_changed[k] = true;
+            } else {
+                self.frames_changed[k] = state.cache.take_touched(&mut self.touched);
             }
-            for (i, frame) in state.cache.frames.iter().enumerate() {
-                if !frame.take_touched() && !scratch {
-                    continue;
-                }
-                let view = read_view(state.me, frame);
+            for &i in &self.touched {
+                let i = i as usize;
+                let view = read_view(state.me, &state.cache.frames[i]);
                 let before = &mut self.views[k][i];
                 if before.map(|v| v.copy.gcl) != view.map(|v| v.copy.gcl) {
                     self.lines_stale = true;
