@@ -57,7 +57,9 @@ fn campaign(mutant: &str, seeds: &str, verify_every: &str, out: &Path) -> Vec<(u
 fn incremental_and_full_coherence_checks_agree() {
     let dir = std::env::temp_dir().join(format!("dmsim-incremental-check-{}", std::process::id()));
     let mut compared_violations = 0;
-    for (mutant, seeds) in std::iter::once(("none", SEEDS_CORRECT)).chain(MUTANTS.iter().map(|m| (*m, SEEDS_MUTANT))) {
+    for (mutant, seeds) in
+        std::iter::once(("none", SEEDS_CORRECT)).chain(MUTANTS.iter().map(|m| (*m, SEEDS_MUTANT)))
+    {
         let both = campaign(mutant, seeds, "1", &dir.join(mutant).join("both"));
         let alone = campaign(mutant, seeds, "0", &dir.join(mutant).join("alone"));
         for (seed, checker, message) in &both {
@@ -70,7 +72,8 @@ fn incremental_and_full_coherence_checks_agree() {
         if mutant == "none" {
             assert!(both.is_empty(), "the correct protocol fails: {:?}", both.first());
         } else {
-            let coherence = both.iter().filter(|(_, c, _)| c.starts_with('S') && !c.starts_with("S4")).count();
+            let coherence =
+                both.iter().filter(|(_, c, _)| c.starts_with('S') && !c.starts_with("S4")).count();
             assert!(coherence > 0, "{mutant}: no coherence violation in {seeds} schedules, nothing compared");
             compared_violations += coherence;
         }

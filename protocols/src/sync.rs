@@ -109,7 +109,10 @@ pub struct TouchSet {
 
 impl TouchSet {
     pub fn new(items: usize) -> TouchSet {
-        TouchSet { any: TouchMark::default(), words: (0..items.div_ceil(64)).map(|_| AtomicU64::new(0)).collect() }
+        TouchSet {
+            any: TouchMark::default(),
+            words: (0..items.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+        }
     }
 
     /// Item `i` may have changed (a relaxed load, and an OR only when not marked yet).

@@ -38,7 +38,9 @@ pub fn bench(what: BenchWhat) -> ExitCode {
             let (e, b) = (engine.per_cpu_second(), bare.per_cpu_second());
             println!("events/CPU-s: engine {e:.0}, bare heap {b:.0}, engine/bare {:.2}", e / b);
             if engine.hash != bare.hash || engine.events != bare.events {
-                eprintln!("error: the bare-heap loop did not replay the engine's events (hash or count differ)");
+                eprintln!(
+                    "error: the bare-heap loop did not replay the engine's events (hash or count differ)"
+                );
                 return ExitCode::FAILURE;
             }
             ExitCode::SUCCESS

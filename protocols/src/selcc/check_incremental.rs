@@ -56,8 +56,6 @@ pub struct IncrementalCheck {
     from_scratch: bool,
     /// Lines named by a cached copy, ascending.
     lines: Vec<Line>,
-    /// A frame changed the line it caches: rebuild `lines`.
-    lines_stale: bool,
     /// Lines with a handover or release in flight at the last call.
     flight_lines: Vec<Gaddr>,
     dirty: Vec<Gaddr>,
@@ -79,7 +77,6 @@ impl IncrementalCheck {
             frames_changed: Vec::new(),
             from_scratch: true,
             lines: Vec::new(),
-            lines_stale: true,
             flight_lines: Vec::new(),
             dirty: Vec::new(),
             touched: Vec::new(),
@@ -129,33 +126,42 @@ impl IncrementalCheck {
             self.views = nodes.iter().map(|s| vec![None; s.cache.frames.len()]).collect();
             self.pending = vec![0; nodes.len()];
             self.frames_changed = vec![false; nodes.len()];
-            self.lines_stale = true;
+            // Every frame is re-read from `None`: each joins its line anew (and reads as changed).
+            self.lines.clear();
         }
         // Re-read touched frames (every frame on a from-scratch pass); a line a frame left or
         // joined is dirty.
+        let mut touched = std::mem::take(&mut self.touched);
         for (k, state) in nodes.iter().enumerate() {
-            self.touched.clear();
+            touched.clear();
             if scratch {
                 state.cache.clear_touched();
-                self.touched.extend(0..state.cache.frames.len() as u32);
+                touched.extend(0..state.cache.frames.len() as u32);
                 self.frames_changed[k] = true;
             } else {
-                self.frames_changed[k] = state.cache.take_touched(&mut self.touched);
+                self.frames_changed[k] = state.cache.take_touched(&mut touched);
             }
-            for &i in &self.touched {
+            for &i in &touched {
                 let i = i as usize;
                 let view = read_view(state.me, &state.cache.frames[i]);
-                let before = &mut self.views[k][i];
-                if before.map(|v| v.copy.gcl) != view.map(|v| v.copy.gcl) {
-                    self.lines_stale = true;
-                }
+                let before = std::mem::replace(&mut self.views[k][i], view);
                 self.pending[k] -= before.is_some_and(|v| v.pending.is_some()) as usize;
                 self.pending[k] += view.is_some_and(|v| v.pending.is_some()) as usize;
-                self.dirty.extend(before.map(|v| v.copy.gcl));
-                self.dirty.extend(view.map(|v| v.copy.gcl));
-                *before = view;
+                let (was, is) = (before.map(|v| v.copy.gcl), view.map(|v| v.copy.gcl));
+                if was != is {
+                    // The frame left one line and joined another.
+                    if let Some(g) = was {
+                        self.leave_line(g, (k, i));
+                    }
+                    if let Some(g) = is {
+                        self.join_line(g, (k, i));
+                    }
+                }
+                self.dirty.extend(was);
+                self.dirty.extend(is);
             }
         }
+        self.touched = touched;
         // L2 before any line check, node by node and frame by frame (the full check's order), on
         // nodes whose frames or retry queue changed.
         for (k, state) in nodes.iter().enumerate() {
@@ -201,9 +207,6 @@ impl IncrementalCheck {
             self.dirty.extend_from_slice(&self.flight_lines);
         }
         // The latch word of every named line: a changed word makes its line dirty.
-        if self.lines_stale {
-            self.rebuild_lines();
-        }
         for line in &mut self.lines {
             let now = latch_word(line.gcl);
             if now != line.word {
@@ -231,29 +234,27 @@ impl IncrementalCheck {
         Ok(())
     }
 
-    /// Regroup the cached copies by line, keeping the latch words already read.
-    fn rebuild_lines(&mut self) {
-        let mut named: Vec<(Gaddr, usize, usize)> = Vec::new();
-        for (k, frames) in self.views.iter().enumerate() {
-            for (i, v) in frames.iter().enumerate() {
-                if let Some(v) = v {
-                    named.push((v.copy.gcl, k, i));
-                }
+    /// Frame `holder` caches `g` now. A line new to the list gets a word no latch holds, so it
+    /// reads as changed.
+    fn join_line(&mut self, g: Gaddr, holder: (usize, usize)) {
+        match self.lines.binary_search_by_key(&g, |l| l.gcl) {
+            Ok(j) => {
+                let holders = &mut self.lines[j].holders;
+                let at = holders.partition_point(|h| *h < holder);
+                holders.insert(at, holder);
             }
+            Err(j) => self.lines.insert(j, Line { gcl: g, word: u64::MAX, holders: vec![holder] }),
         }
-        named.sort_unstable();
-        let old = std::mem::take(&mut self.lines);
-        for (g, k, i) in named {
-            match self.lines.last_mut() {
-                Some(line) if line.gcl == g => line.holders.push((k, i)),
-                _ => {
-                    // A line new to the list gets a word no latch holds, so it reads as changed.
-                    let word = old.binary_search_by_key(&g, |l| l.gcl).map_or(u64::MAX, |j| old[j].word);
-                    self.lines.push(Line { gcl: g, word, holders: vec![(k, i)] });
-                }
-            }
+    }
+
+    /// Frame `holder` no longer caches `g`; a line no frame names leaves the list.
+    fn leave_line(&mut self, g: Gaddr, holder: (usize, usize)) {
+        let j = self.lines.binary_search_by_key(&g, |l| l.gcl).expect("a cached line is listed");
+        let holders = &mut self.lines[j].holders;
+        holders.retain(|h| *h != holder);
+        if holders.is_empty() {
+            self.lines.remove(j);
         }
-        self.lines_stale = false;
     }
 }
 

@@ -98,7 +98,12 @@ impl Frame {
 
     /// Frame `index` of a cache whose touch marks are `group` ([`super::cache::Cache::take_touched`]).
     pub fn in_group(group: Arc<TouchSet>, index: u32) -> Frame {
-        Frame { latch: Latch::in_group(group.clone(), index), meta: Mutex::new(FrameMeta::free()), group, index }
+        Frame {
+            latch: Latch::in_group(group.clone(), index),
+            meta: Mutex::new(FrameMeta::free()),
+            group,
+            index,
+        }
     }
 
     /// The frame's state, locked for reading or writing.

@@ -273,7 +273,8 @@ pub fn resolve_profile(c: &super::ClusterSpec) -> Result<Profile, Vec<Problem>> 
         return resolve_profile_uncached(c);
     }
     let key = format!("{}\n{}", c.nic_profile, Value::Object(c.nic_overrides.clone()));
-    let known = RESOLVED_PROFILES.with(|r| r.borrow().iter().find(|(k, _)| *k == key).map(|(_, p)| p.clone()));
+    let known =
+        RESOLVED_PROFILES.with(|r| r.borrow().iter().find(|(k, _)| *k == key).map(|(_, p)| p.clone()));
     if let Some(profile) = known {
         return Ok(profile);
     }
