@@ -249,18 +249,18 @@ impl Sim {
 /// The hot loop. See the module docs for its shape.
 fn run_loop(checker: &mut Option<Checker>) -> StopReason {
     let mut wakers = Vec::new();
-    let mut polled = None;
     loop {
         // 1. Ready tasks, in the order the choice source picks.
-        while world::poll_next_ready(&mut wakers, &mut polled) {
+        while world::poll_next_ready(&mut wakers) {
             if let Some(reason) = run_checker(checker) {
-                world::settle(&mut polled);
                 return reason;
             }
         }
-        // 2. Unless every main task finished: all events at the next instant (verb
-        //    arrive/exec/done, timer wakes).
-        if let world::Step::Stop(reason) = with_world(World::stop_or_pop_instant) {
+        if let Some(reason) = with_world(World::stop_reason) {
+            return reason;
+        }
+        // 2. All events at the next instant (verb arrive/exec/done, timer wakes).
+        if let world::Step::Stop(reason) = with_world(World::pop_instant) {
             return reason;
         }
         // 3. Invariants after the memory effects of this instant.

@@ -67,42 +67,13 @@ pub fn uninstall_after_dropping_tasks() -> Box<World> {
     WORLD.with(|w| w.borrow_mut().take()).expect("world installed")
 }
 
-/// A task just polled, settled (its future stored back, or the task finished) at the next world
-/// borrow instead of in a borrow of its own: one borrow fewer per poll.
-pub struct Polled {
-    task: u32,
-    /// `None`: the task finished (its future was dropped outside any world borrow, as its
-    /// `Drop` may look at the world).
-    future: Option<TaskFuture>,
-}
-
-impl World {
-    /// Store a polled task's future back, or finish the task.
-    fn settle(&mut self, polled: Polled) {
-        match polled.future {
-            Some(future) => self.tasks[polled.task as usize].future = Some(future),
-            None => self.finish_task(polled.task),
-        }
-    }
-}
-
-/// Settle the last polled task, if any, now (before the run stops or events are processed).
-pub fn settle(polled: &mut Option<Polled>) {
-    if let Some(p) = polled.take() {
-        with_world(|w| w.settle(p));
-    }
-}
-
 /// Pick the next ready task (through the choice source) and poll it, with no world borrow
-/// held during the poll. Returns false when no task is ready (every poll then settled).
-/// `wakers` is the run loop's own cache, indexed by task: outside the world, so a poll needs no
-/// reference-count traffic. `polled` is the task polled last ([`Polled`]).
+/// held during the poll. Returns false when no task is ready.
 #[inline]
-pub fn poll_next_ready(wakers: &mut Vec<Waker>, polled: &mut Option<Polled>) -> bool {
+/// `wakers` is the run loop's own cache, indexed by task: outside the world, so a poll needs no
+/// reference-count traffic.
+pub fn poll_next_ready(wakers: &mut Vec<Waker>) -> bool {
     let picked = with_world(|w| {
-        if let Some(p) = polled.take() {
-            w.settle(p);
-        }
         let task = w.pick_ready()?;
         Some((task, w.tasks[task as usize].future.take()))
     });
@@ -116,13 +87,13 @@ pub fn poll_next_ready(wakers: &mut Vec<Waker>, polled: &mut Option<Polled>) -> 
     CURRENT_TASK.with(|c| c.set(task));
     let poll = future.as_mut().poll(&mut Context::from_waker(&wakers[task as usize]));
     CURRENT_TASK.with(|c| c.set(u32::MAX));
-    let future = if poll.is_ready() {
-        drop(future);
-        None
-    } else {
-        Some(future)
-    };
-    *polled = Some(Polled { task, future });
+    with_world(|w| {
+        if poll.is_ready() {
+            w.finish_task(task);
+        } else {
+            w.tasks[task as usize].future = Some(future);
+        }
+    });
     true
 }
 
@@ -300,15 +271,6 @@ impl World {
 
     pub fn stop_reason(&mut self) -> Option<StopReason> {
         (self.main_alive == 0).then_some(StopReason::Finished)
-    }
-
-    /// Stop if every main task finished, else process the next instant (one world borrow for
-    /// both).
-    pub fn stop_or_pop_instant(&mut self) -> Step {
-        match self.stop_reason() {
-            Some(reason) => Step::Stop(reason),
-            None => self.pop_instant(),
-        }
     }
 
     /// Pop and process every event at the earliest pending instant.
