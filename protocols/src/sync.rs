@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
@@ -96,6 +96,60 @@ impl TouchMark {
     }
 }
 
+/// [`TouchMark`]s for a group of items by index (a node's cache frames), taken all at once as
+/// the list of items marked: a checker then visits only those instead of testing every item's
+/// mark (scanning a cache's marks was the largest cost of SELCC's per-event check, issue #15).
+#[derive(Default)]
+pub struct TouchSet {
+    /// Some item was marked since the last take.
+    any: TouchMark,
+    /// Bit `i % 64` of word `i / 64`: item `i` was marked.
+    words: Box<[AtomicU64]>,
+}
+
+impl TouchSet {
+    pub fn new(items: usize) -> TouchSet {
+        TouchSet {
+            any: TouchMark::default(),
+            words: (0..items.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Item `i` may have changed (a relaxed load, and an OR only when not marked yet).
+    pub fn mark(&self, i: u32) {
+        let (word, bit) = (&self.words[i as usize / 64], 1u64 << (i % 64));
+        if word.load(Ordering::Relaxed) & bit == 0 {
+            word.fetch_or(bit, Ordering::Relaxed);
+        }
+        self.any.mark();
+    }
+
+    /// Append the items marked since the last call to `out`, ascending, and clear the marks.
+    /// Returns whether any was.
+    pub fn take(&self, out: &mut Vec<u32>) -> bool {
+        if !self.any.take() {
+            return false;
+        }
+        for (k, word) in self.words.iter().enumerate() {
+            if word.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let mut bits = word.swap(0, Ordering::Relaxed);
+            while bits != 0 {
+                out.push(k as u32 * 64 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
+        true
+    }
+
+    /// Clear every mark.
+    pub fn clear(&self) {
+        self.any.take();
+        self.words.iter().for_each(|w| w.store(0, Ordering::Relaxed));
+    }
+}
+
 /// A local shared/exclusive latch without data (the data lives in registered memory).
 #[derive(Default)]
 pub struct Latch {
@@ -104,9 +158,9 @@ pub struct Latch {
     /// invariant checker that runs after every simulator event look again only at latches that
     /// may have changed ([`Latch::take_touched`]).
     touched: TouchMark,
-    /// Also set on every such operation: a mark shared by a group of latches (a node's cache),
-    /// so the checker can skip whole groups.
-    group: Option<Arc<TouchMark>>,
+    /// Also set on every such operation: this latch's mark in a group (a node's cache frames),
+    /// so the checker visits only the latches of a group that were touched.
+    group: Option<(Arc<TouchSet>, u32)>,
 }
 
 impl Latch {
@@ -114,16 +168,16 @@ impl Latch {
         Latch::default()
     }
 
-    /// A latch whose operations also set `group` (see [`Latch::take_touched`]).
-    pub fn in_group(group: Arc<TouchMark>) -> Latch {
-        Latch { group: Some(group), ..Latch::default() }
+    /// A latch whose operations also mark item `index` of `group` (see [`Latch::take_touched`]).
+    pub fn in_group(group: Arc<TouchSet>, index: u32) -> Latch {
+        Latch { group: Some((group, index)), ..Latch::default() }
     }
 
     /// The state, locked for an operation that may change it.
     fn state(&self) -> std::sync::MutexGuard<'_, LatchState> {
         self.touched.mark();
-        if let Some(group) = &self.group {
-            group.mark();
+        if let Some((group, index)) = &self.group {
+            group.mark(*index);
         }
         self.state.lock().unwrap()
     }

@@ -1,4 +1,5 @@
-//! `dmsim bench`: the simulator's own speed. Benchmarks read the wall clock; runs never do.
+//! `dmsim bench`: the simulator's own speed. Benchmarks read the clocks (this thread's CPU time
+//! and the wall clock); runs never do.
 
 use std::process::ExitCode;
 
@@ -24,17 +25,73 @@ pub enum BenchWhat {
 pub fn bench(what: BenchWhat) -> ExitCode {
     match what {
         BenchWhat::Engine { tasks, events } => {
-            let (events, seconds, hash) = hold_model(tasks, events);
-            println!("hold model: {tasks} tasks, {events} events in {seconds:.3}s, trace-hash {hash:016x}");
-            println!("events/s: {:.0}", events as f64 / seconds);
+            let engine = hold_model(tasks, events);
+            let bare = bare_heap_hold_model(tasks, events);
+            println!(
+                "hold model: {tasks} tasks, {} events in {:.3} CPU-s ({:.3} s wall), trace-hash {:016x}",
+                engine.events, engine.cpu_seconds, engine.wall_seconds, engine.hash
+            );
+            println!(
+                "bare heap:  {tasks} tasks, {} events in {:.3} CPU-s ({:.3} s wall), trace-hash {:016x}",
+                bare.events, bare.cpu_seconds, bare.wall_seconds, bare.hash
+            );
+            let (e, b) = (engine.per_cpu_second(), bare.per_cpu_second());
+            println!("events/CPU-s: engine {e:.0}, bare heap {b:.0}, engine/bare {:.2}", e / b);
+            if engine.hash != bare.hash || engine.events != bare.events {
+                eprintln!(
+                    "error: the bare-heap loop did not replay the engine's events (hash or count differ)"
+                );
+                return ExitCode::FAILURE;
+            }
             ExitCode::SUCCESS
         }
     }
 }
 
+/// One measured loop.
+pub struct Measured {
+    pub events: u64,
+    pub cpu_seconds: f64,
+    pub wall_seconds: f64,
+    pub hash: u64,
+}
+
+impl Measured {
+    pub fn per_cpu_second(&self) -> f64 {
+        self.events as f64 / self.cpu_seconds.max(1e-9)
+    }
+}
+
+/// CPU time of this thread in seconds (Linux `/proc/thread-self/schedstat`; the machine is
+/// shared, so wall time says little). Wall time where it cannot be read.
+fn thread_cpu_seconds() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 / 1e9)
+}
+
+/// Time `f` in CPU seconds (wall seconds if CPU time is unavailable) and wall seconds.
+fn measure<R>(f: impl FnOnce() -> R) -> (R, f64, f64) {
+    let (cpu0, wall0) = (thread_cpu_seconds(), std::time::Instant::now());
+    let r = f();
+    let wall = wall0.elapsed().as_secs_f64();
+    let cpu = match (cpu0, thread_cpu_seconds()) {
+        (Some(a), Some(b)) => b - a,
+        _ => wall,
+    };
+    (r, cpu, wall)
+}
+
+/// The delay a hold-model task sleeps next, from its LCG state.
+#[inline]
+fn next_delay(state: &mut u64) -> u64 {
+    *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    1 + (*state >> 54)
+}
+
 /// The classic hold model: each task sleeps an exponential-ish pseudo-random delay (an LCG per
-/// task, so the run is deterministic) and loops. Returns (events, wall seconds, trace hash).
-pub fn hold_model(tasks: u32, events: u64) -> (u64, f64, u64) {
+/// task, so the run is deterministic) and loops.
+pub fn hold_model(tasks: u32, events: u64) -> Measured {
     let cluster = Cluster { kinds: vec![NodeKind::Compute], region_size_bytes: vec![8] };
     let mut config = SimConfig::new(cluster, Profile::named("cx3_fdr56").unwrap(), 1);
     config.strategy = Strategy::Default;
@@ -45,14 +102,56 @@ pub fn hold_model(tasks: u32, events: u64) -> (u64, f64, u64) {
         sim.spawn_main(NodeId(0), async move {
             let mut state = 0x9e37_79b9u64 ^ t as u64;
             for _ in 0..per_task {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                nic.sleep(Nanos(1 + (state >> 54))).await;
+                nic.sleep(Nanos(next_delay(&mut state))).await;
             }
         });
     }
-    let started = std::time::Instant::now();
-    let outcome = sim.run();
-    let seconds = started.elapsed().as_secs_f64();
+    let (outcome, cpu_seconds, wall_seconds) = measure(|| sim.run());
     assert_eq!(outcome.stop, StopReason::Finished);
-    (outcome.events, seconds, outcome.trace_hash)
+    Measured { events: outcome.events, cpu_seconds, wall_seconds, hash: outcome.trace_hash }
+}
+
+/// The same events with no engine: a `BinaryHeap` of `(time, seq, task)`, the ready tasks of
+/// an instant run in wake order (the engine's default strategy), the engine's trace hash over
+/// every popped wake. The floor the engine's per-event overhead is measured against.
+pub fn bare_heap_hold_model(tasks: u32, events: u64) -> Measured {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let per_task = events / tasks.max(1) as u64;
+    let (result, cpu_seconds, wall_seconds) = measure(|| {
+        let mut states: Vec<u64> = (0..tasks).map(|t| 0x9e37_79b9u64 ^ t as u64).collect();
+        let mut left: Vec<u64> = vec![per_task; tasks as usize];
+        let mut heap: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::with_capacity(tasks as usize);
+        let mut seq = 0u64;
+        let mut hash = dmsim_sim::trace::Trace::new(dmsim_sim::trace::TraceSink::Off);
+        let mut ready: Vec<u32> = Vec::new();
+        let mut count = 0u64;
+        let mut now = 0u64;
+        // Every task runs at time 0 in spawn order, then at each of its wakes.
+        ready.extend(0..tasks);
+        loop {
+            for &t in &ready {
+                let i = t as usize;
+                if left[i] > 0 {
+                    left[i] -= 1;
+                    seq += 1;
+                    heap.push(Reverse((now + next_delay(&mut states[i]), seq, t)));
+                }
+            }
+            ready.clear();
+            let Some(&Reverse((time, _, _))) = heap.peek() else { break };
+            now = time;
+            while let Some(&Reverse((t, _, task))) = heap.peek() {
+                if t != time {
+                    break;
+                }
+                heap.pop();
+                count += 1;
+                hash.hash_event(time, 1, task as u64);
+                ready.push(task);
+            }
+        }
+        (count, hash.hash())
+    });
+    Measured { events: result.0, cpu_seconds, wall_seconds, hash: result.1 }
 }

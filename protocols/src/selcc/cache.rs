@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use super::frame::{Frame, FrameMeta, Memo};
 use super::layout::Gaddr;
 use crate::common::lookup::LookupMap;
-use crate::sync::TouchMark;
+use crate::sync::TouchSet;
 
 const NIL: u32 = u32::MAX;
 
@@ -138,8 +138,8 @@ struct Shard {
 
 pub struct Cache {
     pub frames: Box<[Frame]>,
-    /// Set when any frame's meta or local latch may have changed (see [`Cache::take_touched`]).
-    touched: Arc<TouchMark>,
+    /// Marks the frames whose meta or local latch may have changed (see [`Cache::take_touched`]).
+    touched: Arc<TouchSet>,
     links: Box<[AtomicU64]>,
     shards: Box<[Mutex<Shard>]>,
     free: Mutex<Vec<u32>>,
@@ -161,9 +161,9 @@ pub enum Lookup {
 impl Cache {
     pub fn new(frame_count: u32, shard_count: u32) -> Cache {
         assert!(frame_count > 0 && shard_count > 0);
-        let touched: Arc<TouchMark> = Arc::default();
+        let touched = Arc::new(TouchSet::new(frame_count as usize));
         Cache {
-            frames: (0..frame_count).map(|_| Frame::in_group(touched.clone())).collect(),
+            frames: (0..frame_count).map(|i| Frame::in_group(touched.clone(), i)).collect(),
             touched,
             links: (0..frame_count).map(|_| AtomicU64::new(u64::MAX)).collect(),
             shards: (0..shard_count).map(|_| Mutex::new(Shard::default())).collect(),
@@ -177,10 +177,15 @@ impl Cache {
         &self.frames[i as usize]
     }
 
-    /// Whether any frame may have changed since the last call (and clear the mark; each frame
-    /// keeps its own mark, [`Frame::take_touched`]). For the incremental invariant checker.
-    pub fn take_touched(&self) -> bool {
-        self.touched.take()
+    /// Append the frames that may have changed since the last call to `out`, ascending, and
+    /// clear their marks; whether any did. For the incremental invariant checker.
+    pub fn take_touched(&self, out: &mut Vec<u32>) -> bool {
+        self.touched.take(out)
+    }
+
+    /// Clear every frame's mark (a checker about to read every frame).
+    pub fn clear_touched(&self) {
+        self.touched.clear();
     }
 
     pub fn free_count(&self) -> usize {

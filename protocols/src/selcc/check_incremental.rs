@@ -56,11 +56,11 @@ pub struct IncrementalCheck {
     from_scratch: bool,
     /// Lines named by a cached copy, ascending.
     lines: Vec<Line>,
-    /// A frame changed the line it caches: rebuild `lines`.
-    lines_stale: bool,
     /// Lines with a handover or release in flight at the last call.
     flight_lines: Vec<Gaddr>,
     dirty: Vec<Gaddr>,
+    /// Frames of one node touched since the last call.
+    touched: Vec<u32>,
     handovers: Vec<(Gaddr, u32, ComputeIndex, ComputeIndex)>,
     releasing: Vec<(Gaddr, u32, ComputeIndex)>,
     line_copies: Vec<Copy>,
@@ -77,9 +77,9 @@ impl IncrementalCheck {
             frames_changed: Vec::new(),
             from_scratch: true,
             lines: Vec::new(),
-            lines_stale: true,
             flight_lines: Vec::new(),
             dirty: Vec::new(),
+            touched: Vec::new(),
             handovers: Vec::new(),
             releasing: Vec::new(),
             line_copies: Vec::new(),
@@ -89,9 +89,11 @@ impl IncrementalCheck {
     }
 
     /// The same verdict as [`super::check::check_coherence`] on the same state.
-    pub fn check(
+    /// `nodes` may be any slice of references to the states (`&NodeState`, `Arc<NodeState>`):
+    /// the per-event caller passes its own list instead of collecting one each event.
+    pub fn check<S: std::ops::Deref<Target = NodeState>>(
         &mut self,
-        nodes: &[&NodeState],
+        nodes: &[S],
         layout: &Layout,
         latch_word: &dyn Fn(Gaddr) -> u64,
     ) -> Result<(), Violation> {
@@ -101,7 +103,8 @@ impl IncrementalCheck {
             self.from_scratch = true;
         }
         if self.verify_every > 0 && self.calls.is_multiple_of(self.verify_every) {
-            let full = check_coherence(nodes, layout, latch_word);
+            let refs: Vec<&NodeState> = nodes.iter().map(|s| &**s).collect();
+            let full = check_coherence(&refs, layout, latch_word);
             assert_eq!(
                 result, full,
                 "incremental coherence check disagrees with the full check at call {}",
@@ -111,9 +114,9 @@ impl IncrementalCheck {
         result
     }
 
-    fn check_changed(
+    fn check_changed<S: std::ops::Deref<Target = NodeState>>(
         &mut self,
-        nodes: &[&NodeState],
+        nodes: &[S],
         layout: &Layout,
         latch_word: &dyn Fn(Gaddr) -> u64,
     ) -> Result<(), Violation> {
@@ -123,31 +126,42 @@ impl IncrementalCheck {
             self.views = nodes.iter().map(|s| vec![None; s.cache.frames.len()]).collect();
             self.pending = vec![0; nodes.len()];
             self.frames_changed = vec![false; nodes.len()];
-            self.lines_stale = true;
+            // Every frame is re-read from `None`: each joins its line anew (and reads as changed).
+            self.lines.clear();
         }
-        // Re-read touched frames (of touched caches); a line a frame left or joined is dirty.
-        // The `take_touched` calls come first: they also clear the marks on a from-scratch pass.
+        // Re-read touched frames (every frame on a from-scratch pass); a line a frame left or
+        // joined is dirty.
+        let mut touched = std::mem::take(&mut self.touched);
         for (k, state) in nodes.iter().enumerate() {
-            self.frames_changed[k] = state.cache.take_touched();
-            if !self.frames_changed[k] && !scratch {
-                continue;
+            touched.clear();
+            if scratch {
+                state.cache.clear_touched();
+                touched.extend(0..state.cache.frames.len() as u32);
+                self.frames_changed[k] = true;
+            } else {
+                self.frames_changed[k] = state.cache.take_touched(&mut touched);
             }
-            for (i, frame) in state.cache.frames.iter().enumerate() {
-                if !frame.take_touched() && !scratch {
-                    continue;
-                }
-                let view = read_view(state.me, frame);
-                let before = &mut self.views[k][i];
-                if before.map(|v| v.copy.gcl) != view.map(|v| v.copy.gcl) {
-                    self.lines_stale = true;
-                }
+            for &i in &touched {
+                let i = i as usize;
+                let view = read_view(state.me, &state.cache.frames[i]);
+                let before = std::mem::replace(&mut self.views[k][i], view);
                 self.pending[k] -= before.is_some_and(|v| v.pending.is_some()) as usize;
                 self.pending[k] += view.is_some_and(|v| v.pending.is_some()) as usize;
-                self.dirty.extend(before.map(|v| v.copy.gcl));
-                self.dirty.extend(view.map(|v| v.copy.gcl));
-                *before = view;
+                let (was, is) = (before.map(|v| v.copy.gcl), view.map(|v| v.copy.gcl));
+                if was != is {
+                    // The frame left one line and joined another.
+                    if let Some(g) = was {
+                        self.leave_line(g, (k, i));
+                    }
+                    if let Some(g) = is {
+                        self.join_line(g, (k, i));
+                    }
+                }
+                self.dirty.extend(was);
+                self.dirty.extend(is);
             }
         }
+        self.touched = touched;
         // L2 before any line check, node by node and frame by frame (the full check's order), on
         // nodes whose frames or retry queue changed.
         for (k, state) in nodes.iter().enumerate() {
@@ -193,9 +207,6 @@ impl IncrementalCheck {
             self.dirty.extend_from_slice(&self.flight_lines);
         }
         // The latch word of every named line: a changed word makes its line dirty.
-        if self.lines_stale {
-            self.rebuild_lines();
-        }
         for line in &mut self.lines {
             let now = latch_word(line.gcl);
             if now != line.word {
@@ -223,29 +234,27 @@ impl IncrementalCheck {
         Ok(())
     }
 
-    /// Regroup the cached copies by line, keeping the latch words already read.
-    fn rebuild_lines(&mut self) {
-        let mut named: Vec<(Gaddr, usize, usize)> = Vec::new();
-        for (k, frames) in self.views.iter().enumerate() {
-            for (i, v) in frames.iter().enumerate() {
-                if let Some(v) = v {
-                    named.push((v.copy.gcl, k, i));
-                }
+    /// Frame `holder` caches `g` now. A line new to the list gets a word no latch holds, so it
+    /// reads as changed.
+    fn join_line(&mut self, g: Gaddr, holder: (usize, usize)) {
+        match self.lines.binary_search_by_key(&g, |l| l.gcl) {
+            Ok(j) => {
+                let holders = &mut self.lines[j].holders;
+                let at = holders.partition_point(|h| *h < holder);
+                holders.insert(at, holder);
             }
+            Err(j) => self.lines.insert(j, Line { gcl: g, word: u64::MAX, holders: vec![holder] }),
         }
-        named.sort_unstable();
-        let old = std::mem::take(&mut self.lines);
-        for (g, k, i) in named {
-            match self.lines.last_mut() {
-                Some(line) if line.gcl == g => line.holders.push((k, i)),
-                _ => {
-                    // A line new to the list gets a word no latch holds, so it reads as changed.
-                    let word = old.binary_search_by_key(&g, |l| l.gcl).map_or(u64::MAX, |j| old[j].word);
-                    self.lines.push(Line { gcl: g, word, holders: vec![(k, i)] });
-                }
-            }
+    }
+
+    /// Frame `holder` no longer caches `g`; a line no frame names leaves the list.
+    fn leave_line(&mut self, g: Gaddr, holder: (usize, usize)) {
+        let j = self.lines.binary_search_by_key(&g, |l| l.gcl).expect("a cached line is listed");
+        let holders = &mut self.lines[j].holders;
+        holders.retain(|h| *h != holder);
+        if holders.is_empty() {
+            self.lines.remove(j);
         }
-        self.lines_stale = false;
     }
 }
 

@@ -311,7 +311,6 @@ pub fn invariants(
                 ));
             }
         }
-        let views: Vec<&NodeState> = live.iter().map(|s| s.as_ref()).collect();
         let masked = |a: RemoteAddr| {
             let v = word(a);
             if dead != 0 && layout.is_gcl(a) {
@@ -321,9 +320,9 @@ pub fn invariants(
             }
         };
         let checked = if dead == 0 {
-            coherence.check(&views, &layout, word)
+            coherence.check(&live, &layout, word)
         } else {
-            coherence.check(&views, &layout, &masked)
+            coherence.check(&live, &layout, &masked)
         };
         checked.map_err(|v| Violation::new(v.invariant, v.to_string()))?;
         match oracle.violations().first() {

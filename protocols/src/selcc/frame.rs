@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::sync::{Latch, TouchMark};
+use crate::sync::{Latch, TouchSet};
 
 use super::fairness::Lease;
 use super::layout::Gaddr;
@@ -84,32 +84,31 @@ impl FrameMeta {
 pub struct Frame {
     pub latch: Latch,
     meta: Mutex<FrameMeta>,
-    /// Set whenever `meta` is handed out for possible change: the incremental invariant checker
+    /// The cache's marks and this frame's index there: set whenever `meta` is handed out for
+    /// possible change or the local latch is operated, so the incremental invariant checker
     /// (`check_incremental.rs`) looks again only at frames touched since its last call.
-    touched: TouchMark,
-    /// The same mark for the whole cache the frame belongs to (shared with the local latch).
-    group: Arc<TouchMark>,
+    group: Arc<TouchSet>,
+    index: u32,
 }
 
 impl Frame {
     pub fn new() -> Frame {
-        Frame::in_group(Arc::default())
+        Frame::in_group(Arc::new(TouchSet::new(1)), 0)
     }
 
-    /// A frame of a cache whose touch mark is `group` ([`super::cache::Cache::take_touched`]).
-    pub fn in_group(group: Arc<TouchMark>) -> Frame {
+    /// Frame `index` of a cache whose touch marks are `group` ([`super::cache::Cache::take_touched`]).
+    pub fn in_group(group: Arc<TouchSet>, index: u32) -> Frame {
         Frame {
-            latch: Latch::in_group(group.clone()),
+            latch: Latch::in_group(group.clone(), index),
             meta: Mutex::new(FrameMeta::free()),
-            touched: TouchMark::default(),
             group,
+            index,
         }
     }
 
     /// The frame's state, locked for reading or writing.
     pub fn meta(&self) -> MutexGuard<'_, FrameMeta> {
-        self.touched.mark();
-        self.group.mark();
+        self.group.mark(self.index);
         self.meta.lock().unwrap()
     }
 
@@ -117,12 +116,6 @@ impl Frame {
     /// count as a touch.
     pub fn peek_meta(&self) -> MutexGuard<'_, FrameMeta> {
         self.meta.lock().unwrap()
-    }
-
-    /// Whether the meta or the local latch may have changed since the last call (and clear
-    /// both marks).
-    pub fn take_touched(&self) -> bool {
-        self.latch.take_touched() | self.touched.take()
     }
 }
 

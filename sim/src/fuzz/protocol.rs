@@ -16,6 +16,7 @@
 //! [`Plan::invariants`]: dmsim_protocols::harness::Plan::invariants
 //! [`Plan::verify`]: dmsim_protocols::harness::Plan::verify
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -118,15 +119,29 @@ impl ProtocolTarget {
 
     /// The swarm configuration of `seed` (a pure function of the seed and the scenario).
     pub fn swarm(&self, seed: u64, faults: Faults) -> Swarm {
+        self.swarm_and_point(seed, faults).0
+    }
+
+    /// The swarm of `seed` and the point it makes, resolved once (resolving re-parses the
+    /// scenario: twice per schedule was ~5 % of a `fuzz-small` campaign).
+    fn swarm_and_point(&self, seed: u64, faults: Faults) -> (Swarm, Result<PointConfig, Problem>) {
+        let resolved: RefCell<Option<Result<PointConfig, Problem>>> = RefCell::new(None);
         // The nodes with clients (compute, then symmetric) of the point the overrides make.
-        let clients = |overrides: &[(String, Value)]| match resolve_point(&self.raw, overrides) {
-            Ok(point) => {
-                let c = point.cluster;
-                (0..c.compute_nodes + c.symmetric_nodes).map(|i| NodeId(c.memory_nodes + i)).collect()
-            }
-            Err(_) => vec![NodeId(self.file.cluster.memory_nodes)],
+        let clients = |overrides: &[(String, Value)]| {
+            let point = resolve_point(&self.raw, overrides);
+            let nodes = match &point {
+                Ok(point) => {
+                    let c = &point.cluster;
+                    (0..c.compute_nodes + c.symmetric_nodes).map(|i| NodeId(c.memory_nodes + i)).collect()
+                }
+                Err(_) => vec![NodeId(self.file.cluster.memory_nodes)],
+            };
+            *resolved.borrow_mut() = Some(point);
+            nodes
         };
-        draw(&self.spec, seed, faults, &clients)
+        let swarm = draw(&self.spec, seed, faults, &clients);
+        let point = resolved.into_inner().unwrap_or_else(|| self.point_config(&swarm));
+        (swarm, point)
     }
 
     /// The point a seed runs: the scenario with the seed's swarm applied.
@@ -150,7 +165,7 @@ impl FuzzTarget for ProtocolTarget {
     }
 
     fn run(&self, request: &RunRequest) -> RunResult {
-        let swarm = self.swarm(request.seed, request.faults);
+        let (swarm, config) = self.swarm_and_point(request.seed, request.faults);
         // A combination loading could not check exhaustively may not plan: a failed schedule
         // naming the draw, never a crash of the campaign.
         let unplanned = |problems: String| RunResult {
@@ -173,7 +188,7 @@ impl FuzzTarget for ProtocolTarget {
             trace_lines: Vec::new(),
             marks: BTreeMap::new(),
         };
-        let config = match self.point_config(&swarm) {
+        let config = match config {
             Ok(c) => c,
             Err(p) => return unplanned(p.to_string()),
         };
@@ -191,6 +206,8 @@ impl FuzzTarget for ProtocolTarget {
             exchange: Exchange::Direct,
             invariants: self.spec.check_every_event,
             catch_panics: true,
+            // The verdict reads no metrics.
+            metrics: false,
         };
         let judged = match self.protocol.simulate(&spec, &make, options) {
             Ok(j) => j,

@@ -99,6 +99,11 @@ pub fn rehearse_hardware(registry: &Registry, point: &Point, mutant: &str) -> Re
     let level = if point.config.run.check { CheckLevel::Histories } else { CheckLevel::Off };
     let spec = point_spec(&point.config, point.seed, level, true, mutant);
     let config = |cluster| sim_config(point, cluster, TraceSink::Off);
-    let options = SimulateOptions { exchange: Exchange::OverNic, invariants: false, catch_panics: false };
+    let options = SimulateOptions {
+        exchange: Exchange::OverNic,
+        invariants: false,
+        catch_panics: false,
+        metrics: true,
+    };
     protocol.simulate(&spec, &config, options).map_err(|p| problems_line(&p))?.into_result()
 }

@@ -110,8 +110,8 @@ impl<P: Protocol> SimProtocol for Driver<P> {
         }
         let run = simulate(&plan, sim, options);
         let ended = run.finished() || matches!(run.outcome.stop, StopReason::Unrecoverable { .. });
-        let metrics = ended.then(|| plan.metrics(&run.reports, run.outcome.end_time));
-        let ops = plan.ops(&run.reports);
+        let metrics = (ended && options.metrics).then(|| plan.metrics(&run.reports, run.outcome.end_time));
+        let ops = if options.metrics { plan.ops(&run.reports) } else { 0 };
         let clocks = vec![Clock::default(); run.reports.len()];
         let histories = check_histories(&run.reports, &clocks);
         Ok(Judged { run, metrics, ops, histories })

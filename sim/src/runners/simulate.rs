@@ -42,11 +42,13 @@ pub struct SimulateOptions {
     pub invariants: bool,
     /// Turn a panic inside the run into a result (the fuzzer) instead of unwinding (tests).
     pub catch_panics: bool,
+    /// Compute the plan's metrics and operation count after the run (the fuzzer needs neither).
+    pub metrics: bool,
 }
 
 impl SimulateOptions {
     pub const MEASURE: SimulateOptions =
-        SimulateOptions { exchange: Exchange::Direct, invariants: true, catch_panics: false };
+        SimulateOptions { exchange: Exchange::Direct, invariants: true, catch_panics: false, metrics: true };
 }
 
 /// What one simulation produced.

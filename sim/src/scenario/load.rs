@@ -255,7 +255,41 @@ fn profile_file(path: &str) -> Result<Profile, Problem> {
         .map_err(|p| Problem::new(at, format!("{path}: not a NIC profile: {}: {}", p.path, p.reason)))
 }
 
+/// How many resolved compiled-in profiles a thread remembers (a campaign draws a few override
+/// combinations; a sweep a few points).
+const PROFILES_REMEMBERED: usize = 64;
+
+thread_local! {
+    /// Compiled-in profiles with their overrides, resolved: `(name + overrides as JSON, profile)`.
+    /// The fuzzer resolves one per schedule, and parsing and re-checking it was ~4 % of a
+    /// `fuzz-small` campaign. A pure function of the key, so remembering it cannot change a run.
+    static RESOLVED_PROFILES: std::cell::RefCell<Vec<(String, Profile)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The NIC profile of a cluster: the named (or file) profile with `nic_overrides` applied.
 pub fn resolve_profile(c: &super::ClusterSpec) -> Result<Profile, Vec<Problem>> {
+    if is_profile_path(&c.nic_profile) {
+        // A file may change between calls: read it every time.
+        return resolve_profile_uncached(c);
+    }
+    let key = format!("{}\n{}", c.nic_profile, Value::Object(c.nic_overrides.clone()));
+    let known =
+        RESOLVED_PROFILES.with(|r| r.borrow().iter().find(|(k, _)| *k == key).map(|(_, p)| p.clone()));
+    if let Some(profile) = known {
+        return Ok(profile);
+    }
+    let profile = resolve_profile_uncached(c)?;
+    RESOLVED_PROFILES.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.len() >= PROFILES_REMEMBERED {
+            r.clear();
+        }
+        r.push((key, profile.clone()));
+    });
+    Ok(profile)
+}
+
+fn resolve_profile_uncached(c: &super::ClusterSpec) -> Result<Profile, Vec<Problem>> {
     let base = if is_profile_path(&c.nic_profile) {
         profile_file(&c.nic_profile).map_err(|p| vec![p])?
     } else {
