@@ -152,8 +152,9 @@ fn dolphin_needs_ascending_tearing() {
     // any order (first at seed 26; 2 of 300). The 5,000-schedule ascending campaign is in
     // results/dolphin/REPORT.md.
     campaign_of("dolphin/fuzz-torn-ascending.json", 60);
-    let target = ProtocolTarget::from_json(&scenario_text("dolphin/fuzz-torn-any-order.json"), &registry::sim())
-        .unwrap();
+    let target =
+        ProtocolTarget::from_json(&scenario_text("dolphin/fuzz-torn-any-order.json"), &registry::sim())
+            .unwrap();
     let spec = CampaignSpec {
         seeds: (1..=60).collect(),
         strategy: StrategyKind::Random,
