@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 use super::bench::run_client;
 use super::cache::Cache;
 use super::check::{check_regular, invariants, Checks, Tracker};
-use super::config::{Config, Variant, Workload};
+use super::cmcache::{self, Manager};
+use super::config::{Config, ManagerPlace, Variant, Workload};
+use crate::common::rpc;
 use super::layout::{object_tag, Layout};
 use super::profit::EVENTS;
 use super::stats::Stats;
@@ -27,7 +29,7 @@ use crate::harness::{
     merge_options, parse_typed, report_error, CheckLevel, Invariants, LoggedOp, Memory, NodeReport, NodeRun,
     OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
-use crate::nic::{Cluster, Nanos, Nic, NodeKind, Task};
+use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
 
 #[derive(Clone, Copy)]
 pub struct Difache;
@@ -87,6 +89,7 @@ impl DifachePlan {
             ("noac", Config::with_variant(Variant::Noac)),
             ("nocache", Config::with_variant(Variant::Nocache)),
             ("nocc", Config::with_variant(Variant::Nocc)),
+            ("cmcache", Config::with_variant(Variant::Cmcache)),
         ];
         let mut config: Config =
             merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
@@ -115,17 +118,31 @@ impl DifachePlan {
                 "owner sets support at most 64 compute nodes here",
             ));
         }
+        if config.variant.centralized() && point.compute_nodes > 64 {
+            out.push(Problem::new("cluster.compute_nodes", "CMCache's owner sets support at most 64 compute nodes"));
+        }
         if !out.is_empty() {
             return Err(out);
         }
-        let layout = Layout::new(point.memory_nodes, point.compute_nodes, &workload, &config);
+        let mut layout = Layout::new(point.memory_nodes, point.compute_nodes, &workload, &config);
+        let stage_bytes = config.manager.threads as u64 * layout.object_bytes;
+        let mut memory_bytes = layout.memory_region_bytes();
+        if config.variant.centralized() {
+            layout.manager = Some(match config.manager.place {
+                ManagerPlace::Cn => (NodeId(point.memory_nodes + point.compute_nodes), 0),
+                ManagerPlace::Mn => {
+                    memory_bytes += stage_bytes;
+                    (NodeId(0), layout.memory_region_bytes())
+                }
+            });
+        }
         const REGION_MAX: u64 = 8 << 30;
-        if layout.memory_region_bytes() > REGION_MAX {
+        if memory_bytes > REGION_MAX {
             return Err(vec![Problem::new(
                 "workload.objects",
                 format!(
                     "objects x object_bytes needs {} bytes per memory node (at most 8 GiB)",
-                    layout.memory_region_bytes()
+                    memory_bytes
                 ),
             )]);
         }
@@ -138,7 +155,12 @@ impl DifachePlan {
                 ),
             )]);
         }
-        let cluster = point.cluster(layout.memory_region_bytes(), layout.compute_region_bytes());
+        let mut cluster = point.cluster(memory_bytes, layout.compute_region_bytes());
+        if config.variant.centralized() && config.manager.place == ManagerPlace::Cn {
+            // The manager's dedicated compute node, after the application's (no clients).
+            cluster.kinds.push(NodeKind::Compute);
+            cluster.region_size_bytes.push(stage_bytes.next_multiple_of(8));
+        }
         let tracker = point.check.full().then(|| Arc::new(Tracker::default()));
         Ok(DifachePlan { config, workload, layout, cluster, seed: point.seed, check: point.check, tracker })
     }
@@ -148,6 +170,29 @@ impl DifachePlan {
             adaptive: self.config.variant.adaptive(),
             owner_sets: self.config.owner_sets(self.layout.compute_nodes as usize),
             coherent: self.config.variant.coherent(),
+            centralized: self.config.variant.centralized(),
+        }
+    }
+
+    /// CMCache's manager: `threads` handler tasks serving the RPC port until the clients finish.
+    fn manager<N: Nic>(&self, nic: N) -> NodeRun<()> {
+        let manager = Manager::new(self.layout.clone(), self.config.clone());
+        let threads = self.config.manager.threads;
+        let daemons = rpc::serve(&nic, cmcache::PORT, cmcache::CHANNEL_BASE, threads, manager.clone());
+        NodeRun {
+            mains: Vec::new(),
+            daemons,
+            progress: None,
+            state: None,
+            collect: Box::new(move || {
+                let stats = manager.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                NodeReport {
+                    extra: serde_json::to_value(Report { stats, log: Vec::new() })
+                        .unwrap_or(serde_json::Value::Null),
+                    error: report_error(manager.errors.first()),
+                    ..NodeReport::default()
+                }
+            }),
         }
     }
 
@@ -174,6 +219,9 @@ impl Plan for DifachePlan {
     }
 
     fn node<N: Nic>(&self, nic: N) -> NodeRun<()> {
+        if self.layout.manager.is_some_and(|(m, _)| m == nic.node()) {
+            return self.manager(nic);
+        }
         if self.cluster.kinds[nic.node().index()] != NodeKind::Compute {
             return NodeRun::empty();
         }
@@ -251,6 +299,8 @@ impl Plan for DifachePlan {
         m.insert("validation_retries_per_op".into(), total.validation_retries as f64 / ops);
         m.insert("owner_rechecks_lost".into(), total.owner_rechecks_lost as f64);
         m.insert("bypass_rechecks".into(), total.bypass_rechecks as f64);
+        m.insert("manager_rpcs_per_op".into(), total.rpcs as f64 / ops);
+        m.insert("manager_waits".into(), total.manager_waits as f64);
         if !samples.is_empty() {
             m.insert("latency_us_p50".into(), percentile(&mut samples, 50.0) / 1e3);
             m.insert("latency_us_p99".into(), percentile(&mut samples, 99.0) / 1e3);

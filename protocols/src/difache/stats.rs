@@ -27,6 +27,11 @@ pub struct Stats {
     /// Reads the application found torn or of another object, and retried.
     pub validation_retries: u64,
     pub app_lock_retries: u64,
+    /// CMCache's manager: RPCs served, and polls of a handler waiting for a busy object.
+    #[serde(default)]
+    pub rpcs: u64,
+    #[serde(default)]
+    pub manager_waits: u64,
 }
 
 impl Stats {
@@ -59,5 +64,7 @@ impl Stats {
         self.bypass_rechecks += o.bypass_rechecks;
         self.validation_retries += o.validation_retries;
         self.app_lock_retries += o.app_lock_retries;
+        self.rpcs += o.rpcs;
+        self.manager_waits += o.manager_waits;
     }
 }
