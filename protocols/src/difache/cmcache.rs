@@ -175,19 +175,22 @@ pub struct Manager {
     busy: Mutex<BTreeSet<u64>>,
     owners: Mutex<BTreeMap<u64, u64>>,
     pub stats: Mutex<Stats>,
+    /// Counters start at the measured window (`workload.warmup_us`), as the clients' do.
+    measure_from_ns: u64,
     pub errors: ErrorSlot,
 }
 
 pub const CHANNEL_BASE: u16 = 1;
 
 impl Manager {
-    pub fn new(layout: Layout, config: Config) -> Arc<Manager> {
+    pub fn new(layout: Layout, config: Config, measure_from_ns: u64) -> Arc<Manager> {
         Arc::new(Manager {
             layout,
             config,
             busy: Mutex::new(BTreeSet::new()),
             owners: Mutex::new(BTreeMap::new()),
             stats: Mutex::new(Stats::default()),
+            measure_from_ns,
             errors: ErrorSlot::new(),
         })
     }
@@ -206,7 +209,9 @@ impl Manager {
             return;
         }
         while !self.busy.lock().unwrap_or_else(|e| e.into_inner()).insert(key) {
-            self.stats().manager_waits += 1;
+            if nic.now().0 >= self.measure_from_ns {
+                self.stats().manager_waits += 1;
+            }
             nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
         }
     }
@@ -254,7 +259,9 @@ impl Manager {
                 a?;
             }
         }
-        self.stats().invalidations += targets.len() as u64;
+        if nic.now().0 >= self.measure_from_ns {
+            self.stats().invalidations += targets.len() as u64;
+        }
         let len = self.layout.object_bytes as u32;
         let from = RemoteAddr::new(self.layout.cn(cn), self.layout.app_buffer(req.thread));
         nic.try_batch(&[Verb::Read { remote: from, local_bytes: stage, len_bytes: len }], "manager take write")
@@ -291,7 +298,9 @@ impl<N: Nic> Handler<N> for Manager {
             self.release(req.key);
         }
         served?;
-        self.stats().rpcs += 1;
+        if nic.now().0 >= self.measure_from_ns {
+            self.stats().rpcs += 1;
+        }
         reply(nic, to, &Vec::<u8>::new()).await
     }
 

@@ -107,10 +107,24 @@ pub struct Config {
     pub cpu: Cpu,
     #[serde(default = "Manager::paper")]
     pub manager: Manager,
+    /// Measurement only (never changes a run): the metric `plot_latency_us` is percentile
+    /// `plot_percentile` of event `plot_event` (`read_hit`, `read_miss`, `write_cached`,
+    /// `read_bypass`, `write_bypass`), so a scenario can sweep percentiles as series (Fig. 12).
+    #[serde(default)]
+    pub plot_event: String,
+    #[serde(default = "fifty")]
+    pub plot_percentile: u32,
     /// Set from `dmsim fuzz --mutant`, never from a scenario.
     #[serde(default)]
     pub mutant: Mutant,
 }
+
+fn fifty() -> u32 {
+    50
+}
+
+/// The five event types by name, in [`super::profit::Event`] order.
+pub const EVENT_NAMES: [&str; 5] = ["read_hit", "read_miss", "write_cached", "read_bypass", "write_bypass"];
 
 impl Manager {
     pub fn paper() -> Manager {
@@ -133,6 +147,8 @@ impl Config {
             latency_ring: 64,
             cpu: Cpu { lookup_ns: 150, copy_ns_per_kib: 100, app_ns: 200, poll_ns: 500 },
             manager: Manager::paper(),
+            plot_event: String::new(),
+            plot_percentile: 50,
             mutant: Mutant::None,
         }
     }
@@ -170,6 +186,12 @@ impl Config {
         }
         if self.latency_ring == 0 || self.latency_ring > 4096 {
             out.push("latency_ring: must be in 1..=4096".into());
+        }
+        if !self.plot_event.is_empty() && !EVENT_NAMES.contains(&self.plot_event.as_str()) {
+            out.push(format!("plot_event: must be one of {}", EVENT_NAMES.join(", ")));
+        }
+        if self.plot_percentile > 100 {
+            out.push("plot_percentile: must be in 0..=100".into());
         }
         if self.manager.threads == 0 || self.manager.threads > 256 {
             out.push("manager.threads: must be in 1..=256".into());

@@ -19,7 +19,7 @@ use super::bench::run_client;
 use super::cache::Cache;
 use super::check::{check_regular, invariants, Checks, Tracker};
 use super::cmcache::{self, Manager};
-use super::config::{Config, ManagerPlace, Variant, Workload};
+use super::config::{Config, ManagerPlace, Variant, Workload, EVENT_NAMES};
 use crate::common::rpc;
 use super::layout::{object_tag, Layout};
 use super::profit::EVENTS;
@@ -53,6 +53,9 @@ impl Protocol for Difache {
         DifachePlan::new(point)
     }
 }
+
+/// Percentiles of every event type's latency reported as `<event>_us_p<P>` (Fig. 12).
+const PERCENTILES: [u32; 7] = [1, 10, 25, 50, 75, 90, 99];
 
 const RESERVED: &[(&str, &str)] = &[("mutant", "dmsim fuzz --mutant")];
 
@@ -110,17 +113,6 @@ impl DifachePlan {
         if point.compute_nodes == 0 || point.compute_nodes > 1024 {
             out.push(Problem::new("cluster.compute_nodes", "must be in 1..=1024"));
         }
-        if config.owner_sets(point.compute_nodes as usize) && point.compute_nodes > 64 {
-            // [CHOICE] bit = CN id mod 64 is sound (false positives only), but this build keeps
-            // the exact-owner check simple.
-            out.push(Problem::new(
-                "cluster.compute_nodes",
-                "owner sets support at most 64 compute nodes here",
-            ));
-        }
-        if config.variant.centralized() && point.compute_nodes > 64 {
-            out.push(Problem::new("cluster.compute_nodes", "CMCache's owner sets support at most 64 compute nodes"));
-        }
         if !out.is_empty() {
             return Err(out);
         }
@@ -176,7 +168,7 @@ impl DifachePlan {
 
     /// CMCache's manager: `threads` handler tasks serving the RPC port until the clients finish.
     fn manager<N: Nic>(&self, nic: N) -> NodeRun<()> {
-        let manager = Manager::new(self.layout.clone(), self.config.clone());
+        let manager = Manager::new(self.layout.clone(), self.config.clone(), self.workload.warmup_us * 1000);
         let threads = self.config.manager.threads;
         let daemons = rpc::serve(&nic, cmcache::PORT, cmcache::CHANNEL_BASE, threads, manager.clone());
         NodeRun {
@@ -284,13 +276,23 @@ impl Plan for DifachePlan {
         m.insert("read_hit_ratio".into(), e[0] as f64 / reads);
         m.insert("cached_write_ratio".into(), e[2] as f64 / (e[2] + e[4]).max(1) as f64);
         m.insert("write_cached_share".into(), e[2] as f64 / e.iter().sum::<u64>().max(1) as f64);
-        for (i, name) in ["read_hit", "read_miss", "write_cached", "read_bypass", "write_bypass"]
+        for (i, name) in EVENT_NAMES
             .iter()
             .enumerate()
             .take(EVENTS)
         {
             m.insert(format!("{name}_us_avg"), total.event_ns[i] as f64 / e[i].max(1) as f64 / 1e3);
             m.insert(format!("{name}_count"), e[i] as f64);
+            let mut lat = total.event_samples[i].clone();
+            if !lat.is_empty() {
+                for p in PERCENTILES {
+                    m.insert(format!("{name}_us_p{p}"), percentile(&mut lat, p as f64) / 1e3);
+                }
+                if self.config.plot_event == *name {
+                    let at = percentile(&mut lat, self.config.plot_percentile as f64) / 1e3;
+                    m.insert("plot_latency_us".into(), at);
+                }
+            }
         }
         m.insert("invalidations_per_op".into(), total.invalidations as f64 / ops);
         m.insert("remote_lookups_per_op".into(), total.remote_lookups as f64 / ops);
