@@ -143,3 +143,11 @@ fn campaign_of_without_per_event_checks(scenario: &str, schedules: u64) {
     let text = scenario_text(scenario).replace("\"check_every_event\": true", "\"check_every_event\": false");
     campaign_of_text(scenario, &text, schedules);
 }
+
+#[test]
+fn difache_cmcache_fifteen_hundred_schedules() {
+    // CMCache's manager on a CN or MN 0, 1-4 handler threads, slot reuse, jitter; no valid
+    // stale slot after every event, regular reads after the run (the long campaigns are in
+    // protocols/src/difache/NEEDS.md). 1,500 to stay inside the CI budget.
+    campaign_of("difache/fuzz-cmcache.json", 1_500);
+}

@@ -9,10 +9,10 @@
 //! ```text
 //!  client (CN c, thread t)                       manager (handler i of `threads`)
 //!  hit:   VALID = ticket|VALID_BIT, KEY = k → copy
-//!  miss:  VALID = ticket, KEY = k ──Miss{k,t}──▶ wait k not busy; owners[k] |= c;
+//!  miss:  VALID = ticket, KEY = k ──Miss{k,t}──▶ wait no write of k; owners[k] |= c;
 //!                                                READ MN → stage i; WRITE stage i → c.fetch(t)
 //!         install if VALID == ticket ◀──reply─── release k
-//!  write: VALID = ticket ───────────Write{k,t}─▶ wait k; WRITE 0 → VALID of k's slot on every
+//!  write: VALID = ticket ───────────Write{k,t}─▶ wait k idle; WRITE 0 → VALID of k's slot on every
 //!                                                other owner (acked); READ c.app(t) → stage i;
 //!                                                WRITE stage i → MN; owners[k] = {c}
 //!         install own value if VALID == ticket ◀──reply── release k
@@ -27,7 +27,7 @@
 //! keeps a stale one); the VALID ticket, as in DiFache's miss, drops a fill an invalidation
 //! overtook.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
@@ -172,7 +172,8 @@ pub async fn write<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64) -> Protoco
 pub struct Manager {
     layout: Layout,
     config: Config,
-    busy: Mutex<BTreeSet<u64>>,
+    /// Objects being served: readers (misses) share, a writer is alone (`u32::MAX`).
+    busy: Mutex<BTreeMap<u64, u32>>,
     owners: Mutex<BTreeMap<u64, u64>>,
     pub stats: Mutex<Stats>,
     /// Counters start at the measured window (`workload.warmup_us`), as the clients' do.
@@ -187,7 +188,7 @@ impl Manager {
         Arc::new(Manager {
             layout,
             config,
-            busy: Mutex::new(BTreeSet::new()),
+            busy: Mutex::new(BTreeMap::new()),
             owners: Mutex::new(BTreeMap::new()),
             stats: Mutex::new(Stats::default()),
             measure_from_ns,
@@ -203,12 +204,27 @@ impl Manager {
         self.owners.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Serialize per object: wait (holding this handler thread) until `key` is free.
-    async fn acquire<N: Nic>(&self, nic: &N, key: u64) {
+    /// Serialize per object: wait (holding this handler thread) until `key` admits us. Read
+    /// misses of one object share it (they race on neither the owner set, updated in place, nor
+    /// the source data); a write excludes everything ([CHOICE]: the paper serializes "read
+    /// misses and writes to the same object").
+    async fn acquire<N: Nic>(&self, nic: &N, key: u64, write: bool) {
         if self.config.mutant == Mutant::CmNoSerialize {
             return;
         }
-        while !self.busy.lock().unwrap_or_else(|e| e.into_inner()).insert(key) {
+        loop {
+            {
+                let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+                let holders = busy.entry(key).or_insert(0);
+                if write && *holders == 0 {
+                    *holders = u32::MAX;
+                    return;
+                }
+                if !write && *holders != u32::MAX {
+                    *holders += 1;
+                    return;
+                }
+            }
             if nic.now().0 >= self.measure_from_ns {
                 self.stats().manager_waits += 1;
             }
@@ -216,8 +232,17 @@ impl Manager {
         }
     }
 
-    fn release(&self, key: u64) {
-        self.busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+    fn release(&self, key: u64, write: bool) {
+        if self.config.mutant == Mutant::CmNoSerialize {
+            return;
+        }
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let holders = busy.entry(key).or_insert(0);
+        if write || *holders <= 1 {
+            busy.remove(&key);
+        } else {
+            *holders -= 1;
+        }
     }
 
     async fn miss<N: Nic>(&self, nic: &N, cn: usize, req: Req, stage: u64) -> ProtocolResult<()> {
@@ -288,15 +313,14 @@ impl<N: Nic> Handler<N> for Manager {
         let req = incoming.msg;
         let cn = self.layout.cn_index(incoming.from);
         let stage = self.layout.manager_stage(nic.channel() - CHANNEL_BASE);
-        self.acquire(nic, req.key).await;
+        let write = req.kind == WRITE;
+        self.acquire(nic, req.key, write).await;
         let served = match req.kind {
             MISS => self.miss(nic, cn, req, stage).await,
             WRITE => self.write(nic, cn, req, stage).await,
             other => panic!("CMCache request of kind {other}"),
         };
-        if self.config.mutant != Mutant::CmNoSerialize {
-            self.release(req.key);
-        }
+        self.release(req.key, write);
         served?;
         if nic.now().0 >= self.measure_from_ns {
             self.stats().rpcs += 1;
