@@ -176,7 +176,11 @@ pub fn invariants(
 
 /// CMCache: no valid stale copy — with no write to the object in the manager, every slot
 /// marked valid holds the memory node's bytes of the object its KEY names.
-fn centralized_invariants(layout: &Layout, tracker: &Tracker, memory: Memory) -> Result<(), (&'static str, String)> {
+fn centralized_invariants(
+    layout: &Layout,
+    tracker: &Tracker,
+    memory: Memory,
+) -> Result<(), (&'static str, String)> {
     for cn in 0..layout.compute_nodes as usize {
         let node = layout.cn(cn);
         for h in 0..layout.cache_objects as u32 {

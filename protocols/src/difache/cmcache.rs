@@ -108,10 +108,16 @@ fn claim<N: Nic>(cache: &Cache<N>, key: u64) -> (u64, u64) {
 fn install<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64, hdr: u64, ticket: u64, from: u64) {
     let local = cache.nic.local();
     let ours = local.load(hdr + HDR_VALID) == ticket;
-    let ignore = cache.config.mutant == Mutant::CmInstallIgnoresTicket && local.load(hdr + HDR_KEY) == key + 1;
+    let ignore =
+        cache.config.mutant == Mutant::CmInstallIgnoresTicket && local.load(hdr + HDR_KEY) == key + 1;
     if ours || ignore {
         w.nic.mark("cmcache install", key);
-        local.copy_from(cache.layout.buffer(slot(&cache.layout, key)), local, from, cache.layout.object_bytes);
+        local.copy_from(
+            cache.layout.buffer(slot(&cache.layout, key)),
+            local,
+            from,
+            cache.layout.object_bytes,
+        );
         local.store(hdr + HDR_VALID, ticket | VALID_BIT);
     }
 }
@@ -152,7 +158,8 @@ pub async fn write<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64) -> Protoco
     if r.is_ok() {
         let local = cache.nic.local();
         let ours = local.load(hdr + HDR_VALID) == ticket;
-        if !ours && cache.config.mutant != Mutant::CmWriterKeepsLocal && local.load(hdr + HDR_KEY) == key + 1 {
+        if !ours && cache.config.mutant != Mutant::CmWriterKeepsLocal && local.load(hdr + HDR_KEY) == key + 1
+        {
             local.store(hdr + HDR_VALID, 0);
         }
         install(cache, w, key, hdr, ticket, cache.layout.app_buffer(w.thread));
@@ -260,8 +267,9 @@ impl Manager {
     async fn write<N: Nic>(&self, nic: &N, cn: usize, req: Req, stage: u64) -> ProtocolResult<()> {
         let key = req.key;
         let set = self.owners().get(&key).copied().unwrap_or(0);
-        let targets: Vec<usize> =
-            (0..self.layout.compute_nodes as usize).filter(|&c| c != cn && set >> (c % 64) & 1 != 0).collect();
+        let targets: Vec<usize> = (0..self.layout.compute_nodes as usize)
+            .filter(|&c| c != cn && set >> (c % 64) & 1 != 0)
+            .collect();
         let valid = self.layout.header(slot(&self.layout, key)) + HDR_VALID;
         if self.config.mutant == Mutant::CmUnackedInvalidate {
             for &c in &targets {
@@ -289,8 +297,11 @@ impl Manager {
         }
         let len = self.layout.object_bytes as u32;
         let from = RemoteAddr::new(self.layout.cn(cn), self.layout.app_buffer(req.thread));
-        nic.try_batch(&[Verb::Read { remote: from, local_bytes: stage, len_bytes: len }], "manager take write")
-            .await?;
+        nic.try_batch(
+            &[Verb::Read { remote: from, local_bytes: stage, len_bytes: len }],
+            "manager take write",
+        )
+        .await?;
         let object = self.layout.object(key);
         nic.try_batch(&[Verb::Write { remote: object, local_bytes: stage, len_bytes: len }], "manager flush")
             .await?;

@@ -20,11 +20,11 @@ use super::cache::Cache;
 use super::check::{check_regular, invariants, Checks, Tracker};
 use super::cmcache::{self, Manager};
 use super::config::{Config, ManagerPlace, Variant, Workload, EVENT_NAMES};
-use crate::common::rpc;
 use super::layout::{object_tag, Layout};
 use super::profit::EVENTS;
 use super::stats::Stats;
 use crate::common::metrics::percentile;
+use crate::common::rpc;
 use crate::harness::{
     merge_options, parse_typed, report_error, CheckLevel, Invariants, LoggedOp, Memory, NodeReport, NodeRun,
     OpLog, Plan, PointSpec, Problem, Protocol, Violation,
@@ -276,11 +276,7 @@ impl Plan for DifachePlan {
         m.insert("read_hit_ratio".into(), e[0] as f64 / reads);
         m.insert("cached_write_ratio".into(), e[2] as f64 / (e[2] + e[4]).max(1) as f64);
         m.insert("write_cached_share".into(), e[2] as f64 / e.iter().sum::<u64>().max(1) as f64);
-        for (i, name) in EVENT_NAMES
-            .iter()
-            .enumerate()
-            .take(EVENTS)
-        {
+        for (i, name) in EVENT_NAMES.iter().enumerate().take(EVENTS) {
             m.insert(format!("{name}_us_avg"), total.event_ns[i] as f64 / e[i].max(1) as f64 / 1e3);
             m.insert(format!("{name}_count"), e[i] as f64);
             let mut lat = total.event_samples[i].clone();
