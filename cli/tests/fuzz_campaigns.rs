@@ -166,3 +166,11 @@ fn dolphin_needs_ascending_tearing() {
     let summary = run_campaign(&target, &spec).summary;
     assert!(summary.violations > 0, "any-order tearing was not caught in 60 schedules");
 }
+
+#[test]
+fn difache_cmcache_fifteen_hundred_schedules() {
+    // CMCache's manager on a CN or MN 0, 1-4 handler threads, slot reuse, jitter; no valid
+    // stale slot after every event, regular reads after the run (the long campaigns are in
+    // protocols/src/difache/NEEDS.md). 1,500 to stay inside the CI budget.
+    campaign_of("difache/fuzz-cmcache.json", 1_500);
+}

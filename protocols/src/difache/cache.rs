@@ -55,11 +55,11 @@ pub struct Cache<N: Nic> {
     owner_sets: bool,
     free: Mutex<Vec<u32>>,
     hand: Mutex<u32>,
-    tickets: AtomicU64,
+    pub(super) tickets: AtomicU64,
     warm: AtomicBool,
     pub stats: Mutex<Stats>,
     samples: Mutex<Samples>,
-    tracker: Option<Arc<Tracker>>,
+    pub(super) tracker: Option<Arc<Tracker>>,
     pub errors: ErrorSlot,
 }
 
@@ -120,7 +120,7 @@ impl<N: Nic> Cache<N> {
     fn others(&self) -> Vec<usize> {
         (0..self.layout.compute_nodes as usize).filter(|&c| c != self.me).collect()
     }
-    fn copy_ns(&self) -> Nanos {
+    pub(super) fn copy_ns(&self) -> Nanos {
         Nanos(self.config.cpu.copy_ns_per_kib * self.layout.object_bytes / 1024)
     }
     fn sample(&self, event: Event, ns: u64) {
@@ -477,6 +477,11 @@ impl<N: Nic> Cache<N> {
         let app = self.layout.app_buffer(w.thread);
         let size = self.layout.object_bytes;
         let start = w.nic.now();
+        if self.config.variant.centralized() {
+            let event = super::cmcache::read(self, w, key).await?;
+            self.sample(event, w.nic.now().0 - start.0);
+            return Ok(());
+        }
         if !self.config.variant.caches() {
             self.fetch(w, key, app).await?;
             self.sample(Event::ReadBypass, w.nic.now().0 - start.0);
@@ -631,6 +636,11 @@ impl<N: Nic> Cache<N> {
     pub async fn write(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
         let app = self.layout.app_buffer(w.thread);
         let start = w.nic.now();
+        if self.config.variant.centralized() {
+            let event = super::cmcache::write(self, w, key).await?;
+            self.sample(event, w.nic.now().0 - start.0);
+            return Ok(());
+        }
         if !self.config.variant.caches() {
             self.flush(w, key, app).await?;
             self.sample(Event::WriteBypass, w.nic.now().0 - start.0);

@@ -82,6 +82,8 @@ pub struct Checks {
     pub adaptive: bool,
     pub owner_sets: bool,
     pub coherent: bool,
+    /// CMCache: direct-mapped slots, no index, no modes.
+    pub centralized: bool,
 }
 
 /// All per-event invariants; the first broken one as (name, message).
@@ -91,6 +93,9 @@ pub fn invariants(
     tracker: &Tracker,
     memory: Memory,
 ) -> Result<(), (&'static str, String)> {
+    if checks.centralized {
+        return centralized_invariants(layout, tracker, memory);
+    }
     let mut holders: BTreeMap<u64, Vec<(usize, u64)>> = BTreeMap::new();
     for cn in 0..layout.compute_nodes as usize {
         let node = layout.cn(cn);
@@ -163,6 +168,41 @@ pub fn invariants(
                     "mode agreement",
                     format!("object {key} modes differ with no switch in progress: {}", who.join(" ")),
                 ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// CMCache: no valid stale copy — with no write to the object in the manager, every slot
+/// marked valid holds the memory node's bytes of the object its KEY names.
+fn centralized_invariants(
+    layout: &Layout,
+    tracker: &Tracker,
+    memory: Memory,
+) -> Result<(), (&'static str, String)> {
+    for cn in 0..layout.compute_nodes as usize {
+        let node = layout.cn(cn);
+        for h in 0..layout.cache_objects as u32 {
+            let base = layout.header(h);
+            let valid = memory(RemoteAddr::new(node, base + HDR_VALID));
+            let named = memory(RemoteAddr::new(node, base + HDR_KEY));
+            if valid & super::cmcache::VALID_BIT == 0 || named == 0 || tracker.writing(named - 1) {
+                continue;
+            }
+            let object = layout.object(named - 1);
+            for w in 0..layout.object_bytes / 8 {
+                let cached = memory(RemoteAddr::new(node, layout.buffer(h) + w * 8));
+                let home = memory(object.add(w * 8));
+                if cached != home {
+                    return Err((
+                        "no valid stale copy",
+                        format!(
+                            "cn{cn} slot {h} caches object {} word {w} = {cached:#x}, memory holds {home:#x}, no write in flight",
+                            named - 1
+                        ),
+                    ));
+                }
             }
         }
     }

@@ -17,11 +17,17 @@ pub enum Variant {
     Nocache,
     /// A per-CN cache without cross-CN coherence (incorrect by design; a scale reference).
     Nocc,
+    /// A per-CN cache whose read misses and writes are RPCs to one centralized manager that
+    /// serializes them per object, tracks owners and invalidates them (§2.3, "CMCache").
+    Cmcache,
 }
 
 impl Variant {
     pub fn caches(self) -> bool {
         !matches!(self, Variant::Nocache)
+    }
+    pub fn centralized(self) -> bool {
+        self == Variant::Cmcache
     }
     pub fn adaptive(self) -> bool {
         self == Variant::Difache
@@ -40,6 +46,28 @@ pub enum OwnerTracking {
     Auto,
     Broadcast,
     OwnerSets,
+}
+
+/// Where CMCache's manager runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ManagerPlace {
+    /// A dedicated compute node added after the application's CNs (the paper's reported setup).
+    #[default]
+    Cn,
+    /// Memory node 0, on its modelled cores (`cluster.memory_node_cores`).
+    Mn,
+}
+
+/// CMCache's manager (used only by `variant: cmcache`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manager {
+    pub place: ManagerPlace,
+    /// Handler threads, each serving one RPC at a time (the paper: all 16 cores of the CN).
+    pub threads: u16,
+    /// CPU per RPC: receive, dispatch, owner-set and lock-table work ([CHOICE]; not in the paper).
+    pub rpc_ns: u64,
 }
 
 /// Local CPU costs on a compute node (ns).
@@ -77,9 +105,31 @@ pub struct Config {
     /// Latency samples kept per event type for the profit model.
     pub latency_ring: usize,
     pub cpu: Cpu,
+    #[serde(default = "Manager::paper")]
+    pub manager: Manager,
+    /// Measurement only (never changes a run): the metric `plot_latency_us` is percentile
+    /// `plot_percentile` of event `plot_event` (`read_hit`, `read_miss`, `write_cached`,
+    /// `read_bypass`, `write_bypass`), so a scenario can sweep percentiles as series (Fig. 12).
+    #[serde(default)]
+    pub plot_event: String,
+    #[serde(default = "fifty")]
+    pub plot_percentile: u32,
     /// Set from `dmsim fuzz --mutant`, never from a scenario.
     #[serde(default)]
     pub mutant: Mutant,
+}
+
+fn fifty() -> u32 {
+    50
+}
+
+/// The five event types by name, in [`super::profit::Event`] order.
+pub const EVENT_NAMES: [&str; 5] = ["read_hit", "read_miss", "write_cached", "read_bypass", "write_bypass"];
+
+impl Manager {
+    pub fn paper() -> Manager {
+        Manager { place: ManagerPlace::Cn, threads: 16, rpc_ns: 1000 }
+    }
 }
 
 impl Config {
@@ -96,6 +146,9 @@ impl Config {
             interval_after: 255,
             latency_ring: 64,
             cpu: Cpu { lookup_ns: 150, copy_ns_per_kib: 100, app_ns: 200, poll_ns: 500 },
+            manager: Manager::paper(),
+            plot_event: String::new(),
+            plot_percentile: 50,
             mutant: Mutant::None,
         }
     }
@@ -133,6 +186,15 @@ impl Config {
         }
         if self.latency_ring == 0 || self.latency_ring > 4096 {
             out.push("latency_ring: must be in 1..=4096".into());
+        }
+        if !self.plot_event.is_empty() && !EVENT_NAMES.contains(&self.plot_event.as_str()) {
+            out.push(format!("plot_event: must be one of {}", EVENT_NAMES.join(", ")));
+        }
+        if self.plot_percentile > 100 {
+            out.push("plot_percentile: must be in 0..=100".into());
+        }
+        if self.manager.threads == 0 || self.manager.threads > 256 {
+            out.push("manager.threads: must be in 1..=256".into());
         }
         if self.cpu.poll_ns == 0 {
             out.push("cpu.poll_ns: must be at least 1".into());

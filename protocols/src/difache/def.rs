@@ -18,16 +18,18 @@ use serde::{Deserialize, Serialize};
 use super::bench::run_client;
 use super::cache::Cache;
 use super::check::{check_regular, invariants, Checks, Tracker};
-use super::config::{Config, Variant, Workload};
+use super::cmcache::{self, Manager};
+use super::config::{Config, ManagerPlace, Variant, Workload, EVENT_NAMES};
 use super::layout::{object_tag, Layout};
 use super::profit::EVENTS;
 use super::stats::Stats;
 use crate::common::metrics::percentile;
+use crate::common::rpc;
 use crate::harness::{
     merge_options, parse_typed, report_error, CheckLevel, Invariants, LoggedOp, Memory, NodeReport, NodeRun,
     OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
-use crate::nic::{Cluster, Nanos, Nic, NodeKind, Task};
+use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
 
 #[derive(Clone, Copy)]
 pub struct Difache;
@@ -51,6 +53,9 @@ impl Protocol for Difache {
         DifachePlan::new(point)
     }
 }
+
+/// Percentiles of every event type's latency reported as `<event>_us_p<P>` (Fig. 12).
+const PERCENTILES: [u32; 7] = [1, 10, 25, 50, 75, 90, 99];
 
 const RESERVED: &[(&str, &str)] = &[("mutant", "dmsim fuzz --mutant")];
 
@@ -87,6 +92,7 @@ impl DifachePlan {
             ("noac", Config::with_variant(Variant::Noac)),
             ("nocache", Config::with_variant(Variant::Nocache)),
             ("nocc", Config::with_variant(Variant::Nocc)),
+            ("cmcache", Config::with_variant(Variant::Cmcache)),
         ];
         let mut config: Config =
             merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
@@ -107,25 +113,28 @@ impl DifachePlan {
         if point.compute_nodes == 0 || point.compute_nodes > 1024 {
             out.push(Problem::new("cluster.compute_nodes", "must be in 1..=1024"));
         }
-        if config.owner_sets(point.compute_nodes as usize) && point.compute_nodes > 64 {
-            // [CHOICE] bit = CN id mod 64 is sound (false positives only), but this build keeps
-            // the exact-owner check simple.
-            out.push(Problem::new(
-                "cluster.compute_nodes",
-                "owner sets support at most 64 compute nodes here",
-            ));
-        }
         if !out.is_empty() {
             return Err(out);
         }
-        let layout = Layout::new(point.memory_nodes, point.compute_nodes, &workload, &config);
+        let mut layout = Layout::new(point.memory_nodes, point.compute_nodes, &workload, &config);
+        let stage_bytes = config.manager.threads as u64 * layout.object_bytes;
+        let mut memory_bytes = layout.memory_region_bytes();
+        if config.variant.centralized() {
+            layout.manager = Some(match config.manager.place {
+                ManagerPlace::Cn => (NodeId(point.memory_nodes + point.compute_nodes), 0),
+                ManagerPlace::Mn => {
+                    memory_bytes += stage_bytes;
+                    (NodeId(0), layout.memory_region_bytes())
+                }
+            });
+        }
         const REGION_MAX: u64 = 8 << 30;
-        if layout.memory_region_bytes() > REGION_MAX {
+        if memory_bytes > REGION_MAX {
             return Err(vec![Problem::new(
                 "workload.objects",
                 format!(
                     "objects x object_bytes needs {} bytes per memory node (at most 8 GiB)",
-                    layout.memory_region_bytes()
+                    memory_bytes
                 ),
             )]);
         }
@@ -138,7 +147,12 @@ impl DifachePlan {
                 ),
             )]);
         }
-        let cluster = point.cluster(layout.memory_region_bytes(), layout.compute_region_bytes());
+        let mut cluster = point.cluster(memory_bytes, layout.compute_region_bytes());
+        if config.variant.centralized() && config.manager.place == ManagerPlace::Cn {
+            // The manager's dedicated compute node, after the application's (no clients).
+            cluster.kinds.push(NodeKind::Compute);
+            cluster.region_size_bytes.push(stage_bytes.next_multiple_of(8));
+        }
         let tracker = point.check.full().then(|| Arc::new(Tracker::default()));
         Ok(DifachePlan { config, workload, layout, cluster, seed: point.seed, check: point.check, tracker })
     }
@@ -148,6 +162,29 @@ impl DifachePlan {
             adaptive: self.config.variant.adaptive(),
             owner_sets: self.config.owner_sets(self.layout.compute_nodes as usize),
             coherent: self.config.variant.coherent(),
+            centralized: self.config.variant.centralized(),
+        }
+    }
+
+    /// CMCache's manager: `threads` handler tasks serving the RPC port until the clients finish.
+    fn manager<N: Nic>(&self, nic: N) -> NodeRun<()> {
+        let manager = Manager::new(self.layout.clone(), self.config.clone(), self.workload.warmup_us * 1000);
+        let threads = self.config.manager.threads;
+        let daemons = rpc::serve(&nic, cmcache::PORT, cmcache::CHANNEL_BASE, threads, manager.clone());
+        NodeRun {
+            mains: Vec::new(),
+            daemons,
+            progress: None,
+            state: None,
+            collect: Box::new(move || {
+                let stats = manager.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                NodeReport {
+                    extra: serde_json::to_value(Report { stats, log: Vec::new() })
+                        .unwrap_or(serde_json::Value::Null),
+                    error: report_error(manager.errors.first()),
+                    ..NodeReport::default()
+                }
+            }),
         }
     }
 
@@ -174,6 +211,9 @@ impl Plan for DifachePlan {
     }
 
     fn node<N: Nic>(&self, nic: N) -> NodeRun<()> {
+        if self.layout.manager.is_some_and(|(m, _)| m == nic.node()) {
+            return self.manager(nic);
+        }
         if self.cluster.kinds[nic.node().index()] != NodeKind::Compute {
             return NodeRun::empty();
         }
@@ -236,13 +276,19 @@ impl Plan for DifachePlan {
         m.insert("read_hit_ratio".into(), e[0] as f64 / reads);
         m.insert("cached_write_ratio".into(), e[2] as f64 / (e[2] + e[4]).max(1) as f64);
         m.insert("write_cached_share".into(), e[2] as f64 / e.iter().sum::<u64>().max(1) as f64);
-        for (i, name) in ["read_hit", "read_miss", "write_cached", "read_bypass", "write_bypass"]
-            .iter()
-            .enumerate()
-            .take(EVENTS)
-        {
+        for (i, name) in EVENT_NAMES.iter().enumerate().take(EVENTS) {
             m.insert(format!("{name}_us_avg"), total.event_ns[i] as f64 / e[i].max(1) as f64 / 1e3);
             m.insert(format!("{name}_count"), e[i] as f64);
+            let mut lat = total.event_samples[i].clone();
+            if !lat.is_empty() {
+                for p in PERCENTILES {
+                    m.insert(format!("{name}_us_p{p}"), percentile(&mut lat, p as f64) / 1e3);
+                }
+                if self.config.plot_event == *name {
+                    let at = percentile(&mut lat, self.config.plot_percentile as f64) / 1e3;
+                    m.insert("plot_latency_us".into(), at);
+                }
+            }
         }
         m.insert("invalidations_per_op".into(), total.invalidations as f64 / ops);
         m.insert("remote_lookups_per_op".into(), total.remote_lookups as f64 / ops);
@@ -251,6 +297,8 @@ impl Plan for DifachePlan {
         m.insert("validation_retries_per_op".into(), total.validation_retries as f64 / ops);
         m.insert("owner_rechecks_lost".into(), total.owner_rechecks_lost as f64);
         m.insert("bypass_rechecks".into(), total.bypass_rechecks as f64);
+        m.insert("manager_rpcs_per_op".into(), total.rpcs as f64 / ops);
+        m.insert("manager_waits".into(), total.manager_waits as f64);
         if !samples.is_empty() {
             m.insert("latency_us_p50".into(), percentile(&mut samples, 50.0) / 1e3);
             m.insert("latency_us_p99".into(), percentile(&mut samples, 99.0) / 1e3);

@@ -37,6 +37,8 @@ pub struct Layout {
     pub cache_objects: u64,
     pub threads: u64,
     pub mode_locks: u64,
+    /// CMCache's manager node and where its handler staging buffers start there.
+    pub manager: Option<(NodeId, u64)>,
 }
 
 impl Layout {
@@ -53,6 +55,7 @@ impl Layout {
             cache_objects: config.cache_objects as u64,
             threads: workload.threads_per_node as u64,
             mode_locks: config.mode_locks as u64,
+            manager: None,
         }
     }
 
@@ -131,6 +134,11 @@ impl Layout {
     }
     pub fn memory_region_bytes(&self) -> u64 {
         self.per_mn() * (self.object_bytes + 16) + self.mode_locks * 8
+    }
+
+    /// CMCache: the staging buffer of manager handler `i` (one object) on the manager node.
+    pub fn manager_stage(&self, i: u16) -> u64 {
+        self.manager.map_or(0, |(_, base)| base) + i as u64 * self.object_bytes
     }
 
     /// Compute node number `i` (0-based) as a node id.

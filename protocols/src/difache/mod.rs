@@ -13,6 +13,8 @@
 //!   switch (§3.4), read hit / miss (§3.6), write with flush-then-invalidate by broadcast or
 //!   owner sets (§3.7), eviction.
 //! * [`profit`] — the caching-profit model (§3.5, reconstructed) and latency samples.
+//! * [`cmcache`] — the CMCache baseline: read misses and writes by RPC to a centralized manager
+//!   (a dedicated CN or memory node 0) that serializes them per object and invalidates owners.
 //! * [`bench`] — the micro-benchmark clients (lock, read, validate, write, unlock).
 //! * [`check`] — the regular-register history check and the per-event invariants (spec §4).
 //! * [`mutants`] — planted bugs, including the races spec §9 suspects.
@@ -21,6 +23,7 @@
 pub mod bench;
 pub mod cache;
 pub mod check;
+pub mod cmcache;
 pub mod config;
 pub mod def;
 pub mod index;

@@ -20,6 +20,10 @@ pub enum Mutant {
     BypassWriteNoRecheck,
     InstallIgnoresTicket,
     PaperOwnerOrder,
+    CmInstallIgnoresTicket,
+    CmNoSerialize,
+    CmUnackedInvalidate,
+    CmWriterKeepsLocal,
 }
 
 crate::mutant_table!(Mutant {
@@ -45,4 +49,12 @@ crate::mutant_table!(Mutant {
         "a read miss installs its fetch whenever the header is valid, even if a newer miss or a write re-validated it",
     "paper-owner-order" => PaperOwnerOrder:
         "owner sets: the paper's literal read miss (bit, valid, fetch) without re-reading the owner set; a collect between bit and valid leaves a valid copy no later writer invalidates",
+    "cm-install-ignores-ticket" => CmInstallIgnoresTicket:
+        "CMCache: a client installs the manager's data whenever its slot still names the object, even after an invalidation overtook the reply",
+    "cm-no-serialize" => CmNoSerialize:
+        "CMCache: the manager serves read misses and writes to one object concurrently",
+    "cm-unacked-invalidate" => CmUnackedInvalidate:
+        "CMCache: the manager answers a write without waiting for its invalidations to land",
+    "cm-writer-keeps-local" => CmWriterKeepsLocal:
+        "CMCache: a writer whose slot another local thread claimed keeps that thread's fill, which the manager may have served before the write",
 });

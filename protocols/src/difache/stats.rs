@@ -12,6 +12,9 @@ pub struct Stats {
     /// Cache events and their summed latency (ns), by [`Event`].
     pub events: [u64; 5],
     pub event_ns: [u64; 5],
+    /// Every measured event's latency (ns), by [`Event`], for the distributions of Fig. 12.
+    #[serde(default)]
+    pub event_samples: [Vec<u64>; 5],
     pub invalidations: u64,
     pub remote_lookups: u64,
     pub lookup_retries: u64,
@@ -27,12 +30,18 @@ pub struct Stats {
     /// Reads the application found torn or of another object, and retried.
     pub validation_retries: u64,
     pub app_lock_retries: u64,
+    /// CMCache's manager: RPCs served, and polls of a handler waiting for a busy object.
+    #[serde(default)]
+    pub rpcs: u64,
+    #[serde(default)]
+    pub manager_waits: u64,
 }
 
 impl Stats {
     pub fn event(&mut self, event: Event, ns: u64) {
         self.events[event as usize] += 1;
         self.event_ns[event as usize] += ns;
+        self.event_samples[event as usize].push(ns);
     }
 
     pub fn merge(&mut self, o: &Stats) {
@@ -44,6 +53,7 @@ impl Stats {
         for i in 0..5 {
             self.events[i] += o.events[i];
             self.event_ns[i] += o.event_ns[i];
+            self.event_samples[i].extend_from_slice(&o.event_samples[i]);
         }
         self.invalidations += o.invalidations;
         self.remote_lookups += o.remote_lookups;
@@ -59,5 +69,7 @@ impl Stats {
         self.bypass_rechecks += o.bypass_rechecks;
         self.validation_retries += o.validation_retries;
         self.app_lock_retries += o.app_lock_retries;
+        self.rpcs += o.rpcs;
+        self.manager_waits += o.manager_waits;
     }
 }
