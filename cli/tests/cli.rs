@@ -97,6 +97,28 @@ fn a_sweep_of_too_many_points_is_one_error_and_a_large_one_expands_linearly() {
 }
 
 #[test]
+fn a_within_x_trend_holds_inside_its_tolerance_and_fails_outside() {
+    // Goal: `within_x:<x>` ("stable") compares this x's value with another x's under the row's
+    // tolerance: generous, it holds; a millionth, it fails (1 and 2 threads differ).
+    let rows = r#""paper_values": [
+        {"claim": "stable", "x": "2", "metric": "throughput_mops", "trend": "within_x:1", "tolerance": 100.0},
+        {"claim": "exactly", "x": "2", "metric": "throughput_mops", "trend": "within_x:1", "tolerance": 0.000001}
+      ],
+      "plot""#;
+    let text = tiny().replace("\"plot\"", rows);
+    let dir = scratch("within-x");
+    let file = dir.join("scenario.json");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.join("out");
+    let o = dmsim(&["run", file.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let holds: Vec<Option<bool>> =
+        summary["paper_vs_sim"].as_array().unwrap().iter().map(|r| r["trend_holds"].as_bool()).collect();
+    assert_eq!(holds, [Some(true), Some(false)], "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
 fn missing_file_and_bad_flags_exit_2() {
     let out = dmsim(&["run", "/nonexistent/scenario.json"]);
     assert_eq!(out.status.code(), Some(2));

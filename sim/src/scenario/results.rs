@@ -306,6 +306,13 @@ fn trend(
         let there = cells.get((cell.0, cell.1, xi), &pv.metric).ok_or("no value at the other x")?;
         return Ok(if t.starts_with("higher") { here > there } else { here < there });
     }
+    if let Some(other) = t.strip_prefix("within_x:") {
+        // "stable": this x's value is within the row's tolerance (default 25 %) of x's.
+        let xi = find(&s.x, &Some(other.to_string()))?;
+        let there = cells.get((cell.0, cell.1, xi), &pv.metric).ok_or("no value at the other x")?;
+        let tolerance = pv.tolerance.unwrap_or(0.25);
+        return Ok(there != 0.0 && (here / there - 1.0).abs() <= tolerance);
+    }
     if let Some(other) = t.strip_prefix("higher_than_panel:").or_else(|| t.strip_prefix("lower_than_panel:"))
     {
         let pi = find(&s.panels, &Some(other.to_string()))?;
@@ -338,7 +345,7 @@ fn trend(
         "decreasing" => Ok(last < first),
         other => Err(format!(
             "unknown trend {other:?} (increasing, decreasing, higher_than:S, lower_than:S, \
-                 higher_than_x:X, lower_than_x:X, higher_than_panel:P, lower_than_panel:P, above:V, \
+                 higher_than_x:X, lower_than_x:X, within_x:X, higher_than_panel:P, lower_than_panel:P, above:V, \
                  below:V, fall_from_peak_above:V)"
         )),
     }
