@@ -153,7 +153,7 @@ fn dolphin_needs_ascending_tearing() {
     // results/dolphin/REPORT.md.
     campaign_of("dolphin/fuzz-torn-ascending.json", 60);
     let target =
-        ProtocolTarget::from_json(&scenario_text("dolphin/fuzz-torn-any-order.json"), &registry::sim())
+        ProtocolTarget::from_json(&scenario_text("dolphin/breaks-under-any-order-tearing.json"), &registry::sim())
             .unwrap();
     let spec = CampaignSpec {
         seeds: (1..=60).collect(),
