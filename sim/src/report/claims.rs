@@ -37,6 +37,14 @@ pub struct PaperClaim {
     pub not_simulated: bool,
 }
 
+/// `|value - reference| <= tolerance * |reference|`, every number finite and the tolerance not
+/// negative (the rule of [`PaperClaim::within_tolerance`], shared with trends that compare two
+/// simulated values).
+pub fn within(value: f64, reference: f64, tolerance: f64) -> bool {
+    let finite = reference.is_finite() && value.is_finite() && tolerance.is_finite();
+    finite && tolerance >= 0.0 && (value - reference).abs() <= tolerance * reference.abs()
+}
+
 impl PaperClaim {
     /// `sim / paper`, or `None` when it is undefined (`paper == 0`, or either value not finite).
     pub fn ratio(&self) -> Option<f64> {
@@ -50,9 +58,7 @@ impl PaperClaim {
     /// checked must not count as reproduced.
     /// A trend-only row (no paper number) is never within tolerance; see [`Self::tolerance_verdict`].
     pub fn within_tolerance(&self) -> bool {
-        let Some(paper) = self.paper else { return false };
-        let finite = paper.is_finite() && self.sim.is_finite() && self.tolerance.is_finite();
-        finite && self.tolerance >= 0.0 && (self.sim - paper).abs() <= self.tolerance * paper.abs()
+        self.paper.is_some_and(|paper| within(self.sim, paper, self.tolerance))
     }
 
     /// [`Self::within_tolerance`] for rows with a paper number, `None` for trend-only rows.

@@ -34,7 +34,7 @@ mod svg;
 mod test_support;
 
 pub use atomic::write_atomic;
-pub use claims::{paper_vs_sim_json, paper_vs_sim_markdown, write_paper_vs_sim_md, PaperClaim};
+pub use claims::{paper_vs_sim_json, paper_vs_sim_markdown, within, write_paper_vs_sim_md, PaperClaim};
 pub use csv::{write_csv, Table, Value};
 pub use error::{ReportError, ReportErrorCause};
 pub use figure::{Figure, Mark, Panel, PanelKind, Scale, Series};

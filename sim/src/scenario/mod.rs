@@ -247,6 +247,13 @@ pub struct PaperValue {
     pub note: String,
 }
 
+impl PaperValue {
+    /// The row's relative tolerance: `tolerance`, or ±25 % when the row gives none.
+    pub fn tolerance(&self) -> f64 {
+        self.tolerance.unwrap_or(0.25)
+    }
+}
+
 /// One run: the scenario with every axis resolved, plus where it sits in the sweep.
 #[derive(Clone, Debug)]
 pub struct Point {

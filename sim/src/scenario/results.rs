@@ -267,7 +267,7 @@ pub fn claims(scenario: &Scenario, cells: &Cells) -> Vec<PaperClaim> {
                 claim: pv.claim.clone(),
                 paper: pv.value,
                 sim,
-                tolerance: pv.tolerance.unwrap_or(0.25),
+                tolerance: pv.tolerance(),
                 trend_holds,
                 note,
                 not_simulated,
@@ -310,8 +310,7 @@ fn trend(
         // "stable": this x's value is within the row's tolerance (default 25 %) of x's.
         let xi = find(&s.x, &Some(other.to_string()))?;
         let there = cells.get((cell.0, cell.1, xi), &pv.metric).ok_or("no value at the other x")?;
-        let tolerance = pv.tolerance.unwrap_or(0.25);
-        return Ok(there != 0.0 && (here / there - 1.0).abs() <= tolerance);
+        return Ok(crate::report::within(here, there, pv.tolerance()));
     }
     if let Some(other) = t.strip_prefix("higher_than_panel:").or_else(|| t.strip_prefix("lower_than_panel:"))
     {
