@@ -152,9 +152,11 @@ fn dolphin_needs_ascending_tearing() {
     // any order (first at seed 26; 2 of 300). The 5,000-schedule ascending campaign is in
     // results/dolphin/REPORT.md.
     campaign_of("dolphin/fuzz-torn-ascending.json", 60);
-    let target =
-        ProtocolTarget::from_json(&scenario_text("dolphin/breaks-under-any-order-tearing.json"), &registry::sim())
-            .unwrap();
+    let target = ProtocolTarget::from_json(
+        &scenario_text("dolphin/breaks-under-any-order-tearing.json"),
+        &registry::sim(),
+    )
+    .unwrap();
     let spec = CampaignSpec {
         seeds: (1..=60).collect(),
         strategy: StrategyKind::Random,
