@@ -1,7 +1,7 @@
 //! A campaign: many seeds of one target, in parallel (rayon, one run per thread), then the
 //! failures shrunk into replay files.
 //!
-//! With "stop at the first violation", seeds run in waves of a few per thread, in seed order, so
+//! With "stop at the first violation", seeds run in waves (one per thread first, then doubling), in seed order, so
 //! that it still reports the *first* failing seed of the order (what the mutant tests and the
 //! schedules-to-catch measurements count), whatever the thread count. Without it, every seed is
 //! one parallel iterator: a wave ends when its slowest seed does, which left the other thread
@@ -80,6 +80,15 @@ pub struct CampaignSummary {
     pub git_commit: String,
 }
 
+/// A rate readable at every scale: a slow campaign (heavy per-event checks) is 0.3/s, not 0/s.
+fn rate_text(rate: f64) -> String {
+    if rate >= 10.0 {
+        format!("{rate:.0}")
+    } else {
+        format!("{rate:.2}")
+    }
+}
+
 impl CampaignSummary {
     pub fn rate(&self) -> f64 {
         self.schedules as f64 / self.wall_seconds.max(1e-9)
@@ -88,10 +97,10 @@ impl CampaignSummary {
     /// The summary line every campaign prints last.
     pub fn line(&self) -> String {
         format!(
-            "fuzz: {} schedules, {} violations, {:.0} schedules/s",
+            "fuzz: {} schedules, {} violations, {} schedules/s",
             self.schedules,
             self.violations,
-            self.rate()
+            rate_text(self.rate())
         )
     }
 
@@ -168,13 +177,23 @@ pub fn run_campaign_timed(
     let done = AtomicU64::new(0);
     let violations = AtomicU64::new(0);
     let progress = Progress::new(spec.progress, total);
-    let wave = match spec.stop_after {
-        Some(_) => rayon::current_num_threads().max(1) * 4,
+    // Stopping at a violation runs the seeds in waves. Most bugs show in the first few seeds,
+    // so the first wave is one seed per thread (a mutant caught at seed 1 costs one schedule
+    // per core, not four), and each later wave doubles, up to 64 per thread, so a long
+    // campaign loses little to the barrier between waves. The waves depend only on the thread
+    // count, never on timing, so where a campaign stops is deterministic.
+    let threads = rayon::current_num_threads().max(1);
+    let mut wave = match spec.stop_after {
+        Some(_) => threads,
         None => spec.seeds.len().max(1),
     };
     let mut results: Vec<(u64, Strategy, RunResult)> = Vec::new();
     let mut found = 0usize;
-    for chunk in spec.seeds.chunks(wave) {
+    let mut rest = spec.seeds.as_slice();
+    while !rest.is_empty() {
+        let (chunk, tail) = rest.split_at(wave.min(rest.len()));
+        rest = tail;
+        wave = (wave * 2).min(threads * 64).max(wave);
         let mut part: Vec<(u64, Strategy, RunResult)> = chunk
             .par_iter()
             .map(|&seed| {
@@ -351,7 +370,11 @@ impl Progress {
         let width = 30;
         let filled = (done * width / self.total) as usize;
         let bar = format!("{}{}", "#".repeat(filled), ".".repeat(width as usize - filled));
-        let text = format!("[{bar}] {done}/{} schedules, {violations} violations, {rate:.0}/s", self.total);
+        let text = format!(
+            "[{bar}] {done}/{} schedules, {violations} violations, {}/s",
+            self.total,
+            rate_text(rate)
+        );
         let mut err = std::io::stderr().lock();
         if self.terminal {
             let _ = write!(err, "\r{text}");
