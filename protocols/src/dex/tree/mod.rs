@@ -443,7 +443,9 @@ impl<N: Nic> Client<N> {
             if eligible {
                 let (offload, s) = self.decide_offload(child_level);
                 sample = s;
-                if offload && c.quiet(lo, hi) {
+                if offload && !c.filled {
+                    // [ART] no offloading while the cache is still filling: a timed fetch.
+                } else if offload && c.quiet(lo, hi) {
                     c.table.insert(child, Entry::Io);
                     c.io_ranges.insert(child, (lo, hi));
                     c.frames[cur].pins += 1;
@@ -458,9 +460,10 @@ impl<N: Nic> Client<N> {
                         sample,
                     };
                     return Action::Offload(miss, op.expect("eligible"));
+                } else {
+                    // An offload that must wait for a quiet subtree fetches instead, untimed.
+                    sample &= !offload;
                 }
-                // An offload that must wait for a quiet subtree fetches instead.
-                sample &= !offload;
             }
             let admit =
                 child_level > 0 || admit_leaf || !c.filled || unit_f64(self.rng.next_u64()) < leaf_admission;

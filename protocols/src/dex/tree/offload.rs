@@ -19,13 +19,14 @@ impl<N: Nic> Client<N> {
             OffloadPolicy::Never => (false, false),
             OffloadPolicy::Always => (true, false),
             OffloadPolicy::Cost => {
-                let w = o.window as u64;
-                let d = self.collector.decisions;
-                self.collector.decisions += 1;
-                if d < w {
+                // [ART] `caching_or_push`: fetch until the fetch window is full, then offload
+                // until the RPC window is; an offload asked for before the cache has filled
+                // is a timed fetch (the caller), so the RPC window fills only after that.
+                let w = o.window as usize;
+                if self.collector.fetch.len() < w {
                     return (false, true);
                 }
-                if d < 2 * w {
+                if self.collector.rpc.len() < w {
                     return (true, true);
                 }
                 let mut sample = unit_f64(self.rng.next_u64()) < o.sample_rate;
