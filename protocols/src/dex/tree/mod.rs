@@ -404,7 +404,7 @@ impl<N: Nic> Client<N> {
                 }
                 if eligible
                     && self.mutant() == Mutant::OffloadCachedSubtree
-                    && self.decide_offload(child_level).0
+                    && self.decide_offload(child_level, true).0
                 {
                     c.frames[cur].pins += 1;
                     let miss = Miss {
@@ -441,11 +441,9 @@ impl<N: Nic> Client<N> {
             self.cur.cache_misses += 1;
             let mut sample = false;
             if eligible {
-                let (offload, s) = self.decide_offload(child_level);
+                let (offload, s) = self.decide_offload(child_level, c.filled);
                 sample = s;
-                if offload && !c.filled {
-                    // [ART] no offloading while the cache is still filling: a timed fetch.
-                } else if offload && c.quiet(lo, hi) {
+                if offload && c.quiet(lo, hi) {
                     c.table.insert(child, Entry::Io);
                     c.io_ranges.insert(child, (lo, hi));
                     c.frames[cur].pins += 1;
