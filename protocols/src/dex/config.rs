@@ -42,9 +42,17 @@ pub struct Offload {
     pub sample_rate: f64,
     /// c: the empirical coefficient (> 1) on the fetch cost (1.2).
     pub coefficient: f64,
-    /// Offload-serving threads per memory server (paper: 4; Fig. 12 sweeps 1..=4). Their CPU
-    /// time queues on `cluster.memory_node_cores` when that is modelled.
+    /// Offload-serving threads per memory server (paper: 4; Fig. 12 sweeps 1..=4). Each serves
+    /// one request at a time; their CPU time also queues on `cluster.memory_node_cores` when
+    /// that is modelled.
     pub ms_threads: u32,
+    /// Memory-side CPU per request besides the search: taking the RECV completion and posting
+    /// the reply SEND, unbatched as the artifact's `Directory` loop does (NEEDS.md 'Offloading').
+    pub ms_rpc_ns: u64,
+    /// Memory-side CPU per node visited: a 1 KB node in the memory server's DRAM, not in its
+    /// CPU caches (the paper's T_c = 400 ns "for the access to a 1KB DRAM-resident page"; the
+    /// compute side's `cpu.node_ns` = 40 ns is the artifact's search of a node in CPU cache).
+    pub ms_node_ns: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -98,6 +106,8 @@ impl Config {
                 sample_rate: 0.01,
                 coefficient: 1.2,
                 ms_threads: 4,
+                ms_rpc_ns: 200,
+                ms_node_ns: 400,
             },
             mutant: Mutant::None,
         }

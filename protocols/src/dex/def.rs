@@ -19,6 +19,7 @@
 //! | `offload.policy` | `cost` | `cost` (§6.1), `always` (Offload-only), `never` |
 //! | `offload.{window, exploration, sample_rate, coefficient}` | 50, 0.01, 0.01, 1.2 | the cost model ([ART]) |
 //! | `offload.ms_threads` | 4 | offload-serving threads per memory server |
+//! | `offload.{ms_rpc_ns, ms_node_ns}` | 200, 400 | memory-side CPU per request and per node visited |
 //!
 //! Metrics (per measured operation; warm-up excluded): `throughput_mops`, `ops`,
 //! `reads_per_op`, `writes_per_op`, `atomics_per_op`, `two_sided_per_op` (offload RPCs),
@@ -256,8 +257,11 @@ impl Plan for DexPlan {
             };
             let daemons: Vec<Task> = (0..self.config.offload.ms_threads)
                 .map(|w| {
-                    let server: Task =
-                        Box::pin(serve(nic.qp(w as u16), self.config.cpu.node_ns, self.config.leaf_split()));
+                    let server: Task = Box::pin(serve(
+                        nic.qp(w as u16),
+                        self.config.offload.clone(),
+                        self.config.leaf_split(),
+                    ));
                     server
                 })
                 .collect();

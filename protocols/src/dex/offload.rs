@@ -6,8 +6,11 @@
 //!   at level `L` (1..=M; a missed leaf is never offloaded, as the artifact) iff
 //!   `l_p < (L+1)·(l_o + l_s)·c`, with `l_p` and `l_o` moving averages over the last 50 RPCs and
 //!   fetches (`l_o` is the whole fetch-and-install time, as the artifact samples `cold_to_hot`).
-//!   The first 50 decisions fetch and the next 50 offload (filling both windows); after that a
+//!   Decisions fetch until 50 fetches are timed, then offload until 50 RPCs are; after that a
 //!   decision is sampled with probability `sample_rate` and flipped with probability `q`.
+//!   Nothing is offloaded before the cache has filled ([ART] `state == 1 && flag` in
+//!   `cold_to_hot_with_rpc`: `state` turns 1 when the last never-used page is handed out):
+//!   such a decision fetches, timed if sampled.
 //! * **Memory side** (§6.2, [ART] `btree_rpc.h`): no locks. Exclusivity comes from partitioning
 //!   (the subtree is non-shared: no other compute server touches it) and the caller's I/O flag on
 //!   the subtree root (no thread of its own server reaches below it). The handler walks from
@@ -18,7 +21,7 @@
 //!   in flight under an I/O flag) make that so; a node that does not cover the key is reported
 //!   as `Torn` and becomes a violation ([`super::def`] `invariants`).
 
-use super::config::VERSIONS;
+use super::config::{Offload, VERSIONS};
 use crate::nic::{Nanos, Nic, NicError};
 use crate::sherman::layout::{Gaddr, NODE_WORDS};
 use crate::sherman::node::{Node, Slot};
@@ -105,15 +108,15 @@ pub fn decode_reply(b: &[u8]) -> Option<Reply> {
 }
 
 /// One memory-server thread of the offload service (a server runs `ms_threads` of them, each
-/// on its own channel): receive, run the operation next to the data (`node_ns` per node
-/// searched, on the node's modelled cores), post the reply.
-pub async fn serve<N: Nic>(nic: N, node_ns: u64, leaf_split: usize) {
+/// on its own channel): receive, run the operation next to the data (`ms_rpc_ns` plus
+/// `ms_node_ns` per node visited, on the node's modelled cores), post the reply.
+pub async fn serve<N: Nic>(nic: N, costs: Offload, leaf_split: usize) {
     while let Ok(m) = nic.recv(OFFLOAD_PORT).await {
         let Some((port, op, key, root)) = decode_request(&m.bytes) else {
             // Not from a DEX client: nobody to answer.
             continue;
         };
-        let reply = handle(&nic, op, key, root, node_ns, leaf_split).await;
+        let reply = handle(&nic, op, key, root, &costs, leaf_split).await;
         // Post the reply and serve the next request: a server thread does not sit out the
         // SEND's round trip. A full send queue is retried; any other error leaves the client
         // to its own RECV's failure or timeout.
@@ -141,7 +144,7 @@ async fn handle<N: Nic>(
     op: OpCode,
     key: u64,
     root: Gaddr,
-    node_ns: u64,
+    costs: &Offload,
     leaf_split: usize,
 ) -> Reply {
     let me = nic.node();
@@ -162,7 +165,7 @@ async fn handle<N: Nic>(
         }
         addr = node.child_for(key);
     };
-    nic.cpu(Nanos(levels * node_ns)).await;
+    nic.cpu(Nanos(costs.ms_rpc_ns + levels * costs.ms_node_ns)).await;
     match op {
         OpCode::Lookup => {
             let value = leaf.find(key).map(|i| leaf.slots[i].value).unwrap_or(0);
@@ -202,6 +205,14 @@ impl Window {
         }
     }
 
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
     pub fn mean(&self) -> f64 {
         self.sum as f64 / self.samples.len().max(1) as f64
     }
@@ -212,5 +223,4 @@ impl Window {
 pub struct Collector {
     pub fetch: Window,
     pub rpc: Window,
-    pub decisions: u64,
 }

@@ -404,7 +404,7 @@ impl<N: Nic> Client<N> {
                 }
                 if eligible
                     && self.mutant() == Mutant::OffloadCachedSubtree
-                    && self.decide_offload(child_level).0
+                    && self.decide_offload(child_level, true).0
                 {
                     c.frames[cur].pins += 1;
                     let miss = Miss {
@@ -441,7 +441,7 @@ impl<N: Nic> Client<N> {
             self.cur.cache_misses += 1;
             let mut sample = false;
             if eligible {
-                let (offload, s) = self.decide_offload(child_level);
+                let (offload, s) = self.decide_offload(child_level, c.filled);
                 sample = s;
                 if offload && c.quiet(lo, hi) {
                     c.table.insert(child, Entry::Io);
@@ -458,9 +458,10 @@ impl<N: Nic> Client<N> {
                         sample,
                     };
                     return Action::Offload(miss, op.expect("eligible"));
+                } else {
+                    // An offload that must wait for a quiet subtree fetches instead, untimed.
+                    sample &= !offload;
                 }
-                // An offload that must wait for a quiet subtree fetches instead.
-                sample &= !offload;
             }
             let admit =
                 child_level > 0 || admit_leaf || !c.filled || unit_f64(self.rng.next_u64()) < leaf_admission;

@@ -12,21 +12,24 @@ use crate::nic::NicError;
 
 impl<N: Nic> Client<N> {
     /// Whether to offload a miss on a node at `level`, and whether to sample the latency of
-    /// what is done.
-    pub(super) fn decide_offload(&mut self, level: u8) -> (bool, bool) {
+    /// what is done. `filled`: the cache has no never-used frame left.
+    pub(super) fn decide_offload(&mut self, level: u8, filled: bool) -> (bool, bool) {
         let o = self.shared.config.offload.clone();
         match o.policy {
             OffloadPolicy::Never => (false, false),
             OffloadPolicy::Always => (true, false),
             OffloadPolicy::Cost => {
-                let w = o.window as u64;
-                let d = self.collector.decisions;
-                self.collector.decisions += 1;
-                if d < w {
+                // [ART] `caching_or_push`: fetch until the fetch window is full, then offload
+                // until the RPC window is. [ART] `cold_to_hot_with_rpc` offloads only once the
+                // cache has filled (`state == 1 && flag`); before that the decision is a fetch,
+                // timed if sampled, so the RPC window fills only afterwards. (Offload-only,
+                // [ART] the `rpc_rate_` path, has no such gate.)
+                let w = o.window as usize;
+                if self.collector.fetch.len() < w {
                     return (false, true);
                 }
-                if d < 2 * w {
-                    return (true, true);
+                if self.collector.rpc.len() < w {
+                    return (filled, true);
                 }
                 let mut sample = unit_f64(self.rng.next_u64()) < o.sample_rate;
                 let l_s = self.shared.config.cpu.node_ns as f64;
@@ -39,7 +42,7 @@ impl<N: Nic> Client<N> {
                     offload = !offload;
                     sample = true;
                 }
-                (offload, sample)
+                (offload && filled, sample)
             }
         }
     }
