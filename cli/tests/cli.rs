@@ -177,6 +177,37 @@ fn bench_engine_prints_events_per_second() {
 }
 
 #[test]
+fn bench_run_and_bench_fuzz_do_the_work_run_and_fuzz_do() {
+    // Goal: `bench run` computes exactly what `dmsim run` does (same trace hash per scenario),
+    // `bench fuzz` is deterministic and finds the correct protocol clean; bad input exits 2.
+    let dir = scratch("bench");
+    let file = dir.join("tiny.json");
+    std::fs::write(&file, tiny()).unwrap();
+    let ran = dmsim(&["run", file.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap()]);
+    let run_hash = hash_of(&ran).strip_prefix("trace-hash: ").unwrap().to_string();
+    let bench = dmsim(&["bench", "run", file.to_str().unwrap()]);
+    assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
+    let stdout = String::from_utf8_lossy(&bench.stdout);
+    assert!(stdout.lines().next().unwrap().ends_with(&format!("trace-hash {run_hash}")), "{stdout}");
+
+    let fuzz_scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/selcc/fuzz-small.json");
+    let fuzz = || {
+        let out = dmsim(&["bench", "fuzz", fuzz_scenario.to_str().unwrap(), "--seeds", "20"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(stdout.contains("20 schedules") && stdout.contains(" 0 violations"), "{stdout}");
+        assert!(stdout.contains("schedules/CPU-s "), "{stdout}");
+        hash_of(&out)
+    };
+    assert_eq!(fuzz(), fuzz());
+
+    let missing = dmsim(&["bench", "fuzz", dir.join("nope.json").to_str().unwrap()]);
+    assert_eq!(missing.status.code(), Some(2));
+    let missing = dmsim(&["bench", "run", dir.join("nope.json").to_str().unwrap()]);
+    assert_eq!(missing.status.code(), Some(2));
+}
+
+#[test]
 fn compare_puts_two_runs_side_by_side_and_rejects_what_it_cannot_read() {
     // Goal: `dmsim compare` joins two results directories of one scenario by point (the
     // sim-vs-hardware report), with both values and their ratio; an unreadable side is exit 2.

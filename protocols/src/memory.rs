@@ -71,13 +71,22 @@ pub struct Region {
     /// Logical size (equals the stored size unless payload is elided).
     size_bytes: u64,
     elided: Option<PayloadSpan>,
+    /// Write operations so far (stores, atomics, copies): the simulator skips its invariant
+    /// check after an instant that changed no memory. A hint, bumped without a read-modify-write
+    /// (a run is single-threaded; the hardware backend never reads it).
+    writes: AtomicU64,
 }
 
 impl Region {
     /// A zeroed region of `size_bytes` (a multiple of 8).
     pub fn new(size_bytes: u64) -> Region {
         assert!(size_bytes.is_multiple_of(WORD_BYTES), "region size {size_bytes} is not a multiple of 8");
-        Region { words: zeroed_words(size_bytes / WORD_BYTES), size_bytes, elided: None }
+        Region {
+            words: zeroed_words(size_bytes / WORD_BYTES),
+            size_bytes,
+            elided: None,
+            writes: AtomicU64::new(0),
+        }
     }
 
     /// A zeroed region of `size_bytes` whose `span` stores only each line's kept words (see
@@ -88,7 +97,12 @@ impl Region {
             panic!("{problem}");
         }
         let stored = size_bytes - span.lines * (span.stride_bytes - span.kept_bytes);
-        Region { words: zeroed_words(stored / WORD_BYTES), size_bytes, elided: Some(span) }
+        Region {
+            words: zeroed_words(stored / WORD_BYTES),
+            size_bytes,
+            elided: Some(span),
+            writes: AtomicU64::new(0),
+        }
     }
 
     pub fn size_bytes(&self) -> u64 {
@@ -160,6 +174,16 @@ impl Region {
         })
     }
 
+    /// How many write operations the region has taken (see the field).
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Relaxed)
+    }
+
+    #[inline]
+    fn wrote(&self) {
+        self.writes.store(self.writes.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+
     #[inline]
     pub fn load(&self, offset_bytes: u64) -> u64 {
         self.word(offset_bytes).map_or(0, |w| w.load(Relaxed))
@@ -167,6 +191,7 @@ impl Region {
 
     #[inline]
     pub fn store(&self, offset_bytes: u64, value: u64) {
+        self.wrote();
         if let Some(w) = self.word(offset_bytes) {
             w.store(value, Relaxed)
         }
@@ -174,6 +199,7 @@ impl Region {
 
     /// A local CPU compare-and-swap; returns the old value. Not atomic against NIC atomics.
     pub fn cas_local(&self, offset_bytes: u64, expect: u64, swap: u64) -> u64 {
+        self.wrote();
         match self.atomic_word(offset_bytes).compare_exchange(expect, swap, Relaxed, Relaxed) {
             Ok(old) | Err(old) => old,
         }
@@ -181,6 +207,7 @@ impl Region {
 
     /// A local CPU fetch-and-add (wrapping); returns the old value. Not atomic against NIC atomics.
     pub fn faa_local(&self, offset_bytes: u64, add: u64) -> u64 {
+        self.wrote();
         self.atomic_word(offset_bytes).fetch_add(add, Relaxed)
     }
 
@@ -201,6 +228,7 @@ impl Region {
 
     /// Copy `data` into the region starting at `offset_bytes`.
     pub fn write_words(&self, offset_bytes: u64, data: &[u64]) {
+        self.wrote();
         if self.elided.is_some() {
             for (i, d) in data.iter().enumerate() {
                 self.store(offset_bytes + i as u64 * WORD_BYTES, *d);
@@ -227,6 +255,7 @@ impl Region {
         if len_bytes == 0 {
             return;
         }
+        self.wrote();
         if self.elided.is_some() || source.elided.is_some() {
             return self.copy_runs(target_offset_bytes, source, source_offset_bytes, len_bytes);
         }

@@ -1,6 +1,7 @@
 //! `dmsim bench`: the simulator's own speed. Benchmarks read the clocks (this thread's CPU time
 //! and the wall clock); runs never do.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use dmsim_protocols::nic::{Cluster, Nanos, Nic, NodeId, NodeKind};
@@ -8,6 +9,12 @@ use dmsim_protocols::nic::{Cluster, Nanos, Nic, NodeId, NodeKind};
 use dmsim_sim::choice::Strategy;
 use dmsim_sim::engine::{Sim, SimConfig, StopReason};
 use dmsim_sim::fabric::Profile;
+use dmsim_sim::fuzz::{FuzzTarget, RunRequest, Verdict};
+use dmsim_sim::runners::{self, RunOptions};
+use dmsim_sim::trace::{mix, TraceSink};
+
+use super::{exit, shown};
+use crate::registry;
 
 #[derive(clap::Subcommand)]
 pub enum BenchWhat {
@@ -19,6 +26,25 @@ pub enum BenchWhat {
         /// Total events (wakes) to simulate.
         #[arg(long, default_value_t = 20_000_000)]
         events: u64,
+    },
+    /// Fuzzing speed: schedules of a fuzz scenario one after another on this thread, with the
+    /// scenario's checks (every-event invariants included), in schedules per CPU-second.
+    Fuzz {
+        /// The fuzz scenario, e.g. scenarios/selcc/fuzz-small.json.
+        scenario: PathBuf,
+        /// Schedules (random strategy, no faults), seeds base, base+1, ….
+        #[arg(long, default_value_t = 2000)]
+        seeds: u64,
+        /// First seed (default: the scenario's `run.seed`).
+        #[arg(long)]
+        seed_base: Option<u64>,
+    },
+    /// Figure speed: every point of each scenario one after another on this thread (what
+    /// `dmsim run -j 1` computes, without writing results), in CPU-seconds.
+    Run {
+        /// Scenario files, e.g. scenarios/selcc/fig*.json.
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
     },
 }
 
@@ -45,7 +71,112 @@ pub fn bench(what: BenchWhat) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        BenchWhat::Fuzz { scenario, seeds, seed_base } => bench_fuzz(&scenario, seeds, seed_base),
+        BenchWhat::Run { scenarios } => bench_run(&scenarios),
     }
+}
+
+/// Both benchmarks print a combined trace hash, so two binaries compared side by side can be
+/// seen to have done the same work.
+fn bench_fuzz(path: &std::path::Path, seeds: u64, seed_base: Option<u64>) -> ExitCode {
+    let text = match dmsim_sim::scenario::strict_json::read_input(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {}: cannot read: {e}", shown(path));
+            return ExitCode::from(exit::BAD_INPUT);
+        }
+    };
+    let target = match dmsim_sim::fuzz::ProtocolTarget::from_json(&text, &registry::sim()) {
+        Ok(t) => t,
+        Err(problems) => {
+            for p in problems {
+                eprintln!("error: {}: {}: {}", shown(path), p.path, p.reason);
+            }
+            return ExitCode::from(exit::BAD_INPUT);
+        }
+    };
+    let base = seed_base.unwrap_or(target.file.run.seed);
+    let ((events, hash, violations, end_max), cpu, wall) = measure(|| {
+        let (mut events, mut hash, mut violations, mut end_max) = (0u64, 0u64, 0u64, 0u64);
+        for seed in base..base.saturating_add(seeds) {
+            let r = target.run(&RunRequest {
+                seed,
+                strategy: Strategy::Random { seed },
+                mutant: "none".into(),
+                faults: Default::default(),
+                trace: false,
+            });
+            events += r.events;
+            hash = mix(hash, r.trace_hash);
+            end_max = end_max.max(r.end_ns);
+            if !matches!(r.verdict, Verdict::Pass) {
+                violations += 1;
+            }
+        }
+        (events, hash, violations, end_max)
+    });
+    println!(
+        "fuzz {}: {seeds} schedules (seeds {base}..), {events} events, {violations} violations, in {cpu:.3} CPU-s ({wall:.3} s wall)",
+        shown(path)
+    );
+    println!(
+        "schedules/CPU-s {:.1}, events/schedule {:.0}, events/CPU-s {:.0}, longest schedule {end_max} ns virtual",
+        seeds as f64 / cpu.max(1e-9),
+        events as f64 / seeds.max(1) as f64,
+        events as f64 / cpu.max(1e-9)
+    );
+    println!("trace-hash: {hash:016x}");
+    ExitCode::SUCCESS
+}
+
+fn bench_run(paths: &[PathBuf]) -> ExitCode {
+    let registry = registry::sim();
+    let mut loaded = Vec::new();
+    for path in paths {
+        match dmsim_sim::scenario::load(path, &registry) {
+            Ok(s) => loaded.push((path, s)),
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(exit::BAD_INPUT);
+            }
+        }
+    }
+    let (mut total_cpu, mut total_events, mut total_hash) = (0.0, 0u64, 0u64);
+    for (path, scenario) in &loaded {
+        let (outcome, cpu, wall) = measure(|| {
+            let (mut events, mut hash) = (0u64, 0u64);
+            for p in &scenario.points {
+                let r = runners::run(&registry, p, RunOptions { trace: TraceSink::Off })
+                    .map_err(|e| format!("point {}: {e}", p.index))?;
+                events += r.events;
+                hash = mix(hash, r.trace_hash);
+            }
+            Ok::<_, String>((events, hash))
+        });
+        let (events, hash) = match outcome {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("error: {}: {e}", shown(path));
+                return ExitCode::from(exit::FAILURE);
+            }
+        };
+        println!(
+            "{}: {} points, {events} events in {cpu:.3} CPU-s ({wall:.3} s wall), {:.0} events/CPU-s, trace-hash {hash:016x}",
+            shown(path),
+            scenario.points.len(),
+            events as f64 / cpu.max(1e-9)
+        );
+        total_cpu += cpu;
+        total_events += events;
+        total_hash = mix(total_hash, hash);
+    }
+    println!(
+        "total: {} scenarios, {total_events} events in {total_cpu:.3} CPU-s ({:.0} events/CPU-s)",
+        loaded.len(),
+        total_events as f64 / f64::max(total_cpu, 1e-9)
+    );
+    println!("trace-hash: {total_hash:016x}");
+    ExitCode::SUCCESS
 }
 
 /// One measured loop.

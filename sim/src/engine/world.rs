@@ -274,6 +274,11 @@ impl World {
     }
 
     /// Pop and process every event at the earliest pending instant.
+    /// Write operations on every node's memory and device memory so far.
+    pub fn memory_writes(&mut self) -> u64 {
+        self.regions.iter().chain(&self.device_regions).map(|r| r.writes()).fold(0, u64::wrapping_add)
+    }
+
     pub fn pop_instant(&mut self) -> Step {
         let next = self.queue.peek_time();
         if let Some(fault_ns) = self.next_fault_ns().filter(|f| next.is_none_or(|n| *f <= n)) {
