@@ -40,8 +40,8 @@ use crate::blink::stats::Stats as TreeStats;
 use crate::blink::tree::{Shared, Tree, TreeConfig};
 use crate::common::shape;
 use crate::harness::{
-    join_path, merge_options, parse_typed, report_error, CheckLevel, Invariants, Memory, NodeReport,
-    NodeRun, OpLog, Plan, PointSpec, Problem, Protocol, Violation,
+    join_path, merge_options, parse_typed, report_error, CheckLevel, Invariants, Memory, NodeReport, NodeRun,
+    OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeId, RemoteAddr, Task};
 use crate::workload::rng_for_thread;
@@ -143,7 +143,10 @@ impl BlinkScaleStorePlan {
             ));
         }
         if point.symmetric_nodes == 0 || point.symmetric_nodes > 64 {
-            out.push(Problem::new("cluster.symmetric_nodes", "must be in 1..=64 (sharer bitmaps of 64 bits)"));
+            out.push(Problem::new(
+                "cluster.symmetric_nodes",
+                "must be in 1..=64 (sharer bitmaps of 64 bits)",
+            ));
         }
         let page_words = (config.page_bytes / 8) as usize;
         for p in tree.validate(page_words) {
@@ -236,7 +239,11 @@ impl BlinkScaleStorePlan {
 
     /// Memory as the tree's structure check reads it: page `g`'s words from a node holding it
     /// Hot (copies agree), its latch word free unless some node holds it latched.
-    fn tree_memory<'a>(&'a self, states: &'a [&'a NodeState], memory: Memory<'a>) -> impl Fn(RemoteAddr) -> u64 + 'a {
+    fn tree_memory<'a>(
+        &'a self,
+        states: &'a [&'a NodeState],
+        memory: Memory<'a>,
+    ) -> impl Fn(RemoteAddr) -> u64 + 'a {
         let stride = self.layout.page_bytes + PREFIX_BYTES;
         move |a: RemoteAddr| {
             let g = a.offset_bytes / stride;
@@ -249,7 +256,8 @@ impl BlinkScaleStorePlan {
                 return frames
                     .enumerate()
                     .find_map(|(n, f)| {
-                        f.filter(|f| f.latch != 0).map(|f| 1 << 48 | (n as u64) << 32 | (f.latch as u16 as u64))
+                        f.filter(|f| f.latch != 0)
+                            .map(|f| 1 << 48 | (n as u64) << 32 | (f.latch as u16 as u64))
                     })
                     .unwrap_or(0);
             }
@@ -258,7 +266,9 @@ impl BlinkScaleStorePlan {
             }
             let holder = frames.enumerate().find(|(_, f)| f.is_some_and(|f| f.state == FrameState::Hot));
             match holder {
-                Some((n, _)) => memory(RemoteAddr::new(NodeId(n as u16), self.layout.frame(g) + (word - 2) * 8)),
+                Some((n, _)) => {
+                    memory(RemoteAddr::new(NodeId(n as u16), self.layout.frame(g) + (word - 2) * 8))
+                }
                 None => 0,
             }
         }
@@ -316,7 +326,8 @@ impl Plan for BlinkScaleStorePlan {
                 );
                 let pages = ScaleStorePages::new(node.clone(), t, pool.clone());
                 let mut tree = Tree::new(pages, shared.clone());
-                let logger = log.as_ref().map(|l| KvLogger { log: l.clone(), client: me.0 as u32 * self.threads + t });
+                let logger =
+                    log.as_ref().map(|l| KvLogger { log: l.clone(), client: me.0 as u32 * self.threads + t });
                 let failed = node.clone();
                 let task: Task = Box::pin(async move {
                     run_ops(&mut tree, me, t, stream, logger, move || failed.errors.is_set()).await;
@@ -412,7 +423,8 @@ impl Plan for BlinkScaleStorePlan {
         let views: Vec<&NodeState> = guards.iter().map(|g| &**g).collect();
         let read = self.tree_memory(&views, memory);
         let page_words = (self.config.page_bytes / 8) as usize;
-        let contents = check_tree(&read, self.meta(), page_words).map_err(|m| Violation::new("tree structure", m))?;
+        let contents =
+            check_tree(&read, self.meta(), page_words).map_err(|m| Violation::new("tree structure", m))?;
         debug_assert_eq!(page_index(&self.layout, self.meta()), Self::placed(&self.layout, 0));
         for (k, _) in &self.loaded {
             if !contents.contains_key(k) {
