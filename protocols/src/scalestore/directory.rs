@@ -143,7 +143,7 @@ pub fn own(
     response.epoch = next.epoch;
     response.page_sent = page;
     // A shared requester gets the directory's copy, which stays: pin it while it is written.
-    let pin = page && !exclusive;
+    let pin = page && !exclusive && mutant != Mutant::NoPins;
     if pin {
         if let Some(f) = st.frames[g as usize].as_mut() {
             f.pins += 1;
@@ -171,7 +171,7 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
         };
     };
     let serve_fetching = mutant == Mutant::ServeWhileFetching;
-    let hot_busy = f.state == FrameState::Hot && f.busy();
+    let hot_busy = f.state == FrameState::Hot && f.busy() && mutant != Mutant::TakeWhileLatched;
     match req.kind {
         Kind::Take => match f.state {
             FrameState::Fetching if !serve_fetching => Decision::Requeue,
@@ -205,6 +205,7 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
             FrameState::Upgrading if f.lost => reply(Code::CopyFailed),
             FrameState::Doomed => reply(Code::CopyFailed),
             FrameState::Hot if f.latch < 0 => busy(st, g),
+            FrameState::Hot if mutant == Mutant::NoPins => reply(Code::WithPage),
             FrameState::Hot => {
                 // The frame stays; it may not change until the page WRITE has read it.
                 st.frames[g as usize] = Some(Frame { pins: f.pins + 1, wanted: false, ..f });
