@@ -34,6 +34,7 @@ fn all() -> Vec<Registered> {
         entry(dmsim_protocols::scalestore::ScaleStore),
         entry(dmsim_protocols::txn::Tpcc),
         entry(dmsim_protocols::dolphin::Dolphin),
+        entry(dmsim_protocols::scalestore::BlinkScaleStore),
     ]
 }
 

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use super::stats::{KindStats, Stats};
 use super::tree::{OpCounts, Shared, Tree};
-use super::SelccPages;
+use super::{Pages, SelccPages};
 use crate::common::bench::write_stamp;
 use crate::harness::{LoggedOp, OpLog};
-use crate::nic::Nic;
+use crate::nic::{Nic, NodeId};
 use crate::workload::scan_check::ScanRecord;
 use crate::workload::ycsb::{OpKind, YcsbStream};
 
@@ -40,13 +40,36 @@ pub async fn run_client<N: Nic>(
     drain_at_end: bool,
 ) {
     let node = tree.pages.node.clone();
+    let failed = node.clone();
+    run_ops(&mut tree, node.node, thread, stream, logger, move || failed.errors.is_set()).await;
+    let last = {
+        let mut running = node.workers_running.lock().unwrap_or_else(|e| e.into_inner());
+        *running -= 1;
+        *running == 0
+    };
+    if last && drain_at_end {
+        // An error is kept in the node's slot.
+        let _ = node.drain(&tree.pages.worker.nic).await;
+    }
+}
+
+/// The operations of one client thread over any page store (node `me`, for write stamps);
+/// stops at the tree's first error or when `failed()` (the page store's own error slot).
+pub async fn run_ops<P: Pages>(
+    tree: &mut Tree<P>,
+    me: NodeId,
+    thread: u32,
+    stream: YcsbStream,
+    logger: Option<KvLogger>,
+    failed: impl Fn() -> bool,
+) {
     let mut sequence = 0u64;
     for op in stream {
-        if tree.shared.errors.is_set() || node.errors.is_set() {
+        if tree.shared.errors.is_set() || failed() {
             break;
         }
         tree.cur = OpCounts::default();
-        let start = tree.pages.worker.nic.now().0;
+        let start = tree.pages.now();
         let mut found = false;
         let result = match op.kind {
             OpKind::Read => tree.lookup(op.key).await.map(|v| {
@@ -55,7 +78,7 @@ pub async fn run_client<N: Nic>(
             }),
             OpKind::Update | OpKind::Insert | OpKind::Delete => {
                 sequence += 1;
-                let stamp = write_stamp(node.node, thread, sequence);
+                let stamp = write_stamp(me, thread, sequence);
                 tree.store(op.key, stamp).await.map(|old| vec![(op.key, Some(stamp), old)])
             }
             OpKind::Scan { len } => tree
@@ -70,7 +93,7 @@ pub async fn run_client<N: Nic>(
                 break;
             }
         };
-        let end = tree.pages.worker.nic.now().0;
+        let end = tree.pages.now();
         if let Some(l) = &logger {
             if let OpKind::Scan { len } = op.kind {
                 let scan = ScanRecord {
@@ -97,15 +120,6 @@ pub async fn run_client<N: Nic>(
         }
         record(&tree.shared, op.kind, op.warmup, &tree.cur, start, end, found);
         tree.shared.ops_done.fetch_add(1, Ordering::Relaxed);
-    }
-    let last = {
-        let mut running = node.workers_running.lock().unwrap_or_else(|e| e.into_inner());
-        *running -= 1;
-        *running == 0
-    };
-    if last && drain_at_end {
-        // An error is kept in the node's slot.
-        let _ = node.drain(&tree.pages.worker.nic).await;
     }
 }
 

@@ -47,7 +47,7 @@ use crate::nic::{Cluster, Nanos, Nic, NodeKind, Task};
 use crate::selcc::check::Oracle;
 use crate::selcc::{latch, ops, setup_memory_node, Config, Layout, Node, NodeState};
 use crate::workload::rng_for_thread;
-use crate::workload::scan_check::{check_scans, KeyWrite, ScanRecord};
+use crate::workload::scan_check::{check_scans, KeyWrite};
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
 /// A compute node's report: the tree's counters and SELCC's beneath them.
@@ -114,18 +114,7 @@ impl BlinkPlan {
             Value::Object(m) => m.clone(),
             _ => return Err(vec![Problem::new("protocol_options", "must be an object of options")]),
         };
-        let mut tree: TreeConfig = match options.remove("tree") {
-            None => TreeConfig::default(),
-            Some(v) => {
-                let mut base = serde_json::to_value(TreeConfig::default()).unwrap_or(Value::Null);
-                if let (Value::Object(b), Value::Object(o)) = (&mut base, &v) {
-                    b.extend(o.clone());
-                } else {
-                    return Err(vec![Problem::new("protocol_options.tree", "must be an object")]);
-                }
-                parse_typed(&base, "protocol_options.tree").map_err(|p| vec![p])?
-            }
-        };
+        let mut tree = tree_options(&mut options)?;
         let sel = point.protocol == "blink-sel";
         let presets: Vec<(&str, Config)> = if sel {
             vec![("default", Config::sel())]
@@ -277,17 +266,7 @@ impl BlinkPlan {
     /// The bulk load as writes by one extra client at time 0.
     fn load_history(&self) -> Vec<LoggedOp> {
         let loader = self.cluster.compute_nodes().len() as u32 * self.threads;
-        self.loaded
-            .iter()
-            .map(|(k, v)| LoggedOp {
-                client: loader,
-                key: *k,
-                write: Some(*v),
-                seen: Some(0),
-                invoke_ns: 0,
-                return_ns: Some(0),
-            })
-            .collect()
+        load_history(&self.loaded, loader)
     }
 }
 
@@ -378,24 +357,7 @@ impl Plan for BlinkPlan {
 
     fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
         let stats = Self::totals(reports);
-        let span_s = elapsed.saturating_sub(Nanos(stats.first_op_start_ns.unwrap_or(0))).as_secs_f64();
-        let mut m = BTreeMap::new();
-        let total = stats.total();
-        let mut all: Vec<u64> = stats.latencies.concat();
-        per_kind(&mut m, "", &total, &mut all);
-        m.insert("throughput_mops".into(), total.ops as f64 / span_s.max(1e-12) / 1e6);
-        m.insert("splits".into(), stats.splits_all as f64);
-        m.insert("root_reads".into(), stats.root_reads as f64);
-        for (i, name) in KINDS.iter().enumerate() {
-            let k = &stats.kinds[i];
-            if k.ops > 0 {
-                let mut lat = stats.latencies[i].clone();
-                per_kind(&mut m, &format!("{name}_"), k, &mut lat);
-            }
-        }
-        if stats.kinds[0].ops > 0 {
-            m.insert("lookup_found_ratio".into(), stats.kinds[0].found as f64 / stats.kinds[0].ops as f64);
-        }
+        let mut m = tree_metrics(&stats, elapsed);
         // SELCC's view, per latch operation (warm-up included): how the tree's accesses hit.
         let latch = crate::selcc::metrics::metrics(&Self::latch_stats(reports), &self.config, 0, None);
         for name in [
@@ -434,16 +396,7 @@ impl Plan for BlinkPlan {
         }
         let Some(memory) = memory else { return Ok(()) };
         // In the simulator every log is on one clock (on hardware `verify` gets no offsets).
-        let scans: Vec<ScanRecord> = Self::totals(reports).scans;
-        let writes = reports.iter().flat_map(|r| r.history.iter()).filter_map(|o| {
-            o.write.map(|_| KeyWrite {
-                key: o.key,
-                invoke_ns: o.invoke_ns,
-                return_ns: o.return_ns,
-                live: true,
-            })
-        });
-        check_scans(&scans, writes).map_err(|m| Violation::new("no scan skips a live key", m))?;
+        check_tree_scans(&Self::totals(reports), reports)?;
         if !self.quiesce {
             return Ok(());
         }
@@ -458,6 +411,68 @@ impl Plan for BlinkPlan {
         }
         crate::harness::check_no_lost_key(reports, |key| contents.contains_key(&key))
     }
+}
+
+/// The tree's `protocol_options.tree` (removed from `options`) over [`TreeConfig`]'s defaults.
+pub fn tree_options(options: &mut serde_json::Map<String, Value>) -> Result<TreeConfig, Vec<Problem>> {
+    Ok(match options.remove("tree") {
+        None => TreeConfig::default(),
+        Some(v) => {
+            let mut base = serde_json::to_value(TreeConfig::default()).unwrap_or(Value::Null);
+            if let (Value::Object(b), Value::Object(o)) = (&mut base, &v) {
+                b.extend(o.clone());
+            } else {
+                return Err(vec![Problem::new("protocol_options.tree", "must be an object")]);
+            }
+            parse_typed(&base, "protocol_options.tree").map_err(|p| vec![p])?
+        }
+    })
+}
+
+/// The tree's metrics over its merged counters (any page store).
+pub fn tree_metrics(stats: &Stats, elapsed: Nanos) -> BTreeMap<String, f64> {
+    let span_s = elapsed.saturating_sub(Nanos(stats.first_op_start_ns.unwrap_or(0))).as_secs_f64();
+    let mut m = BTreeMap::new();
+    let total = stats.total();
+    let mut all: Vec<u64> = stats.latencies.concat();
+    per_kind(&mut m, "", &total, &mut all);
+    m.insert("throughput_mops".into(), total.ops as f64 / span_s.max(1e-12) / 1e6);
+    m.insert("splits".into(), stats.splits_all as f64);
+    m.insert("root_reads".into(), stats.root_reads as f64);
+    for (i, name) in KINDS.iter().enumerate() {
+        let k = &stats.kinds[i];
+        if k.ops > 0 {
+            let mut lat = stats.latencies[i].clone();
+            per_kind(&mut m, &format!("{name}_"), k, &mut lat);
+        }
+    }
+    if stats.kinds[0].ops > 0 {
+        m.insert("lookup_found_ratio".into(), stats.kinds[0].found as f64 / stats.kinds[0].ops as f64);
+    }
+    m
+}
+
+/// The bulk load as writes by client `loader` at time 0 (for the history checkers).
+pub fn load_history(loaded: &[(u64, u64)], loader: u32) -> Vec<LoggedOp> {
+    loaded
+        .iter()
+        .map(|(k, v)| LoggedOp {
+            client: loader,
+            key: *k,
+            write: Some(*v),
+            seen: Some(0),
+            invoke_ns: 0,
+            return_ns: Some(0),
+        })
+        .collect()
+}
+
+/// The scans of `stats` against every logged write: no scan skipped a key live throughout it.
+pub fn check_tree_scans(stats: &Stats, reports: &[NodeReport]) -> Result<(), Violation> {
+    let writes = reports.iter().flat_map(|r| r.history.iter()).filter_map(|o| {
+        o.write.map(|_| KeyWrite { key: o.key, invoke_ns: o.invoke_ns, return_ns: o.return_ns, live: true })
+    });
+    check_scans(&stats.scans, writes).map_err(|m| Violation::new("no scan skips a live key", m))
 }
 
 fn per_kind(m: &mut BTreeMap<String, f64>, prefix: &str, s: &KindStats, latencies: &mut [u64]) {

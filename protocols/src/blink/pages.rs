@@ -3,8 +3,8 @@
 //! guard over the local copy, `read`/`write` go through it, `unlock` gives the latch back.
 //!
 //! [`SelccPages`] runs it over SELCC's Table 1 API, and SEL is the same adapter on a SELCC node
-//! in `Mode::Sel` (acquire, access, release every time). Another page store (ScaleStore's page
-//! API) would be a second `impl Pages`; the tree does not change.
+//! in `Mode::Sel` (acquire, access, release every time). ScaleStore's page API is a second
+//! `impl Pages` (`scalestore/pages.rs`, protocol `blink-scalestore`); the tree does not change.
 
 use std::future::Future;
 use std::sync::Arc;

@@ -19,8 +19,17 @@ use super::state::{bits, epoch_after, Frame, FrameState, NodeState, Owed, EPOCH_
 pub enum Decision {
     /// Not servable yet: re-poll later.
     Requeue,
-    /// Answer with `response`, writing this node's frame of the page first if `page`.
-    Reply { response: Response, page: bool },
+    /// Answer with `response`, writing this node's frame of the page first if `page`; if
+    /// `pin`, the frame was pinned for that write and is unpinned when it completes.
+    Reply { response: Response, page: bool, pin: bool },
+}
+
+/// Mark a frame a handler could not serve because it is latched or pinned, and re-poll.
+fn busy(st: &mut NodeState, g: u64) -> Decision {
+    if let Some(f) = st.frames[g as usize].as_mut() {
+        f.wanted = true;
+    }
+    Decision::Requeue
 }
 
 fn owe(owed: Option<&Owed>, page: u64, node: u16) {
@@ -64,6 +73,12 @@ pub fn own(
     let e = st.dir[slot];
     let dir_copy = st.frames[g as usize].is_some_and(|f| f.state == FrameState::Hot);
     let (rbit, meb) = (1u64 << r, 1u64 << me);
+    let dir_busy = st.frames[g as usize].is_some_and(|f| f.state == FrameState::Hot && f.busy());
+    if exclusive && !e.exclusive && dir_busy && e.holders & !rbit & meb != 0 {
+        // The directory's own copy must go, but local workers hold it latched or a copy of it
+        // is still being written: decide once it is free (nothing was changed yet).
+        return busy(st, g);
+    }
     let mut response = Response::simple(Code::Granted, 0);
     let mut next = e;
     next.epoch = e.epoch.wrapping_add(1) & EPOCH_MASK;
@@ -83,7 +98,7 @@ pub fn own(
         }
         st.dir[slot] = next;
         response.epoch = next.epoch;
-        return Decision::Reply { response, page: false };
+        return Decision::Reply { response, page: false, pin: false };
     }
     // Shared mode.
     let needs_page = !(has_copy && (e.holders & rbit != 0 || mutant == Mutant::TrustHasCopy));
@@ -127,14 +142,24 @@ pub fn own(
     st.dir[slot] = next;
     response.epoch = next.epoch;
     response.page_sent = page;
-    Decision::Reply { response, page }
+    // A shared requester gets the directory's copy, which stays: pin it while it is written.
+    let pin = page && !exclusive && mutant != Mutant::NoPins;
+    if pin {
+        if let Some(f) = st.frames[g as usize].as_mut() {
+            f.pins += 1;
+        }
+    }
+    Decision::Reply { response, page, pin }
 }
 
 /// A holder's answer to a `Take`, `Copy` or `Inval` request for page `g` from `r`.
 pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: Option<&Owed>) -> Decision {
     let g = req.page;
-    let reply =
-        |code| Decision::Reply { response: Response::simple(code, req.seq), page: code == Code::WithPage };
+    let reply = |code| Decision::Reply {
+        response: Response::simple(code, req.seq),
+        page: code == Code::WithPage,
+        pin: false,
+    };
     let Some(f) = st.frames[g as usize] else {
         return match req.kind {
             Kind::Take => reply(Code::NotFound),
@@ -146,9 +171,14 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
         };
     };
     let serve_fetching = mutant == Mutant::ServeWhileFetching;
+    let hot_busy = f.state == FrameState::Hot && f.busy() && mutant != Mutant::TakeWhileLatched;
     match req.kind {
         Kind::Take => match f.state {
             FrameState::Fetching if !serve_fetching => Decision::Requeue,
+            // Until the operation holding it is done (R2) and copies of it have been read.
+            FrameState::Hot if hot_busy => busy(st, g),
+            // Not a holder the directory knows: only an invalidated shared fetch becomes one.
+            FrameState::Doomed => Decision::Requeue,
             // Until its own request is answered, an upgrader cannot tell a transfer meant for
             // its old shared copy from one chained behind its coming exclusive ownership.
             FrameState::Upgrading
@@ -173,12 +203,23 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
         Kind::Copy => match f.state {
             FrameState::Fetching if !serve_fetching => Decision::Requeue,
             FrameState::Upgrading if f.lost => reply(Code::CopyFailed),
+            FrameState::Doomed => reply(Code::CopyFailed),
+            FrameState::Hot if f.latch < 0 => busy(st, g),
+            FrameState::Hot if mutant == Mutant::NoPins => reply(Code::WithPage),
+            FrameState::Hot => {
+                // The frame stays; it may not change until the page WRITE has read it.
+                st.frames[g as usize] = Some(Frame { pins: f.pins + 1, wanted: false, ..f });
+                Decision::Reply { response: Response::simple(Code::WithPage, req.seq), page: true, pin: true }
+            }
             _ => reply(Code::WithPage),
         },
         Kind::Inval => {
             let e = req.epoch as u32;
             // Meant for this copy only if the directory processed this node's request first.
             let meant = mutant == Mutant::StaleInvalidations || f.grant.is_none_or(|g| epoch_after(e, g));
+            if meant && hot_busy {
+                return busy(st, g);
+            }
             match f.state {
                 FrameState::Fetching if !f.exclusive => {
                     let later = f.inval.is_none_or(|i| epoch_after(e, i));

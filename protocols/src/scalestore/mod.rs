@@ -25,6 +25,10 @@
 //! Read top-down: [`config`] → [`layout`] → [`message`] → [`state`] → [`directory`] (the
 //! handlers' decisions) → [`node`] (workers and handler tasks) → [`bench`] → [`check`] →
 //! [`def`] (the definition), [`mutants`]. Choices and what is missing: `NEEDS.md`.
+//!
+//! The distributed B-tree (§5): [`pages`] implements the B-link tree's page trait
+//! (`blink::Pages`) with S/X page guards over [`node::Node::lock_page`], and [`tree_def`]
+//! defines `protocol: "blink-scalestore"`, the same tree as `blink`/`blink-sel` on ScaleStore.
 
 pub mod bench;
 pub mod check;
@@ -35,8 +39,11 @@ pub mod layout;
 pub mod message;
 pub mod mutants;
 pub mod node;
+pub mod pages;
 pub mod state;
 pub mod stats;
+pub mod tree_def;
 
 pub use config::{Config, Workload};
 pub use def::{ScaleStore, ScaleStorePlan};
+pub use tree_def::{BlinkScaleStore, BlinkScaleStorePlan};

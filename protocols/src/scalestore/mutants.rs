@@ -19,6 +19,8 @@ pub enum Mutant {
     InstallDoomed,
     WriteBeforeAcks,
     StaleInvalidations,
+    TakeWhileLatched,
+    NoPins,
 }
 
 crate::mutant_table!(Mutant {
@@ -42,4 +44,8 @@ crate::mutant_table!(Mutant {
         "an exclusive requester installs and writes before its invalidations are acknowledged",
     "stale-invalidations" => StaleInvalidations:
         "an invalidation ignores its conflict epoch and also drops a copy granted after it was sent",
+    "take-while-latched" => TakeWhileLatched:
+        "page-latch mode: a handler hands away or invalidates a frame while a local worker holds it latched",
+    "no-pins" => NoPins:
+        "a copy is served without pinning the frame, so a local writer may change the page while the NIC still reads it",
 });

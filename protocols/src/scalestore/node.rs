@@ -38,6 +38,15 @@ pub struct Worker<N: Nic> {
     seq: Vec<u16>,
 }
 
+/// What remote invocation does once the page is here.
+#[derive(Clone, Copy)]
+enum Then {
+    /// Run the one-record operation in the install step (`access`).
+    Touch(u64, Access),
+    /// Leave the frame latched for the requester (`lock_page`).
+    Latch,
+}
+
 /// What an operation does to its record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -143,7 +152,7 @@ impl<N: Nic> Node<N> {
                     let _ = timeout(&w.nic, Nanos::from_us(20), self.settled.notified()).await;
                 }
                 Next::Remote(has_copy) => {
-                    let v = self.remote(w, g, key, access, has_copy).await;
+                    let v = self.remote(w, g, exclusive, Then::Touch(key, access), has_copy).await;
                     self.settled.notify_all();
                     let v = v?;
                     self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
@@ -159,11 +168,10 @@ impl<N: Nic> Node<N> {
         &self,
         w: &mut Worker<N>,
         g: u64,
-        key: u64,
-        access: Access,
+        exclusive: bool,
+        then: Then,
         mut has_copy: bool,
     ) -> ProtocolResult<u64> {
-        let exclusive = matches!(access, Access::Write(_));
         let dir = self.layout.directory(g);
         let me = self.me();
         if has_copy {
@@ -237,13 +245,20 @@ impl<N: Nic> Node<N> {
             if self.mutant() == Mutant::FirstSharerOnly && targets != 0 {
                 targets &= 1u64 << targets.trailing_zeros();
             }
+            let install = |node: &Self| match then {
+                Then::Touch(key, access) => node.install(g, key, access, resp.epoch),
+                Then::Latch => {
+                    node.install_latched(g, exclusive, resp.epoch);
+                    0
+                }
+            };
             if self.mutant() == Mutant::WriteBeforeAcks {
-                let v = self.install(g, key, access, resp.epoch);
+                let v = install(self);
                 self.invalidate(w, g, targets, resp.epoch).await?;
                 return Ok(v);
             }
             self.invalidate(w, g, targets, resp.epoch).await?;
-            return Ok(self.install(g, key, access, resp.epoch));
+            return Ok(install(self));
         }
     }
 
@@ -283,6 +298,108 @@ impl<N: Nic> Node<N> {
             st.frames[g as usize] = None;
         }
         v
+    }
+
+    /// Page-latch mode: the page is here; make the frame Hot in the requested mode, latched
+    /// for the requesting worker (so a transfer waits until its operation is done, R2). A
+    /// shared fetch invalidated in flight becomes `Doomed`: it serves this latch holder only.
+    fn install_latched(&self, g: u64, exclusive: bool, epoch: u32) {
+        let mut st = self.lock();
+        let f = st.frames[g as usize].expect("frame while fetching");
+        let doomed = !exclusive
+            && f.inval.is_some_and(|i| epoch_after(i, f.grant.unwrap_or(epoch)))
+            && self.mutant() != Mutant::InstallDoomed;
+        let mut hot = Frame::hot(exclusive, f.grant.unwrap_or(epoch));
+        hot.latch = if exclusive { -1 } else { 1 };
+        hot.pins = f.pins;
+        if doomed {
+            hot.state = FrameState::Doomed;
+        }
+        st.frames[g as usize] = Some(hot);
+    }
+
+    /// A handler's page WRITE out of frame `g` completed.
+    fn unpin(&self, g: u64) {
+        let mut st = self.lock();
+        let f = st.frames[g as usize].as_mut().expect("a pinned frame stays");
+        f.pins -= 1;
+        drop(st);
+        self.settled.notify_all();
+    }
+
+    /// Page-latch mode (the guards of spec §3.12): latch page `g` for this worker, shared or
+    /// exclusive, with the ownership that needs (local hot path, else remote invocation).
+    /// Latched frames are not handed away: a handler re-polls a transfer or invalidation until
+    /// the latch is released (R2). Returns whether it was a hot-path hit.
+    pub async fn lock_page(&self, w: &mut Worker<N>, g: u64, exclusive: bool) -> ProtocolResult<bool> {
+        loop {
+            enum Next {
+                Done,
+                Wait,
+                Remote(bool),
+            }
+            let next = {
+                let mut st = self.lock();
+                match st.frames[g as usize].as_mut() {
+                    Some(f) if f.state == FrameState::Hot && !f.wanted && (f.exclusive || !exclusive) => {
+                        if exclusive && f.latch == 0 && f.pins == 0 {
+                            f.latch = -1;
+                            Next::Done
+                        } else if !exclusive && f.latch >= 0 {
+                            f.latch += 1;
+                            Next::Done
+                        } else {
+                            Next::Wait
+                        }
+                    }
+                    Some(f) if f.state == FrameState::Hot && !f.wanted && f.latch == 0 && f.pins == 0 => {
+                        // An upgrade: the old copy stays unchanged until the answer comes.
+                        *f = Frame { state: FrameState::Upgrading, answered: false, latch: -1, ..*f };
+                        Next::Remote(true)
+                    }
+                    Some(_) => Next::Wait,
+                    None => {
+                        // R1: the frame exists (fetching, latched) before the request leaves.
+                        st.frames[g as usize] = Some(Frame { latch: -1, ..Frame::fetching(exclusive) });
+                        Next::Remote(false)
+                    }
+                }
+            };
+            match next {
+                Next::Done => {
+                    self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
+                    let mut s = self.stats();
+                    s.latches += 1;
+                    s.latch_hits += 1;
+                    return Ok(true);
+                }
+                Next::Wait => {
+                    let _ = timeout(&w.nic, Nanos::from_us(20), self.settled.notified()).await;
+                }
+                Next::Remote(has_copy) => {
+                    let r = self.remote(w, g, exclusive, Then::Latch, has_copy).await;
+                    self.settled.notify_all();
+                    r?;
+                    self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
+                    self.stats().latches += 1;
+                    return Ok(false);
+                }
+            }
+        }
+    }
+
+    /// Release a latch taken by [`Node::lock_page`] (a doomed copy goes with it).
+    pub fn unlock_page(&self, g: u64) {
+        let mut st = self.lock();
+        let f = st.frames[g as usize].as_mut().expect("a latched frame stays");
+        match f.state {
+            FrameState::Doomed => st.frames[g as usize] = None,
+            FrameState::Hot if f.latch < 0 => f.latch = 0,
+            FrameState::Hot if f.latch > 0 => f.latch -= 1,
+            s => panic!("page {g} unlatched in state {s:?} with latch {}", f.latch),
+        }
+        drop(st);
+        self.settled.notify_all();
     }
 
     async fn post(&self, w: &mut Worker<N>, to: NodeId, mut req: Request) -> ProtocolResult<u16> {
@@ -345,7 +462,7 @@ impl<N: Nic> Node<N> {
                 nic.cpu(Nanos(self.config.cpu.handler_ns)).await;
                 let decision = {
                     let mut st = self.lock();
-                    match req.kind {
+                    let d = match req.kind {
                         Kind::Own => {
                             let slot = (req.page % self.layout.pages_per_node) as usize;
                             own(
@@ -361,9 +478,14 @@ impl<N: Nic> Node<N> {
                             )
                         }
                         _ => holder(&mut st, me.0, &req, self.mutant(), self.owed.as_ref()),
+                    };
+                    if let (Decision::Reply { .. }, Some(f)) = (&d, st.frames[req.page as usize].as_mut()) {
+                        // Served: local workers may latch the frame again.
+                        f.wanted = false;
                     }
+                    d
                 };
-                let Decision::Reply { mut response, page } = decision else {
+                let Decision::Reply { mut response, page, pin } = decision else {
                     self.stats().requeues += 1;
                     continue;
                 };
@@ -393,10 +515,14 @@ impl<N: Nic> Node<N> {
                     s.page_transfers += page as u64;
                 }
                 // Posted in the background: the page and then the response on one QP (R6).
-                let (poster, node) = (nic.clone(), self.clone());
+                let (poster, node, g) = (nic.clone(), self.clone(), req.page);
                 nic.spawn(async move {
                     if let Err(e) = poster.try_batch(&verbs, "scalestore reply").await {
                         node.errors.record(e);
+                    }
+                    if pin {
+                        // The page WRITE has read the frame (it completed before the response).
+                        node.unpin(g);
                     }
                 });
             }

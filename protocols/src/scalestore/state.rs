@@ -21,6 +21,9 @@ pub enum FrameState {
     Upgrading,
     /// Page present in `exclusive` or shared mode: the local hot path serves it.
     Hot,
+    /// A shared fetch invalidated while it arrived, latched by the one operation it serves;
+    /// dropped at its unlatch (page-latch mode only; not a copy the directory knows).
+    Doomed,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +40,16 @@ pub struct Frame {
     pub lost: bool,
     /// The directory answered the current request (`grant` is its epoch).
     pub answered: bool,
+    /// Page latch of local workers (page-latch mode, `node::Node::lock_page`): readers
+    /// (> 0) or one writer (−1). A fetching or upgrading worker holds it exclusively.
+    pub latch: i32,
+    /// Copies of this frame in flight (a handler's page WRITE not completed yet): the frame
+    /// may not change or go until they have read it (the paper's "unlatch when the transfer
+    /// completed", spec §2.4).
+    pub pins: u16,
+    /// A handler had to re-poll a request because the frame was latched or pinned: no new
+    /// local latch is granted until it is served (so a hot page cannot starve remote nodes).
+    pub wanted: bool,
 }
 
 impl Frame {
@@ -48,6 +61,9 @@ impl Frame {
             inval: None,
             lost: false,
             answered: false,
+            latch: 0,
+            pins: 0,
+            wanted: false,
         }
     }
 
@@ -59,7 +75,15 @@ impl Frame {
             inval: None,
             lost: false,
             answered: true,
+            latch: 0,
+            pins: 0,
+            wanted: false,
         }
+    }
+
+    /// Latched or pinned: a handler may not take, invalidate or drop it now.
+    pub fn busy(&self) -> bool {
+        self.latch != 0 || self.pins > 0
     }
 }
 

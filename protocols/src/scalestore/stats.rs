@@ -19,6 +19,9 @@ pub struct Stats {
     pub page_transfers: u64,
     /// Handler re-polls of a request it could not serve yet (R2).
     pub requeues: u64,
+    /// Page-latch mode: latches taken, and those served on the local hot path.
+    pub latches: u64,
+    pub latch_hits: u64,
     /// Earliest start of a measured operation (ns).
     pub measure_start_ns: Option<u64>,
 }
@@ -36,6 +39,8 @@ impl Stats {
         self.messages += o.messages;
         self.page_transfers += o.page_transfers;
         self.requeues += o.requeues;
+        self.latches += o.latches;
+        self.latch_hits += o.latch_hits;
         self.measure_start_ns = match (self.measure_start_ns, o.measure_start_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
