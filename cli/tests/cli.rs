@@ -164,7 +164,8 @@ fn runs_are_reproducible_and_write_results() {
 
 #[test]
 fn bench_engine_prints_events_per_second() {
-    let out = dmsim(&["bench", "engine", "--tasks", "10", "--events", "10000"]);
+    // Long enough (~0.1 s) for CPU time, which advances at scheduler ticks, to be meaningful.
+    let out = dmsim(&["bench", "engine", "--tasks", "10", "--events", "300000"]);
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     // "events/CPU-s: engine E, bare heap B, engine/bare R"; success means the bare-heap loop

@@ -206,8 +206,10 @@ fn measure<R>(f: impl FnOnce() -> R) -> (R, f64, f64) {
     let (cpu0, wall0) = (thread_cpu_seconds(), std::time::Instant::now());
     let r = f();
     let wall = wall0.elapsed().as_secs_f64();
+    // schedstat advances at scheduler ticks (a few ms): a loop shorter than a tick can read
+    // 0 CPU-s, which would print an infinite rate; wall time is then the better estimate.
     let cpu = match (cpu0, thread_cpu_seconds()) {
-        (Some(a), Some(b)) => b - a,
+        (Some(a), Some(b)) if b > a => b - a,
         _ => wall,
     };
     (r, cpu, wall)
