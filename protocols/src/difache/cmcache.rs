@@ -118,7 +118,15 @@ fn install<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64, hdr: u64, ticket: 
             from,
             cache.layout.object_bytes,
         );
-        local.store(hdr + HDR_VALID, ticket | VALID_BIT);
+        // A CAS, not a store: on real hardware the manager's invalidation (an RDMA WRITE of 0)
+        // can land between the check above and this line, and a store would overwrite it and
+        // keep a stale copy valid (the VM test caught this; the simulator runs a task's poll
+        // atomically with respect to remote writes, so fuzzing could not).
+        if ignore {
+            local.store(hdr + HDR_VALID, ticket | VALID_BIT);
+        } else {
+            local.cas_local(hdr + HDR_VALID, ticket, ticket | VALID_BIT);
+        }
     }
 }
 
