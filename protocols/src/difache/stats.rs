@@ -35,6 +35,19 @@ pub struct Stats {
     pub rpcs: u64,
     #[serde(default)]
     pub manager_waits: u64,
+    /// Crash recovery: CNs this node's monitor declared dead, syncs it completed as the
+    /// coordinator, dead CNs' locks it freed, headers it dropped in syncs.
+    #[serde(default)]
+    pub crashes_detected: u64,
+    #[serde(default)]
+    pub recoveries: u64,
+    #[serde(default)]
+    pub locks_released: u64,
+    #[serde(default)]
+    pub headers_dropped: u64,
+    /// Operations completed per `timeline_bucket_ns` of virtual time (warm-up included).
+    #[serde(default)]
+    pub timeline: Vec<u64>,
 }
 
 impl Stats {
@@ -71,5 +84,15 @@ impl Stats {
         self.app_lock_retries += o.app_lock_retries;
         self.rpcs += o.rpcs;
         self.manager_waits += o.manager_waits;
+        self.crashes_detected += o.crashes_detected;
+        self.recoveries += o.recoveries;
+        self.locks_released += o.locks_released;
+        self.headers_dropped += o.headers_dropped;
+        if self.timeline.len() < o.timeline.len() {
+            self.timeline.resize(o.timeline.len(), 0);
+        }
+        for (a, b) in self.timeline.iter_mut().zip(&o.timeline) {
+            *a += b;
+        }
     }
 }
