@@ -66,6 +66,8 @@ pub struct Cache<N: Nic> {
     pub(super) dead: AtomicU64,
     pub(super) disabled: AtomicBool,
     pub(super) inflight: AtomicU64,
+    /// When the monitor last beat (virtual ns).
+    pub(super) beat_at: AtomicU64,
 }
 
 /// A client thread's handle: its own QPs and scratch buffers.
@@ -97,6 +99,7 @@ impl<N: Nic> Cache<N> {
             dead: AtomicU64::new(0),
             disabled: AtomicBool::new(false),
             inflight: AtomicU64::new(0),
+            beat_at: AtomicU64::new(0),
         })
     }
 

@@ -312,6 +312,12 @@ impl Plan for DifachePlan {
             m.insert("recoveries".into(), total.recoveries as f64);
             m.insert("locks_released".into(), total.locks_released as f64);
             m.insert("headers_dropped".into(), total.headers_dropped as f64);
+            if let Some(t) = total.first_disable_ns {
+                m.insert("caching_disabled_at_us".into(), t as f64 / 1e3);
+            }
+            if let Some(t) = total.last_reenable_ns {
+                m.insert("caching_reenabled_at_us".into(), t as f64 / 1e3);
+            }
         }
         let bucket = self.config.timeline_bucket_ns;
         if bucket > 0 && self.config.timeline_window_ns > 0 {

@@ -63,7 +63,7 @@ impl<N: Nic> Cache<N> {
         let mut seen: Vec<(u64, Nanos)> = vec![(u64::MAX, nic.now()); n];
         let mut synced = 0u64;
         loop {
-            nic.try_faa(self.layout.heartbeat(self.me), 1, "heartbeat").await?;
+            self.beat(nic).await?;
             let len = self.layout.membership_words() * 8;
             let read = Verb::Read { remote: self.layout.membership(), local_bytes: words_at, len_bytes: len as u32 };
             nic.try_batch(&[read], "read the CN list").await?;
@@ -87,6 +87,8 @@ impl<N: Nic> Cache<N> {
             let epoch = list / EPOCH_ONE;
             if epoch != synced {
                 self.disabled.store(true, Relaxed);
+                let at = nic.now().0;
+                self.stats.lock().unwrap_or_else(|e| e.into_inner()).first_disable_ns.get_or_insert(at);
                 self.drain(nic).await?;
                 self.drop_all();
                 nic.try_write_word(self.layout.synced(self.me), epoch, "synced").await?;
@@ -99,9 +101,13 @@ impl<N: Nic> Cache<N> {
                 let live = (0..n).filter(|&c| list >> c & 1 == 0);
                 if live.clone().all(|c| words[1 + c] == epoch) {
                     self.release_locks(nic, list & DEAD_MASK).await?;
+                    self.beat_if_due(nic).await?;
                     let back = nic.try_cas(self.layout.membership(), list, list & !SYNCING, "re-enable").await?;
                     if back == list {
-                        self.stats.lock().unwrap_or_else(|e| e.into_inner()).recoveries += 1;
+                        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+                        stats.recoveries += 1;
+                        stats.last_reenable_ns = Some(nic.now().0);
+                        drop(stats);
                         self.nic.mark("difache caching re-enabled, epoch", epoch);
                     }
                 }
@@ -138,19 +144,23 @@ impl<N: Nic> Cache<N> {
 
     /// Wait until no cached operation of this CN is in flight (new ones bypass), beating.
     async fn drain(&self, nic: &N) -> ProtocolResult<()> {
-        let mut beat = nic.now();
         while self.inflight.load(Relaxed) != 0 {
             nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
-            self.beat_if_due(nic, &mut beat).await?;
+            self.beat_if_due(nic).await?;
         }
         Ok(())
     }
 
+    async fn beat(&self, nic: &N) -> ProtocolResult<()> {
+        nic.try_faa(self.layout.heartbeat(self.me), 1, "heartbeat").await?;
+        self.beat_at.store(nic.now().0, Relaxed);
+        Ok(())
+    }
+
     /// Keep beating during long work of the monitor (a sync, a lock scan).
-    async fn beat_if_due(&self, nic: &N, last: &mut Nanos) -> ProtocolResult<()> {
-        if nic.now().saturating_sub(*last) >= Nanos(self.config.heartbeat_ns) {
-            nic.try_faa(self.layout.heartbeat(self.me), 1, "heartbeat").await?;
-            *last = nic.now();
+    async fn beat_if_due(&self, nic: &N) -> ProtocolResult<()> {
+        if nic.now().0.saturating_sub(self.beat_at.load(Relaxed)) >= self.config.heartbeat_ns {
+            self.beat(nic).await?;
         }
         Ok(())
     }
@@ -205,9 +215,8 @@ impl<N: Nic> Cache<N> {
         let chunk_words = MONITOR_CHUNK_BYTES / 8;
         let local = self.layout.monitor_buffer() + self.layout.membership_words() * 8;
         let mut first = 0;
-        let mut beat = nic.now();
         while first < slots {
-            self.beat_if_due(nic, &mut beat).await?;
+            self.beat_if_due(nic).await?;
             let count = chunk_words.min(slots - first);
             let read = Verb::Read { remote: base.add(first * 8), local_bytes: local, len_bytes: (count * 8) as u32 };
             nic.try_batch(&[read], "scan locks").await?;
@@ -215,7 +224,7 @@ impl<N: Nic> Cache<N> {
             self.nic.local().read_words(local, &mut words);
             for (i, &w) in words.iter().enumerate() {
                 if w != 0 && held_by_dead(w) {
-                    self.beat_if_due(nic, &mut beat).await?;
+                    self.beat_if_due(nic).await?;
                     let at = base.add((first + i as u64) * 8);
                     if nic.try_cas(at, w, 0, "free a dead CN's lock").await? == w {
                         self.stats.lock().unwrap_or_else(|e| e.into_inner()).locks_released += 1;

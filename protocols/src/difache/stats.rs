@@ -45,6 +45,12 @@ pub struct Stats {
     pub locks_released: u64,
     #[serde(default)]
     pub headers_dropped: u64,
+    /// When this CN first disabled caching for a sync, and when the coordinator last
+    /// re-enabled it (virtual ns; the timeline's landmarks).
+    #[serde(default)]
+    pub first_disable_ns: Option<u64>,
+    #[serde(default)]
+    pub last_reenable_ns: Option<u64>,
     /// Operations completed per `timeline_bucket_ns` of virtual time (warm-up included).
     #[serde(default)]
     pub timeline: Vec<u64>,
@@ -88,6 +94,11 @@ impl Stats {
         self.recoveries += o.recoveries;
         self.locks_released += o.locks_released;
         self.headers_dropped += o.headers_dropped;
+        self.first_disable_ns = match (self.first_disable_ns, o.first_disable_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_reenable_ns = self.last_reenable_ns.max(o.last_reenable_ns);
         if self.timeline.len() < o.timeline.len() {
             self.timeline.resize(o.timeline.len(), 0);
         }
