@@ -148,7 +148,14 @@ async fn app_write<N: Nic>(
     // one in flight forever (its value may be read).
     let at = log.as_ref().map(|(l, _)| {
         let mut ops = l.lock();
-        ops.push(LoggedOp { client, key, write: Some(stamp), seen: None, invoke_ns: invoke, return_ns: None });
+        ops.push(LoggedOp {
+            client,
+            key,
+            write: Some(stamp),
+            seen: None,
+            invoke_ns: invoke,
+            return_ns: None,
+        });
         ops.len() - 1
     });
     cache.write(w, key).await?;

@@ -134,10 +134,13 @@ impl<N: Nic> Cache<N> {
     /// The other live CNs (the coordinator's list as last synced).
     fn others(&self) -> Vec<usize> {
         let dead = self.dead.load(Relaxed);
-        (0..self.layout.compute_nodes as usize).filter(|&c| c != self.me && (c >= 64 || dead >> c & 1 == 0)).collect()
+        (0..self.layout.compute_nodes as usize)
+            .filter(|&c| c != self.me && (c >= 64 || dead >> c & 1 == 0))
+            .collect()
     }
     pub(super) fn reset_free_list(&self) {
-        *self.free.lock().unwrap_or_else(|e| e.into_inner()) = (0..self.layout.cache_objects as u32).rev().collect();
+        *self.free.lock().unwrap_or_else(|e| e.into_inner()) =
+            (0..self.layout.cache_objects as u32).rev().collect();
         *self.hand.lock().unwrap_or_else(|e| e.into_inner()) = 0;
     }
     /// Start a cached operation, or `false` if caching is disabled (a CN-list sync): the

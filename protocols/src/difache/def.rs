@@ -26,8 +26,8 @@ use super::stats::Stats;
 use crate::common::metrics::percentile;
 use crate::common::rpc;
 use crate::harness::{
-    merge_options, parse_typed, report_error, CheckLevel, FaultKind, Invariants, LoggedOp, Memory, NodeReport, NodeRun,
-    OpLog, Plan, PointSpec, Problem, Protocol, Violation,
+    merge_options, parse_typed, report_error, CheckLevel, FaultKind, Invariants, LoggedOp, Memory,
+    NodeReport, NodeRun, OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
 

@@ -65,7 +65,8 @@ impl<N: Nic> Cache<N> {
         loop {
             self.beat(nic).await?;
             let len = self.layout.membership_words() * 8;
-            let read = Verb::Read { remote: self.layout.membership(), local_bytes: words_at, len_bytes: len as u32 };
+            let read =
+                Verb::Read { remote: self.layout.membership(), local_bytes: words_at, len_bytes: len as u32 };
             nic.try_batch(&[read], "read the CN list").await?;
             // The heartbeats' age is measured from this read (a sync below may take long).
             let read_at = nic.now();
@@ -102,7 +103,8 @@ impl<N: Nic> Cache<N> {
                 if live.clone().all(|c| words[1 + c] == epoch) {
                     self.release_locks(nic, list & DEAD_MASK).await?;
                     self.beat_if_due(nic).await?;
-                    let back = nic.try_cas(self.layout.membership(), list, list & !SYNCING, "re-enable").await?;
+                    let back =
+                        nic.try_cas(self.layout.membership(), list, list & !SYNCING, "re-enable").await?;
                     if back == list {
                         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
                         stats.recoveries += 1;
@@ -218,7 +220,8 @@ impl<N: Nic> Cache<N> {
         while first < slots {
             self.beat_if_due(nic).await?;
             let count = chunk_words.min(slots - first);
-            let read = Verb::Read { remote: base.add(first * 8), local_bytes: local, len_bytes: (count * 8) as u32 };
+            let read =
+                Verb::Read { remote: base.add(first * 8), local_bytes: local, len_bytes: (count * 8) as u32 };
             nic.try_batch(&[read], "scan locks").await?;
             let mut words = vec![0u64; count as usize];
             self.nic.local().read_words(local, &mut words);
