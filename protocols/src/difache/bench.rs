@@ -64,9 +64,8 @@ pub async fn run_client<N: Nic>(
             cache.errors.record(e);
             return;
         }
-        let bucket = cache.config.timeline_bucket_ns;
-        if bucket > 0 {
-            let at = (w.nic.now().0 / bucket) as usize;
+        if let Some(at) = w.nic.now().0.checked_div(cache.config.timeline_bucket_ns) {
+            let at = at as usize;
             let mut stats = cache.stats.lock().unwrap_or_else(|e| e.into_inner());
             if stats.timeline.len() <= at {
                 stats.timeline.resize(at + 1, 0);

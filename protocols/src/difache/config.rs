@@ -239,8 +239,8 @@ impl Config {
             out.push("timeline_window_ns: needs timeline_bucket_ns".into());
         }
         if self.timeline_bucket_ns > 0
-            && (self.timeline_window_ns % self.timeline_bucket_ns != 0
-                || self.timeline_at_ns % self.timeline_bucket_ns != 0)
+            && (!self.timeline_window_ns.is_multiple_of(self.timeline_bucket_ns)
+                || !self.timeline_at_ns.is_multiple_of(self.timeline_bucket_ns))
         {
             out.push("timeline_at_ns: timeline_at_ns and timeline_window_ns must be multiples of timeline_bucket_ns".into());
         }
