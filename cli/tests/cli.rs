@@ -119,6 +119,35 @@ fn a_within_x_trend_holds_inside_its_tolerance_and_fails_outside() {
 }
 
 #[test]
+fn a_within_series_trend_holds_inside_its_tolerance_and_fails_outside() {
+    // Goal: `within:<series>` ("similar to") compares this series' value with another series' at
+    // the same x under the row's tolerance: generous, it holds; a millionth, it fails (a
+    // same-address FAA and a read run at different rates).
+    let series = r#""sweep": {
+        "series": { "values": [{"workload.verb": "faa"}, {"workload.verb": "read"}], "names": ["faa", "read"] },
+        "x": { "path": "workload.threads_per_node", "values": [1, 2] } },"#;
+    let rows = r#""paper_values": [
+        {"claim": "similar", "series": "read", "x": "2", "metric": "throughput_mops", "trend": "within:faa", "tolerance": 1000.0},
+        {"claim": "exactly", "series": "read", "x": "2", "metric": "throughput_mops", "trend": "within:faa", "tolerance": 0.000001}
+      ],
+      "plot""#;
+    let text = tiny()
+        .replace(r#""sweep": { "x": { "path": "workload.threads_per_node", "values": [1, 2] } },"#, series)
+        .replace("\"plot\"", rows);
+    assert!(text.contains("\"names\": [\"faa\""), "the sweep was replaced");
+    let dir = scratch("within-series");
+    let file = dir.join("scenario.json");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.join("out");
+    let o = dmsim(&["run", file.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let holds: Vec<Option<bool>> =
+        summary["paper_vs_sim"].as_array().unwrap().iter().map(|r| r["trend_holds"].as_bool()).collect();
+    assert_eq!(holds, [Some(true), Some(false)], "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
 fn missing_file_and_bad_flags_exit_2() {
     let out = dmsim(&["run", "/nonexistent/scenario.json"]);
     assert_eq!(out.status.code(), Some(2));

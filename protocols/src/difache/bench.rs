@@ -64,6 +64,14 @@ pub async fn run_client<N: Nic>(
             cache.errors.record(e);
             return;
         }
+        if let Some(at) = w.nic.now().0.checked_div(cache.config.timeline_bucket_ns) {
+            let at = at as usize;
+            let mut stats = cache.stats.lock().unwrap_or_else(|e| e.into_inner());
+            if stats.timeline.len() <= at {
+                stats.timeline.resize(at + 1, 0);
+            }
+            stats.timeline[at] += 1;
+        }
         if measured && (!timed || w.nic.now().0 <= to_ns) {
             latencies.lock().unwrap_or_else(|e| e.into_inner()).push(w.nic.now().0 - start.0);
             cache.stats.lock().unwrap_or_else(|e| e.into_inner()).ops += 1;
@@ -134,18 +142,24 @@ async fn app_write<N: Nic>(
     buf[0] = object_tag(key);
     cache.nic.local().write_words(cache.layout.app_buffer(w.thread), &buf);
     let invoke = w.nic.now().0;
-    cache.write(w, key).await?;
     let client = log.as_ref().map_or(0, |l| l.1);
-    record(
-        log,
-        LoggedOp {
+    // Logged at invocation, so that a write its crashed CN never finished still counts as
+    // one in flight forever (its value may be read).
+    let at = log.as_ref().map(|(l, _)| {
+        let mut ops = l.lock();
+        ops.push(LoggedOp {
             client,
             key,
             write: Some(stamp),
             seen: None,
             invoke_ns: invoke,
-            return_ns: Some(w.nic.now().0),
-        },
-    );
+            return_ns: None,
+        });
+        ops.len() - 1
+    });
+    cache.write(w, key).await?;
+    if let (Some((l, _)), Some(i)) = (log, at) {
+        l.lock()[i].return_ns = Some(w.nic.now().0);
+    }
     w.nic.try_write_word(lock, 0, "application unlock").await
 }

@@ -61,6 +61,13 @@ pub struct Cache<N: Nic> {
     samples: Mutex<Samples>,
     pub(super) tracker: Option<Arc<Tracker>>,
     pub errors: ErrorSlot,
+    /// Crash recovery (`recovery.rs`): the CNs the coordinator's list marks dead, whether
+    /// caching is disabled here (a CN-list sync), and cached operations in flight.
+    pub(super) dead: AtomicU64,
+    pub(super) disabled: AtomicBool,
+    pub(super) inflight: AtomicU64,
+    /// When the monitor last beat (virtual ns).
+    pub(super) beat_at: AtomicU64,
 }
 
 /// A client thread's handle: its own QPs and scratch buffers.
@@ -89,6 +96,10 @@ impl<N: Nic> Cache<N> {
             samples: Mutex::new(samples),
             tracker,
             errors: ErrorSlot::new(),
+            dead: AtomicU64::new(0),
+            disabled: AtomicBool::new(false),
+            inflight: AtomicU64::new(0),
+            beat_at: AtomicU64::new(0),
         })
     }
 
@@ -96,7 +107,10 @@ impl<N: Nic> Cache<N> {
     /// the metrics (not the profit model's samples).
     pub fn reset_stats_once(&self) {
         if !self.warm.swap(true, Relaxed) {
-            *self.stats() = Stats::default();
+            let mut stats = self.stats();
+            // The timeline spans the whole run.
+            let timeline = std::mem::take(&mut stats.timeline);
+            *stats = Stats { timeline, ..Stats::default() };
         }
     }
 
@@ -117,8 +131,31 @@ impl<N: Nic> Cache<N> {
     fn add(&self, hdr: u32, word: u64, delta: u64) -> u64 {
         self.nic.local().faa_local(self.layout.header(hdr) + word, delta)
     }
+    /// The other live CNs (the coordinator's list as last synced).
     fn others(&self) -> Vec<usize> {
-        (0..self.layout.compute_nodes as usize).filter(|&c| c != self.me).collect()
+        let dead = self.dead.load(Relaxed);
+        (0..self.layout.compute_nodes as usize)
+            .filter(|&c| c != self.me && (c >= 64 || dead >> c & 1 == 0))
+            .collect()
+    }
+    pub(super) fn reset_free_list(&self) {
+        *self.free.lock().unwrap_or_else(|e| e.into_inner()) =
+            (0..self.layout.cache_objects as u32).rev().collect();
+        *self.hand.lock().unwrap_or_else(|e| e.into_inner()) = 0;
+    }
+    /// Start a cached operation, or `false` if caching is disabled (a CN-list sync): the
+    /// operation then goes to the memory node. Count first, then look, so that a sync that
+    /// found no operation in flight never misses one that passed the gate.
+    fn enter(&self) -> bool {
+        self.inflight.fetch_add(1, Relaxed);
+        if self.disabled.load(Relaxed) {
+            self.inflight.fetch_sub(1, Relaxed);
+            return false;
+        }
+        true
+    }
+    fn leave(&self) {
+        self.inflight.fetch_sub(1, Relaxed);
     }
     pub(super) fn copy_ns(&self) -> Nanos {
         Nanos(self.config.cpu.copy_ns_per_kib * self.layout.object_bytes / 1024)
@@ -156,14 +193,19 @@ impl<N: Nic> Cache<N> {
         }
     }
 
-    async fn lock_mode(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
+    /// Take `key`'s mode lock; `false` if caching was disabled meanwhile (the holder may be
+    /// a dead CN: the coordinator frees its locks only after the sync).
+    async fn lock_mode(&self, w: &Worker<N>, key: u64) -> ProtocolResult<bool> {
         let lock = self.layout.mode_lock(key);
         let me = self.me as u64 + 1;
         while w.nic.try_cas(lock, 0, me, "mode lock").await? != 0 {
+            if self.disabled.load(Relaxed) {
+                return Ok(false);
+            }
             self.stats().mode_lock_retries += 1;
             w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
         }
-        Ok(())
+        Ok(true)
     }
 
     async fn unlock_mode(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
@@ -213,12 +255,13 @@ impl<N: Nic> Cache<N> {
 
     // ---- headers ----
 
-    /// The header of `key`, allocated if needed (§4.3 default cache modes), pinned.
-    pub async fn header(&self, w: &Worker<N>, key: u64) -> ProtocolResult<u32> {
+    /// The header of `key`, allocated if needed (§4.3 default cache modes), pinned; `None` if
+    /// caching was disabled while waiting for the mode lock.
+    pub async fn header(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Option<u32>> {
         loop {
             if let Some(h) = index::lookup_local(self.nic.local(), key, self.layout.index_buckets) {
                 self.add(h, HDR_PIN, 1);
-                return Ok(h);
+                return Ok(Some(h));
             }
             let adaptive = self.config.variant.adaptive();
             let mut mode = mode_word(
@@ -228,7 +271,9 @@ impl<N: Nic> Cache<N> {
                 key,
             );
             if adaptive {
-                self.lock_mode(w, key).await?;
+                if !self.lock_mode(w, key).await? {
+                    return Ok(None);
+                }
                 mode = mode_word(
                     false,
                     self.config.interval_first,
@@ -246,7 +291,7 @@ impl<N: Nic> Cache<N> {
                 self.unlock_mode(w, key).await?;
             }
             match placed {
-                Some(h) => return Ok(h),
+                Some(h) => return Ok(Some(h)),
                 None => {
                     self.stats().alloc_retries += 1;
                     w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
@@ -356,13 +401,10 @@ impl<N: Nic> Cache<N> {
         if !self.config.variant.adaptive() {
             return Ok(self.load(hdr, HDR_MODE) | MODE_ON);
         }
-        let st = loop {
-            let st = self.load(hdr, HDR_MODE);
-            if st & SWITCHING == 0 {
-                break st;
-            }
-            w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
-        };
+        let st = self.settled_mode(w, hdr).await?;
+        if st & SWITCHING == 0 && self.load(hdr, HDR_MODE) != st {
+            return Ok(st); // gave up waiting (caching disabled)
+        }
         let on = st & MODE_ON != 0;
         let hit = read && on && self.load(hdr, HDR_VALID) != 0 && self.load(hdr, HDR_FILL) == 0;
         let addend = TOTAL | if read { READ } else { 0 } | if hit { HIT } else { 0 };
@@ -387,10 +429,20 @@ impl<N: Nic> Cache<N> {
         };
         let Some(target) = target else { return Ok(st) };
         self.switch_mode(w, hdr, key, target, encode_threshold(threshold)).await?;
+        self.settled_mode(w, hdr).await
+    }
+
+    /// The MODE word once no switch is in progress. If caching is disabled meanwhile (the
+    /// switcher may be dead), a mode word with caching off: the operation goes to the memory
+    /// node, and a write reads it as a mode change and invalidates like a cached write.
+    async fn settled_mode(&self, w: &Worker<N>, hdr: u32) -> ProtocolResult<u64> {
         loop {
             let st = self.load(hdr, HDR_MODE);
             if st & SWITCHING == 0 {
                 return Ok(st);
+            }
+            if self.disabled.load(Relaxed) {
+                return Ok(st & !(MODE_ON | SWITCHING));
             }
             w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
         }
@@ -405,7 +457,9 @@ impl<N: Nic> Cache<N> {
         target: bool,
         threshold: u64,
     ) -> ProtocolResult<()> {
-        self.lock_mode(w, key).await?;
+        if !self.lock_mode(w, key).await? {
+            return Ok(());
+        }
         let st = self.load(hdr, HDR_MODE);
         if (st & MODE_ON != 0) == target || st >> 32 != tag(key) {
             return self.unlock_mode(w, key).await;
@@ -487,8 +541,18 @@ impl<N: Nic> Cache<N> {
             self.sample(Event::ReadBypass, w.nic.now().0 - start.0);
             return Ok(());
         }
+        if !self.enter() {
+            self.fetch(w, key, app).await?;
+            self.sample(Event::ReadBypass, w.nic.now().0 - start.0);
+            return Ok(());
+        }
         w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
-        let hdr = self.header(w, key).await?;
+        let Some(hdr) = self.header(w, key).await? else {
+            self.leave();
+            self.fetch(w, key, app).await?;
+            self.sample(Event::ReadBypass, w.nic.now().0 - start.0);
+            return Ok(());
+        };
         let r: ProtocolResult<Event> = async {
             let st = self.check_mode(w, hdr, key, true).await?;
             if st & MODE_ON == 0 {
@@ -514,6 +578,7 @@ impl<N: Nic> Cache<N> {
         }
         .await;
         self.unpin(hdr);
+        self.leave();
         self.sample(r?, w.nic.now().0 - start.0);
         Ok(())
     }
@@ -646,8 +711,14 @@ impl<N: Nic> Cache<N> {
             self.sample(Event::WriteBypass, w.nic.now().0 - start.0);
             return Ok(());
         }
+        if !self.enter() {
+            return self.write_disabled(w, key, start).await;
+        }
         w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
-        let hdr = self.header(w, key).await?;
+        let Some(hdr) = self.header(w, key).await? else {
+            self.leave();
+            return self.write_disabled(w, key, start).await;
+        };
         if let Some(t) = &self.tracker {
             t.begin(key);
         }
@@ -693,7 +764,32 @@ impl<N: Nic> Cache<N> {
             t.end(key);
         }
         self.unpin(hdr);
+        self.leave();
         self.sample(r?, w.nic.now().0 - start.0);
+        Ok(())
+    }
+
+    /// A write while caching is disabled (a CN-list sync): flush, then invalidate the live CNs
+    /// as a cached write would — some may not have disabled caching yet — and keep no copy.
+    async fn write_disabled(&self, w: &Worker<N>, key: u64, start: Nanos) -> ProtocolResult<()> {
+        if let Some(t) = &self.tracker {
+            t.begin(key);
+        }
+        let r = async {
+            self.flush(w, key, self.layout.app_buffer(w.thread)).await?;
+            self.invalidate_owners(w, key).await?;
+            // This CN's own copy too, until the sync drops it.
+            if let Some(h) = index::lookup_local(self.nic.local(), key, self.layout.index_buckets) {
+                self.store(h, HDR_VALID, 0);
+            }
+            Ok::<_, crate::common::error::ProtocolError>(())
+        }
+        .await;
+        if let Some(t) = &self.tracker {
+            t.end(key);
+        }
+        r?;
+        self.sample(Event::WriteBypass, w.nic.now().0 - start.0);
         Ok(())
     }
 

@@ -97,7 +97,12 @@ pub fn invariants(
         return centralized_invariants(layout, tracker, memory);
     }
     let mut holders: BTreeMap<u64, Vec<(usize, u64)>> = BTreeMap::new();
+    // CNs off the coordinator's list are dead: their caches count as cleared (spec §3.9).
+    let dead = if layout.recovery { memory(layout.membership()) & super::recovery::DEAD_MASK } else { 0 };
     for cn in 0..layout.compute_nodes as usize {
+        if cn < 32 && dead >> cn & 1 != 0 {
+            continue;
+        }
         let node = layout.cn(cn);
         let load = |offset: u64| memory(RemoteAddr::new(node, offset));
         index::check(&load, layout.index_buckets, layout.index_slots)
@@ -172,6 +177,38 @@ pub fn invariants(
         }
     }
     Ok(())
+}
+
+/// No acknowledged write lost: at the end, every written object's memory-node copy holds the
+/// value of the last write that returned (writes to one object are serialized by the
+/// application's lock, so their returns are ordered) or of a write that never returned (its
+/// CN crashed after flushing).
+pub fn check_memory(layout: &Layout, ops: &[LoggedOp], memory: Memory) -> Result<u64, String> {
+    let mut by_key: BTreeMap<u64, (Option<&LoggedOp>, Vec<u64>)> = BTreeMap::new();
+    for op in ops.iter().filter(|o| o.write.is_some()) {
+        let e = by_key.entry(op.key).or_default();
+        match op.return_ns {
+            Some(t) if e.0.is_none_or(|l| l.return_ns.is_some_and(|lt| lt < t)) => e.0 = Some(op),
+            Some(_) => {}
+            None => e.1.extend(op.write),
+        }
+    }
+    let mut checked = 0;
+    for (key, (last, mut allowed)) in by_key {
+        let Some(last) = last else { continue };
+        allowed.extend(last.write);
+        let held = memory(layout.object(key).add(8));
+        if !allowed.contains(&held) {
+            return Err(format!(
+                "object {key} holds {held:#x} at the end; the last acknowledged write (client {}, returned at {} ns) wrote {:#x}",
+                last.client,
+                last.return_ns.unwrap_or(0),
+                last.write.unwrap_or(0)
+            ));
+        }
+        checked += 1;
+    }
+    Ok(checked)
 }
 
 /// CMCache: no valid stale copy — with no write to the object in the manager, every slot

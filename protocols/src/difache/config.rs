@@ -114,6 +114,24 @@ pub struct Config {
     pub plot_event: String,
     #[serde(default = "fifty")]
     pub plot_percentile: u32,
+    /// Compute-node crash recovery (spec §3.9, `recovery.rs`): heartbeats on memory node 0 stand
+    /// in for the paper's RDMA timeouts; a CN silent for `lease_ns` is removed from the CN list
+    /// by the coordinator, and caching is disabled on every CN until all have synced.
+    #[serde(default)]
+    pub crash_recovery: bool,
+    #[serde(default = "heartbeat")]
+    pub heartbeat_ns: u64,
+    #[serde(default = "lease")]
+    pub lease_ns: u64,
+    /// Measurement only: operations completed per `timeline_bucket_ns` (0: no timeline), and the
+    /// metric `window_mops` is the throughput in `[timeline_at_ns, timeline_at_ns +
+    /// timeline_window_ns)` (Fig. 15: each x re-runs the same simulation).
+    #[serde(default)]
+    pub timeline_bucket_ns: u64,
+    #[serde(default)]
+    pub timeline_at_ns: u64,
+    #[serde(default)]
+    pub timeline_window_ns: u64,
     /// Set from `dmsim fuzz --mutant`, never from a scenario.
     #[serde(default)]
     pub mutant: Mutant,
@@ -121,6 +139,12 @@ pub struct Config {
 
 fn fifty() -> u32 {
     50
+}
+fn heartbeat() -> u64 {
+    10_000
+}
+fn lease() -> u64 {
+    200_000
 }
 
 /// The five event types by name, in [`super::profit::Event`] order.
@@ -149,6 +173,12 @@ impl Config {
             manager: Manager::paper(),
             plot_event: String::new(),
             plot_percentile: 50,
+            crash_recovery: false,
+            heartbeat_ns: heartbeat(),
+            lease_ns: lease(),
+            timeline_bucket_ns: 0,
+            timeline_at_ns: 0,
+            timeline_window_ns: 0,
             mutant: Mutant::None,
         }
     }
@@ -198,6 +228,21 @@ impl Config {
         }
         if self.cpu.poll_ns == 0 {
             out.push("cpu.poll_ns: must be at least 1".into());
+        }
+        if self.crash_recovery && (self.heartbeat_ns == 0 || self.lease_ns <= 2 * self.heartbeat_ns) {
+            out.push("lease_ns: must exceed two heartbeats (heartbeat_ns at least 1)".into());
+        }
+        if self.crash_recovery && !matches!(self.variant, Variant::Difache | Variant::Noac) {
+            out.push("crash_recovery: only DiFache and DiFache-noAC recover from crashes".into());
+        }
+        if self.timeline_window_ns > 0 && self.timeline_bucket_ns == 0 {
+            out.push("timeline_window_ns: needs timeline_bucket_ns".into());
+        }
+        if self.timeline_bucket_ns > 0
+            && (!self.timeline_window_ns.is_multiple_of(self.timeline_bucket_ns)
+                || !self.timeline_at_ns.is_multiple_of(self.timeline_bucket_ns))
+        {
+            out.push("timeline_at_ns: timeline_at_ns and timeline_window_ns must be multiples of timeline_bucket_ns".into());
         }
         out
     }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bench::run_client;
 use super::cache::Cache;
-use super::check::{check_regular, invariants, Checks, Tracker};
+use super::check::{check_memory, check_regular, invariants, Checks, Tracker};
 use super::cmcache::{self, Manager};
 use super::config::{Config, ManagerPlace, Variant, Workload, EVENT_NAMES};
 use super::layout::{object_tag, Layout};
@@ -26,8 +26,8 @@ use super::stats::Stats;
 use crate::common::metrics::percentile;
 use crate::common::rpc;
 use crate::harness::{
-    merge_options, parse_typed, report_error, CheckLevel, Invariants, LoggedOp, Memory, NodeReport, NodeRun,
-    OpLog, Plan, PointSpec, Problem, Protocol, Violation,
+    merge_options, parse_typed, report_error, CheckLevel, FaultKind, Invariants, LoggedOp, Memory,
+    NodeReport, NodeRun, OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
 
@@ -112,6 +112,12 @@ impl DifachePlan {
         }
         if point.compute_nodes == 0 || point.compute_nodes > 1024 {
             out.push(Problem::new("cluster.compute_nodes", "must be in 1..=1024"));
+        }
+        if config.crash_recovery && point.compute_nodes > super::recovery::MAX_CNS {
+            out.push(Problem::new(
+                "protocol_options.crash_recovery",
+                format!("the CN list holds at most {} compute nodes", super::recovery::MAX_CNS),
+            ));
         }
         if !out.is_empty() {
             return Err(out);
@@ -236,9 +242,11 @@ impl Plan for DifachePlan {
             })
             .collect();
         let watched = cache.clone();
+        let daemons: Vec<Task> =
+            if self.config.crash_recovery { vec![Box::pin(cache.clone().run_monitor())] } else { Vec::new() };
         NodeRun {
             mains,
-            daemons: Vec::new(),
+            daemons,
             progress: Some(Arc::new(move || watched.stats.lock().unwrap_or_else(|e| e.into_inner()).ops)),
             state: None,
             collect: Box::new(move || {
@@ -299,6 +307,35 @@ impl Plan for DifachePlan {
         m.insert("bypass_rechecks".into(), total.bypass_rechecks as f64);
         m.insert("manager_rpcs_per_op".into(), total.rpcs as f64 / ops);
         m.insert("manager_waits".into(), total.manager_waits as f64);
+        if self.config.crash_recovery {
+            m.insert("crashes_detected".into(), total.crashes_detected as f64);
+            m.insert("recoveries".into(), total.recoveries as f64);
+            m.insert("locks_released".into(), total.locks_released as f64);
+            m.insert("headers_dropped".into(), total.headers_dropped as f64);
+            if let Some(t) = total.first_disable_ns {
+                m.insert("caching_disabled_at_us".into(), t as f64 / 1e3);
+            }
+            if let Some(t) = total.last_reenable_ns {
+                m.insert("caching_reenabled_at_us".into(), t as f64 / 1e3);
+            }
+        }
+        let bucket = self.config.timeline_bucket_ns;
+        if bucket > 0 && self.config.timeline_window_ns > 0 {
+            let first = (self.config.timeline_at_ns / bucket) as usize;
+            let count = (self.config.timeline_window_ns / bucket) as usize;
+            let ops: u64 = total.timeline.iter().skip(first).take(count).sum();
+            m.insert("window_mops".into(), ops as f64 / (self.config.timeline_window_ns as f64 / 1e3));
+        }
+        if self.check.histories() && self.config.variant.coherent() {
+            let log: Vec<LoggedOp> = Self::parse(reports).into_iter().flat_map(|r| r.log).collect();
+            if let Ok(n) = check_regular(&log) {
+                m.insert("history_reads_checked".into(), n as f64);
+            }
+            m.insert(
+                "history_writes_acknowledged".into(),
+                log.iter().filter(|o| o.write.is_some() && o.return_ns.is_some()).count() as f64,
+            );
+        }
         if !samples.is_empty() {
             m.insert("latency_us_p50".into(), percentile(&mut samples, 50.0) / 1e3);
             m.insert("latency_us_p99".into(), percentile(&mut samples, 99.0) / 1e3);
@@ -308,6 +345,10 @@ impl Plan for DifachePlan {
 
     fn ops(&self, reports: &[NodeReport]) -> u64 {
         Self::parse(reports).iter().map(|r| r.stats.ops).sum()
+    }
+
+    fn recovers_from(&self, fault: FaultKind) -> bool {
+        fault == FaultKind::ComputeCrash && self.config.crash_recovery
     }
 
     fn invariants(&self, _states: Vec<Option<Arc<()>>>) -> Option<Invariants> {
@@ -325,6 +366,10 @@ impl Plan for DifachePlan {
         let log: Vec<LoggedOp> = Self::parse(reports).into_iter().flat_map(|r| r.log).collect();
         check_regular(&log)
             .map_err(|m| Violation::new("regular reads (no stale read after a completed write)", m))?;
+        if let Some(memory) = memory {
+            check_memory(&self.layout, &log, memory)
+                .map_err(|m| Violation::new("no acknowledged write lost (memory at the end)", m))?;
+        }
         if let (Some(memory), Some(tracker)) = (memory, &self.tracker) {
             invariants(&self.layout, self.checks(), tracker, memory)
                 .map_err(|(name, m)| Violation::new(name, m))?;

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! compute node: [ index groups | headers (6 words each) | buffers | per-thread scratch ]
-//! memory node:  [ objects | app locks | owner sets | mode locks ]
+//! memory node:  [ objects | app locks | owner sets | mode locks | membership ]
+//! membership (read on memory node 0 only): [ CN list word | synced epoch per CN | heartbeat per CN ]
 //! ```
 //! Object `k` lives on memory node `k % m` at slot `k / m`.
 
@@ -21,6 +22,9 @@ pub const HDR_FILL: u64 = 32;
 pub const HDR_PIN: u64 = 40;
 pub const HEADER_BYTES: u64 = 48;
 
+/// The coordinator reads lock tables in READs of this many bytes.
+pub const MONITOR_CHUNK_BYTES: u64 = 4096;
+
 /// Groups a remote lookup may read: a neighbourhood of 16 buckets spans 4 or 5 groups.
 pub const LOOKUP_GROUPS_MAX: u64 = (NEIGHBOURHOOD as u64).div_ceil(GROUP_BUCKETS as u64) + 1;
 pub const LOOKUP_BYTES_MAX: u64 = LOOKUP_GROUPS_MAX * GROUP_BYTES;
@@ -37,6 +41,8 @@ pub struct Layout {
     pub cache_objects: u64,
     pub threads: u64,
     pub mode_locks: u64,
+    /// Crash recovery on: the membership words and the monitor's buffer exist.
+    pub recovery: bool,
     /// CMCache's manager node and where its handler staging buffers start there.
     pub manager: Option<(NodeId, u64)>,
 }
@@ -55,6 +61,7 @@ impl Layout {
             cache_objects: config.cache_objects as u64,
             threads: workload.threads_per_node as u64,
             mode_locks: config.mode_locks as u64,
+            recovery: config.crash_recovery,
             manager: None,
         }
     }
@@ -102,8 +109,13 @@ impl Layout {
     pub fn owner_buffer(&self, thread: u32) -> u64 {
         self.scratch(thread) + self.scratch_bytes() - 8
     }
-    pub fn compute_region_bytes(&self) -> u64 {
+    /// The monitor task's landing area (membership words, then lock-table chunks).
+    pub fn monitor_buffer(&self) -> u64 {
         self.scratch(self.threads as u32)
+    }
+    pub fn compute_region_bytes(&self) -> u64 {
+        let monitor = if self.recovery { self.membership_words() * 8 + MONITOR_CHUNK_BYTES } else { 0 };
+        self.monitor_buffer() + monitor
     }
 
     // ---- memory nodes ----
@@ -132,8 +144,37 @@ impl Layout {
         let slot = super::index::mix(key ^ 0x6d6f_6465) % self.mode_locks;
         RemoteAddr::new(self.home(key), self.per_mn() * (self.object_bytes + 16) + slot * 8)
     }
+    /// Where memory node `mn`'s mode locks start (the coordinator scans them after a crash).
+    pub fn mode_locks_base(&self, mn: u16) -> RemoteAddr {
+        RemoteAddr::new(NodeId(mn), self.per_mn() * (self.object_bytes + 16))
+    }
+    /// Where memory node `mn`'s application locks start, one word per slot.
+    pub fn app_locks_base(&self, mn: u16) -> RemoteAddr {
+        RemoteAddr::new(NodeId(mn), self.per_mn() * self.object_bytes)
+    }
+    pub fn app_lock_slots(&self) -> u64 {
+        self.per_mn()
+    }
+    /// The coordinator's CN-list word on memory node 0 (`recovery.rs`), then each CN's synced
+    /// epoch, then each CN's heartbeat: `membership_words()` words read with one READ.
+    pub fn membership(&self) -> RemoteAddr {
+        RemoteAddr::new(NodeId(0), self.per_mn() * (self.object_bytes + 16) + self.mode_locks * 8)
+    }
+    pub fn membership_words(&self) -> u64 {
+        if self.recovery {
+            1 + 2 * self.compute_nodes as u64
+        } else {
+            0
+        }
+    }
+    pub fn synced(&self, cn: usize) -> RemoteAddr {
+        self.membership().add(8 + cn as u64 * 8)
+    }
+    pub fn heartbeat(&self, cn: usize) -> RemoteAddr {
+        self.membership().add(8 + (self.compute_nodes as u64 + cn as u64) * 8)
+    }
     pub fn memory_region_bytes(&self) -> u64 {
-        self.per_mn() * (self.object_bytes + 16) + self.mode_locks * 8
+        self.per_mn() * (self.object_bytes + 16) + self.mode_locks * 8 + self.membership_words() * 8
     }
 
     /// CMCache: the staging buffer of manager handler `i` (one object) on the manager node.

@@ -15,6 +15,8 @@
 //! * [`profit`] — the caching-profit model (§3.5, reconstructed) and latency samples.
 //! * [`cmcache`] — the CMCache baseline: read misses and writes by RPC to a centralized manager
 //!   (a dedicated CN or memory node 0) that serializes them per object and invalidates owners.
+//! * [`recovery`] — compute-node failures: heartbeat timeouts, the coordinator's CN list, caching
+//!   disabled while the survivors sync and drop their caches, the dead CNs' locks freed.
 //! * [`bench`] — the micro-benchmark clients (lock, read, validate, write, unlock).
 //! * [`check`] — the regular-register history check and the per-event invariants (spec §4).
 //! * [`mutants`] — planted bugs, including the races spec §9 suspects.
@@ -30,6 +32,7 @@ pub mod index;
 pub mod layout;
 pub mod mutants;
 pub mod profit;
+pub mod recovery;
 pub mod stats;
 
 pub use config::{Config, Variant, Workload};

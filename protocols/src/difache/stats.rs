@@ -35,6 +35,25 @@ pub struct Stats {
     pub rpcs: u64,
     #[serde(default)]
     pub manager_waits: u64,
+    /// Crash recovery: CNs this node's monitor declared dead, syncs it completed as the
+    /// coordinator, dead CNs' locks it freed, headers it dropped in syncs.
+    #[serde(default)]
+    pub crashes_detected: u64,
+    #[serde(default)]
+    pub recoveries: u64,
+    #[serde(default)]
+    pub locks_released: u64,
+    #[serde(default)]
+    pub headers_dropped: u64,
+    /// When this CN first disabled caching for a sync, and when the coordinator last
+    /// re-enabled it (virtual ns; the timeline's landmarks).
+    #[serde(default)]
+    pub first_disable_ns: Option<u64>,
+    #[serde(default)]
+    pub last_reenable_ns: Option<u64>,
+    /// Operations completed per `timeline_bucket_ns` of virtual time (warm-up included).
+    #[serde(default)]
+    pub timeline: Vec<u64>,
 }
 
 impl Stats {
@@ -71,5 +90,20 @@ impl Stats {
         self.app_lock_retries += o.app_lock_retries;
         self.rpcs += o.rpcs;
         self.manager_waits += o.manager_waits;
+        self.crashes_detected += o.crashes_detected;
+        self.recoveries += o.recoveries;
+        self.locks_released += o.locks_released;
+        self.headers_dropped += o.headers_dropped;
+        self.first_disable_ns = match (self.first_disable_ns, o.first_disable_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_reenable_ns = self.last_reenable_ns.max(o.last_reenable_ns);
+        if self.timeline.len() < o.timeline.len() {
+            self.timeline.resize(o.timeline.len(), 0);
+        }
+        for (a, b) in self.timeline.iter_mut().zip(&o.timeline) {
+            *a += b;
+        }
     }
 }

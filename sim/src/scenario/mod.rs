@@ -237,6 +237,7 @@ pub struct PaperValue {
     /// `higher_than:<series>` / `lower_than:<series>` at the same panel and x, or
     /// `higher_than_x:<x>` / `lower_than_x:<x>` against another x of the same series, or
     /// `within_x:<x>` (within `tolerance`, default 25 %, of another x's value: "stable"), or
+    /// `within:<series>` (within `tolerance` of another series at the same x: "similar to"), or
     /// `higher_than_panel:<panel>` / `lower_than_panel:<panel>` at the same series and x, or
     /// `fall_from_peak_above:V` (the series' peak over every x is more than V times this x), or
     /// `increasing` / `decreasing` along x for this series, or `above:X` / `below:X` (e.g. a

@@ -318,6 +318,12 @@ fn trend(
         let there = cells.get((pi, cell.1, cell.2), &pv.metric).ok_or("no value in the other panel")?;
         return Ok(if t.starts_with("higher") { here > there } else { here < there });
     }
+    if let Some(other) = t.strip_prefix("within:") {
+        // "similar to": within the row's tolerance (default 25 %) of another series at this x.
+        let oi = find(&s.series, &Some(other.to_string()))?;
+        let there = cells.get((cell.0, oi, cell.2), &pv.metric).ok_or("no value for the other series")?;
+        return Ok(crate::report::within(here, there, pv.tolerance()));
+    }
     if let Some(other) = t.strip_prefix("higher_than:").or_else(|| t.strip_prefix("lower_than:")) {
         let oi = find(&s.series, &Some(other.to_string()))?;
         let there = cells.get((cell.0, oi, cell.2), &pv.metric).ok_or("no value for the other series")?;
@@ -344,7 +350,7 @@ fn trend(
         "decreasing" => Ok(last < first),
         other => Err(format!(
             "unknown trend {other:?} (increasing, decreasing, higher_than:S, lower_than:S, \
-                 higher_than_x:X, lower_than_x:X, within_x:X, higher_than_panel:P, lower_than_panel:P, above:V, \
+                 higher_than_x:X, lower_than_x:X, within_x:X, within:S, higher_than_panel:P, lower_than_panel:P, above:V, \
                  below:V, fall_from_peak_above:V)"
         )),
     }
