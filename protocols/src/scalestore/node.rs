@@ -291,11 +291,18 @@ impl<N: Nic> Node<N> {
         let doomed = !exclusive
             && f.inval.is_some_and(|i| epoch_after(i, f.grant.unwrap_or(epoch)))
             && self.mutant() != Mutant::InstallDoomed;
-        st.frames[g as usize] = Some(Frame::hot(exclusive, f.grant.unwrap_or(epoch)));
+        // Pins outlive the install: a handler may be writing this frame out (the directory's
+        // copy to a shared requester) while the page arrives; its completion unpins.
+        let mut hot = Frame::hot(exclusive, f.grant.unwrap_or(epoch));
+        hot.pins = f.pins;
+        st.frames[g as usize] = Some(hot);
         let v = self.touch(key, access);
         if doomed {
-            // Invalidated while it arrived: serve this one read, keep no copy.
-            st.frames[g as usize] = None;
+            // Invalidated while it arrived: serve this one read, keep no copy (once unpinned).
+            match st.frames[g as usize].as_mut() {
+                Some(f) if f.pins > 0 => f.state = FrameState::Doomed,
+                _ => st.frames[g as usize] = None,
+            }
         }
         v
     }
@@ -323,6 +330,9 @@ impl<N: Nic> Node<N> {
         let mut st = self.lock();
         let f = st.frames[g as usize].as_mut().expect("a pinned frame stays");
         f.pins -= 1;
+        if f.pins == 0 && f.latch == 0 && f.state == FrameState::Doomed {
+            st.frames[g as usize] = None;
+        }
         drop(st);
         self.settled.notify_all();
     }
