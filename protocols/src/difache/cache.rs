@@ -25,6 +25,8 @@ use super::mutants::Mutant;
 use super::profit::{break_even, decode_threshold, encode_threshold, Event, Samples};
 use super::stats::Stats;
 
+mod mode;
+
 pub const MODE_ON: u64 = 1;
 pub const SWITCHING: u64 = 2;
 
@@ -191,25 +193,6 @@ impl<N: Nic> Cache<N> {
                 }
             }
         }
-    }
-
-    /// Take `key`'s mode lock; `false` if caching was disabled meanwhile (the holder may be
-    /// a dead CN: the coordinator frees its locks only after the sync).
-    async fn lock_mode(&self, w: &Worker<N>, key: u64) -> ProtocolResult<bool> {
-        let lock = self.layout.mode_lock(key);
-        let me = self.me as u64 + 1;
-        while w.nic.try_cas(lock, 0, me, "mode lock").await? != 0 {
-            if self.disabled.load(Relaxed) {
-                return Ok(false);
-            }
-            self.stats().mode_lock_retries += 1;
-            w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
-        }
-        Ok(true)
-    }
-
-    async fn unlock_mode(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
-        w.nic.try_write_word(self.layout.mode_lock(key), 0, "mode unlock").await
     }
 
     /// Headers other CNs hold for `key`, with their MODE word (tag-checked).
@@ -391,137 +374,6 @@ impl<N: Nic> Cache<N> {
 
     pub fn unpin(&self, hdr: u32) {
         self.add(hdr, HDR_PIN, u64::MAX);
-    }
-
-    // ---- the mode check (Fig. 9) ----
-
-    /// Wait out a switch, count the access, and switch the mode at the interval's end. Returns
-    /// the MODE word the operation proceeds under.
-    async fn check_mode(&self, w: &Worker<N>, hdr: u32, key: u64, read: bool) -> ProtocolResult<u64> {
-        if !self.config.variant.adaptive() {
-            return Ok(self.load(hdr, HDR_MODE) | MODE_ON);
-        }
-        let st = self.settled_mode(w, hdr).await?;
-        if st & SWITCHING == 0 && self.load(hdr, HDR_MODE) != st {
-            return Ok(st); // gave up waiting (caching disabled)
-        }
-        let on = st & MODE_ON != 0;
-        let hit = read && on && self.load(hdr, HDR_VALID) != 0 && self.load(hdr, HDR_FILL) == 0;
-        let addend = TOTAL | if read { READ } else { 0 } | if hit { HIT } else { 0 };
-        let new = self.add(hdr, HDR_COUNTS, addend).wrapping_add(addend);
-        let total = new & 0xffff;
-        if total != interval_of(st).max(1) {
-            return Ok(st);
-        }
-        // This access closed the interval (L3-L10).
-        self.store(hdr, HDR_COUNTS, 0);
-        let reads = (new >> 16) & 0xffff;
-        let read_ratio = reads as f64 / total as f64;
-        let mut threshold = decode_threshold(threshold_of(st));
-        let target = if on {
-            let hit_rate = ((new >> 32) & 0xffff) as f64 / reads.max(1) as f64;
-            if let Some(l) = self.samples.lock().unwrap_or_else(|e| e.into_inner()).medians() {
-                threshold = break_even(hit_rate, &l);
-            }
-            (read_ratio < threshold).then_some(false)
-        } else {
-            (read_ratio >= threshold).then_some(true)
-        };
-        let Some(target) = target else { return Ok(st) };
-        self.switch_mode(w, hdr, key, target, encode_threshold(threshold)).await?;
-        self.settled_mode(w, hdr).await
-    }
-
-    /// The MODE word once no switch is in progress. If caching is disabled meanwhile (the
-    /// switcher may be dead), a mode word with caching off: the operation goes to the memory
-    /// node, and a write reads it as a mode change and invalidates like a cached write.
-    async fn settled_mode(&self, w: &Worker<N>, hdr: u32) -> ProtocolResult<u64> {
-        loop {
-            let st = self.load(hdr, HDR_MODE);
-            if st & SWITCHING == 0 {
-                return Ok(st);
-            }
-            if self.disabled.load(Relaxed) {
-                return Ok(st & !(MODE_ON | SWITCHING));
-            }
-            w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
-        }
-    }
-
-    /// Switch `key` to `target` on every CN holding a header (L13-L27).
-    async fn switch_mode(
-        &self,
-        w: &Worker<N>,
-        hdr: u32,
-        key: u64,
-        target: bool,
-        threshold: u64,
-    ) -> ProtocolResult<()> {
-        if !self.lock_mode(w, key).await? {
-            return Ok(());
-        }
-        let st = self.load(hdr, HDR_MODE);
-        if (st & MODE_ON != 0) == target || st >> 32 != tag(key) {
-            return self.unlock_mode(w, key).await;
-        }
-        let remote = self.remote_headers(w, key).await?;
-        let flagged = if self.config.mutant == Mutant::SwitchWithoutFlag {
-            remote
-        } else {
-            let results =
-                join_all(remote.iter().map(|&(c, h, m)| self.cas_mode(w, c, h, m, m | SWITCHING)).collect())
-                    .await;
-            let mut flagged = Vec::new();
-            for (r, &(c, h, m)) in results.into_iter().zip(&remote) {
-                if r? {
-                    flagged.push((c, h, m | SWITCHING));
-                }
-            }
-            self.store(hdr, HDR_MODE, st | SWITCHING);
-            flagged
-        };
-        let new = mode_word(target, self.config.interval_after, threshold, key);
-        let results = join_all(
-            flagged
-                .iter()
-                .map(|&(c, h, m)| async move {
-                    let valid = RemoteAddr::new(self.layout.cn(c), self.layout.header(h) + HDR_VALID);
-                    w.nic
-                        .try_batch(&[Verb::WriteWord { remote: valid, value: 0 }], "switch invalidate")
-                        .await?;
-                    self.cas_mode(w, c, h, m, new).await
-                })
-                .collect(),
-        )
-        .await;
-        for r in results {
-            r?;
-        }
-        self.store(hdr, HDR_VALID, 0);
-        self.store(hdr, HDR_MODE, new);
-        w.nic.mark("difache switched", key << 1 | target as u64);
-        if target {
-            self.stats().switches_on += 1;
-        } else {
-            self.stats().switches_off += 1;
-        }
-        self.unlock_mode(w, key).await
-    }
-
-    /// CAS a remote MODE word from `old` to `new`; false if the header was recycled.
-    async fn cas_mode(&self, w: &Worker<N>, cn: usize, hdr: u32, old: u64, new: u64) -> ProtocolResult<bool> {
-        let remote = RemoteAddr::new(self.layout.cn(cn), self.layout.header(hdr) + HDR_MODE);
-        let mut expect = old;
-        loop {
-            let seen = w.nic.try_cas(remote, expect, new, "switch mode").await?;
-            if seen == expect {
-                return Ok(true);
-            }
-            if seen >> 32 != old >> 32 {
-                return Ok(false);
-            }
-            expect = seen;
-        }
     }
 
     // ---- read and write (Fig. 5) ----
