@@ -96,6 +96,19 @@ fn a_sweep_of_too_many_points_is_one_error_and_a_large_one_expands_linearly() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("point 19999:"));
 }
 
+/// Run `text` as a scenario and return each paper-vs-sim row's trend verdict.
+fn trend_verdicts(name: &str, text: &str) -> Vec<Option<bool>> {
+    let dir = scratch(name);
+    let file = dir.join("scenario.json");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.join("out");
+    let o = dmsim(&["run", file.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    summary["paper_vs_sim"].as_array().unwrap().iter().map(|r| r["trend_holds"].as_bool()).collect()
+}
+
 #[test]
 fn a_within_x_trend_holds_inside_its_tolerance_and_fails_outside() {
     // Goal: `within_x:<x>` ("stable") compares this x's value with another x's under the row's
@@ -106,16 +119,7 @@ fn a_within_x_trend_holds_inside_its_tolerance_and_fails_outside() {
       ],
       "plot""#;
     let text = tiny().replace("\"plot\"", rows);
-    let dir = scratch("within-x");
-    let file = dir.join("scenario.json");
-    std::fs::write(&file, text).unwrap();
-    let out = dir.join("out");
-    let o = dmsim(&["run", file.to_str().unwrap(), "--out", out.to_str().unwrap()]);
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    let holds: Vec<Option<bool>> =
-        summary["paper_vs_sim"].as_array().unwrap().iter().map(|r| r["trend_holds"].as_bool()).collect();
-    assert_eq!(holds, [Some(true), Some(false)], "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(trend_verdicts("within-x", &text), [Some(true), Some(false)]);
 }
 
 #[test]
@@ -135,16 +139,7 @@ fn a_within_series_trend_holds_inside_its_tolerance_and_fails_outside() {
         .replace(r#""sweep": { "x": { "path": "workload.threads_per_node", "values": [1, 2] } },"#, series)
         .replace("\"plot\"", rows);
     assert!(text.contains("\"names\": [\"faa\""), "the sweep was replaced");
-    let dir = scratch("within-series");
-    let file = dir.join("scenario.json");
-    std::fs::write(&file, text).unwrap();
-    let out = dir.join("out");
-    let o = dmsim(&["run", file.to_str().unwrap(), "--out", out.to_str().unwrap()]);
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    let holds: Vec<Option<bool>> =
-        summary["paper_vs_sim"].as_array().unwrap().iter().map(|r| r["trend_holds"].as_bool()).collect();
-    assert_eq!(holds, [Some(true), Some(false)], "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(trend_verdicts("within-series", &text), [Some(true), Some(false)]);
 }
 
 #[test]
