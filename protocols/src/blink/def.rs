@@ -47,7 +47,7 @@ use crate::nic::{Cluster, Nanos, Nic, NodeKind, Task};
 use crate::selcc::check::Oracle;
 use crate::selcc::{latch, ops, setup_memory_node, Config, Layout, Node, NodeState};
 use crate::workload::rng_for_thread;
-use crate::workload::scan_check::{check_scans, KeyWrite};
+use crate::workload::scan_check::{check_report_scans, ScanRecord};
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
 /// A compute node's report: the tree's counters and SELCC's beneath them.
@@ -394,9 +394,10 @@ impl Plan for BlinkPlan {
         if let Some(v) = self.oracle.as_ref().and_then(|o| o.violations().first().cloned()) {
             return Err(Violation::new(v.invariant, v.to_string()));
         }
+        check_tree_scans(reports, |r| {
+            serde_json::from_value::<Report>(r.extra.clone()).map(|s| s.tree.scans).unwrap_or_default()
+        })?;
         let Some(memory) = memory else { return Ok(()) };
-        // In the simulator every log is on one clock (on hardware `verify` gets no offsets).
-        check_tree_scans(&Self::totals(reports), reports)?;
         if !self.quiesce {
             return Ok(());
         }
@@ -467,12 +468,14 @@ pub fn load_history(loaded: &[(u64, u64)], loader: u32) -> Vec<LoggedOp> {
         .collect()
 }
 
-/// The scans of `stats` against every logged write: no scan skipped a key live throughout it.
-pub fn check_tree_scans(stats: &Stats, reports: &[NodeReport]) -> Result<(), Violation> {
-    let writes = reports.iter().flat_map(|r| r.history.iter()).filter_map(|o| {
-        o.write.map(|_| KeyWrite { key: o.key, invoke_ns: o.invoke_ns, return_ns: o.return_ns, live: true })
-    });
-    check_scans(&stats.scans, writes).map_err(|m| Violation::new("no scan skips a live key", m))
+/// Every report's scans (`scans_of` parses them) against every logged write, on the reference
+/// clock: no scan skipped a key live throughout it. The tree has no deletes.
+pub fn check_tree_scans(
+    reports: &[NodeReport],
+    scans_of: impl Fn(&NodeReport) -> Vec<ScanRecord>,
+) -> Result<(), Violation> {
+    check_report_scans(reports, scans_of, |_| true, [])
+        .map_err(|m| Violation::new("no scan skips a live key", m))
 }
 
 fn per_kind(m: &mut BTreeMap<String, f64>, prefix: &str, s: &KindStats, latencies: &mut [u64]) {

@@ -121,8 +121,7 @@ fn install<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64, hdr: u64, ticket: 
         // A CAS, not a store: on real hardware the manager's invalidation (an RDMA WRITE of 0)
         // can land between the check above and this line, and a store would overwrite it and
         // keep a stale copy valid. The simulator runs a task's poll atomically with respect to
-        // remote writes, so fuzzing cannot show this window. (The VM test's stale read on
-        // CMCache persists with the CAS: that failure has another cause, still open.)
+        // remote writes, so fuzzing cannot show this window.
         if ignore {
             local.store(hdr + HDR_VALID, ticket | VALID_BIT);
         } else {

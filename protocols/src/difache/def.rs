@@ -26,8 +26,8 @@ use super::stats::Stats;
 use crate::common::metrics::percentile;
 use crate::common::rpc;
 use crate::harness::{
-    merge_options, parse_typed, report_error, CheckLevel, FaultKind, Invariants, LoggedOp, Memory,
-    NodeReport, NodeRun, OpLog, Plan, PointSpec, Problem, Protocol, Violation,
+    merge_options, on_reference_clock, parse_typed, report_error, CheckLevel, Clock, FaultKind, Invariants,
+    LoggedOp, Memory, NodeReport, NodeRun, OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
 
@@ -197,6 +197,17 @@ impl DifachePlan {
     fn parse(reports: &[NodeReport]) -> Vec<Report> {
         reports.iter().filter_map(|r| serde_json::from_value::<Report>(r.extra.clone()).ok()).collect()
     }
+
+    /// Every client's logged operations on one clock. On hardware each process logs on its
+    /// own clock; comparing raw times across processes faked stale reads (the VM test failed
+    /// on DiFache and CMCache with "reads" 1-16 ms stale: the processes' clock offsets).
+    fn history(reports: &[NodeReport]) -> Vec<LoggedOp> {
+        let logs: Vec<(Clock, Vec<LoggedOp>)> = reports
+            .iter()
+            .filter_map(|r| Some((r.clock, serde_json::from_value::<Report>(r.extra.clone()).ok()?.log)))
+            .collect();
+        on_reference_clock(logs.iter().map(|(c, l)| (*c, l.as_slice())))
+    }
 }
 
 impl Plan for DifachePlan {
@@ -327,7 +338,7 @@ impl Plan for DifachePlan {
             m.insert("window_mops".into(), ops as f64 / (self.config.timeline_window_ns as f64 / 1e3));
         }
         if self.check.histories() && self.config.variant.coherent() {
-            let log: Vec<LoggedOp> = Self::parse(reports).into_iter().flat_map(|r| r.log).collect();
+            let log = Self::history(reports);
             if let Ok(n) = check_regular(&log) {
                 m.insert("history_reads_checked".into(), n as f64);
             }
@@ -363,7 +374,7 @@ impl Plan for DifachePlan {
         if !self.config.variant.coherent() {
             return Ok(());
         }
-        let log: Vec<LoggedOp> = Self::parse(reports).into_iter().flat_map(|r| r.log).collect();
+        let log = Self::history(reports);
         check_regular(&log)
             .map_err(|m| Violation::new("regular reads (no stale read after a completed write)", m))?;
         if let Some(memory) = memory {
@@ -375,5 +386,41 @@ impl Plan for DifachePlan {
                 .map_err(|(name, m)| Violation::new(name, m))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(clock: Clock, log: Vec<LoggedOp>) -> NodeReport {
+        let extra = serde_json::to_value(Report { stats: Stats::default(), log }).unwrap();
+        NodeReport { extra, clock, ..NodeReport::default() }
+    }
+
+    fn op(client: u32, write: Option<u64>, seen: Option<u64>, invoke_ns: u64, return_ns: u64) -> LoggedOp {
+        LoggedOp { client, key: 1, write, seen, invoke_ns, return_ns: Some(return_ns) }
+    }
+
+    #[test]
+    fn reads_are_checked_on_the_reference_clock_not_on_each_process_clock() {
+        // Goal: on hardware CN1's clock started 50 µs after the reference, so its write at local
+        // [40, 60] µs really ran at [90, 110] µs, overlapping CN0's read of the initial value at
+        // [100, 101] µs. Compared raw, the write "completed" 40 µs before the read: a false
+        // stale read, which is what failed the VM test on DiFache and CMCache.
+        let read = report(Clock::default(), vec![op(0, None, Some(0), 100_000, 101_000)]);
+        let write = op(2, Some(7), None, 40_000, 60_000);
+        let late = Clock { offset_ns: -50_000, uncertainty_ns: 2_000 };
+        let raw: Vec<LoggedOp> = [read.clone(), report(late, vec![write])]
+            .iter()
+            .flat_map(|r| serde_json::from_value::<Report>(r.extra.clone()).unwrap().log)
+            .collect();
+        assert!(check_regular(&raw).is_err(), "the raw times must look stale, or this test shows nothing");
+        assert_eq!(DifachePlan::history(&[read.clone(), report(late, vec![write])]).len(), 2);
+        assert_eq!(check_regular(&DifachePlan::history(&[read.clone(), report(late, vec![write])])), Ok(1));
+        // A real stale read stays one: the same write, done 100 µs earlier on the reference clock.
+        let early = op(2, Some(7), None, 0, 10_000);
+        let e = check_regular(&DifachePlan::history(&[read, report(late, vec![early])])).unwrap_err();
+        assert!(e.contains("read object 1 = 0x0"), "{e}");
     }
 }

@@ -39,7 +39,7 @@ use crate::harness::{
 use crate::nic::{Cluster, Nanos, Nic, NodeKind, Task};
 use crate::sherman::stats::{OpStats, Stats, KINDS};
 use crate::workload::rng_for_thread;
-use crate::workload::scan_check::{check_scans, KeyWrite, ScanRecord};
+use crate::workload::scan_check::check_report_scans;
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
 /// The largest memory-node region a point may ask for.
@@ -348,17 +348,14 @@ impl Plan for DolphinPlan {
         if let Some(e) = crate::harness::first_error(reports) {
             return Err(Violation::new("no protocol error", e.to_string()));
         }
+        let scans_of = |r: &NodeReport| {
+            serde_json::from_value::<DolphinReport>(r.extra.clone())
+                .map(|d| d.stats.scans)
+                .unwrap_or_default()
+        };
+        check_report_scans(reports, scans_of, |v| v != 0 && v & TOMBSTONE == 0, [])
+            .map_err(|m| Violation::new("no scan skips a live key", m))?;
         let Some(memory) = memory else { return Ok(()) };
-        let scans: Vec<ScanRecord> = Self::reports(reports).into_iter().flat_map(|r| r.stats.scans).collect();
-        let writes = reports.iter().flat_map(|r| r.history.iter()).filter_map(|o| {
-            o.write.map(|v| KeyWrite {
-                key: o.key,
-                invoke_ns: o.invoke_ns,
-                return_ns: o.return_ns,
-                live: v != 0 && v & TOMBSTONE == 0,
-            })
-        });
-        check_scans(&scans, writes).map_err(|m| Violation::new("no scan skips a live key", m))?;
         let contents = walk(memory, true).map_err(|m| Violation::new("tree structure at quiescence", m))?;
         crate::harness::check_no_lost_key(reports, |key| contents.keys.contains_key(&key))
     }

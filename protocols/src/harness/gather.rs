@@ -108,7 +108,8 @@ pub async fn gather<N: Nic>(
         let (ns, report): (u64, NodeReport) =
             serde_json::from_slice(&bytes).map_err(|e| format!("report from {from}: {e}"))?;
         slowest = slowest.max(Nanos(ns));
-        reports[from.index()] = report;
+        // The clock is rank 0's measurement, not anything the peer says about itself.
+        reports[from.index()] = NodeReport { clock: clocks[from.index()], ..report };
     }
     Ok(Gathered { elapsed: slowest, reports, clocks })
 }

@@ -28,7 +28,7 @@ pub mod plan;
 pub mod point;
 pub mod protocol;
 
-pub use history::{Clock, LoggedOp, OpLog};
+pub use history::{on_reference_clock, Clock, LoggedOp, OpLog};
 pub use options::{join_path, merge_options, parse_typed, Problem};
 pub use plan::{
     check_no_lost_key, first_error, report_error, FaultKind, Invariants, Memory, NodeReport, NodeRun, Plan,

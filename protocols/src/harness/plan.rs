@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::history::LoggedOp;
+use super::history::{Clock, LoggedOp};
 use crate::nic::{Cluster, Nanos, Nic, RemoteAddr, Task};
 
 /// What one node measured: named counters, raw latency samples (ns), protocol statistics.
@@ -33,6 +33,12 @@ pub struct NodeReport {
     /// node's clock): the run failed, whatever else it reports.
     #[serde(default)]
     pub error: Option<(u64, String)>,
+    /// How this node's clock maps onto the reference clock (rank 0's). The simulator has one
+    /// clock (the default, identity); on hardware the runner fills it in from its clock
+    /// measurement before `verify`, so a protocol that compares its own logged times across
+    /// nodes maps them first ([`crate::harness::on_reference_clock`]).
+    #[serde(default)]
+    pub clock: Clock,
 }
 
 /// A node's first protocol error as a report carries it.

@@ -407,10 +407,10 @@ impl Plan for BlinkScaleStorePlan {
         if let Some(e) = crate::harness::first_error(reports) {
             return Err(Violation::new("no protocol error", e.to_string()));
         }
+        check_tree_scans(reports, |r| {
+            serde_json::from_value::<Report>(r.extra.clone()).map(|s| s.tree.scans).unwrap_or_default()
+        })?;
         let Some(memory) = memory else { return Ok(()) };
-        let mut tree = TreeStats::default();
-        Self::parse(reports).iter().for_each(|r| tree.merge(&r.tree));
-        check_tree_scans(&tree, reports)?;
         let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         if !self.quiesce || states.len() != self.layout.nodes as usize {
             return Ok(());

@@ -45,7 +45,7 @@ use crate::harness::{
 use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
 use crate::workload::partition::Partitions;
 use crate::workload::rng_for_thread;
-use crate::workload::scan_check::{check_scans, KeyWrite, ScanRecord};
+use crate::workload::scan_check::check_report_scans;
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
 /// The largest memory-node region a point may ask for (the tree, its split slabs, the locks).
@@ -347,24 +347,14 @@ impl Plan for ShermanPlan {
         if let Some(e) = crate::harness::first_error(reports) {
             return Err(Violation::new("no protocol error", e.to_string()));
         }
-        let scans: Vec<ScanRecord> = reports
-            .iter()
-            .filter_map(|r| serde_json::from_value::<Stats>(r.extra.clone()).ok())
-            .flat_map(|s| s.scans)
-            .collect();
-        let writes = reports.iter().flat_map(|r| r.history.iter()).filter_map(|o| {
-            o.write.map(|v| KeyWrite {
-                key: o.key,
-                invoke_ns: o.invoke_ns,
-                return_ns: o.return_ns,
-                live: v != 0 && v & TOMBSTONE == 0,
-            })
-        });
+        check_report_scans(
+            reports,
+            |r| serde_json::from_value::<Stats>(r.extra.clone()).map(|s| s.scans).unwrap_or_default(),
+            |v| v != 0 && v & TOMBSTONE == 0,
+            [],
+        )
+        .map_err(|m| Violation::new("no scan skips a live key", m))?;
         let Some(memory) = memory else { return Ok(()) };
-        // Only with memory, i.e. in the simulator: there every log is on one clock. On hardware
-        // each process logs on its own clock and `verify` gets no offsets (the harness's history
-        // checkers do), so a skewed clock would fake a skipped key.
-        check_scans(&scans, writes).map_err(|m| Violation::new("no scan skips a live key", m))?;
         let contents = check_tree(&self.layout, memory).map_err(|m| Violation::new("tree structure", m))?;
         if let Some(p) = &self.parts {
             check_leaves_owned(&self.layout, memory, p.bounds())
