@@ -139,6 +139,26 @@ impl Nic for SimNic {
             },
         }
     }
+    fn wait_write(
+        &self,
+        offset_bytes: u64,
+        len_bytes: u64,
+        period: Nanos,
+        timeout: Option<Nanos>,
+    ) -> impl Future<Output = NicResult<bool>> + Send {
+        let valid = check_range(&self.env.cluster, RemoteAddr::new(self.node, offset_bytes), len_bytes.max(8));
+        WaitWrite {
+            node: self.node,
+            lo: offset_bytes,
+            hi: offset_bytes + len_bytes.max(8),
+            period_ns: period.0.max(1),
+            timeout,
+            state: match valid {
+                Ok(()) => WaitState::Start,
+                Err(e) => WaitState::Invalid(Some(e)),
+            },
+        }
+    }
     fn ssd_bytes(&self) -> u64 {
         self.env.ssd_bytes[self.node.index()]
     }
@@ -240,6 +260,65 @@ impl Drop for WaitWord {
         if let WaitState::Waiting { id, .. } = self.state {
             let (node, offset) = (self.node, self.offset);
             try_with_world(|w| w.watch_cancel(node, offset, id));
+        }
+    }
+}
+
+/// `wait_write`: register on the range at `t0`; woken at the first sweep time after a verb
+/// writes into it, or at the deadline's sweep time.
+struct WaitWrite {
+    node: NodeId,
+    lo: u64,
+    hi: u64,
+    period_ns: u64,
+    timeout: Option<Nanos>,
+    state: WaitState,
+}
+
+impl Future for WaitWrite {
+    type Output = NicResult<bool>;
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let now = NOW_NS.with(|n| n.get());
+        match std::mem::replace(&mut self.state, WaitState::Over) {
+            WaitState::Invalid(e) => Poll::Ready(Err(e.expect("polled after completion"))),
+            WaitState::Over => panic!("WaitWrite polled after completion"),
+            WaitState::Start => {
+                let deadline_ns = self.timeout.map(|t| next_poll_ns(now, self.period_ns, now + t.0));
+                if deadline_ns == Some(now) {
+                    return Poll::Ready(Ok(false));
+                }
+                let (task, node, lo, hi, period) = (current_task(), self.node, self.lo, self.hi, self.period_ns);
+                let id = with_world(|w| {
+                    if let Some(deadline) = deadline_ns {
+                        w.wake_at(deadline, task);
+                    }
+                    w.watch_register_range(node, lo, hi, task, now, period)
+                });
+                self.state = WaitState::Waiting { id, deadline_ns };
+                Poll::Pending
+            }
+            WaitState::Waiting { id, deadline_ns } => {
+                // A write seen and its sweep time come, or the deadline: either ends the wait
+                // (a spurious poll of the task in between is not a sweep).
+                if with_world(|w| w.watch_range_due(id)) {
+                    with_world(|w| w.watch_cancel_range(id));
+                    return Poll::Ready(Ok(true));
+                }
+                if deadline_ns.is_some_and(|d| now >= d) {
+                    with_world(|w| w.watch_cancel_range(id));
+                    return Poll::Ready(Ok(false));
+                }
+                self.state = WaitState::Waiting { id, deadline_ns };
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for WaitWrite {
+    fn drop(&mut self) {
+        if let WaitState::Waiting { id, .. } = self.state {
+            try_with_world(|w| w.watch_cancel_range(id));
         }
     }
 }

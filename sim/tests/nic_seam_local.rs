@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use dmsim_protocols::nic::wait::poll_loop;
+use dmsim_protocols::nic::wait::{poll_loop, sweep_loop};
 use dmsim_protocols::nic::{Cluster, Nanos, Nic, NicError, NodeId, NodeKind, RemoteAddr, WordCond};
 use dmsim_sim::choice::Strategy;
 use dmsim_sim::fabric::Profile;
@@ -116,6 +116,66 @@ fn wait_word_times_out_on_the_poll_grid_and_checks_its_address() {
         assert_eq!(nic.wait_word(8, WordCond::Eq(0), Nanos(10), None).await, Ok(0), "holds at t0");
     });
     assert_eq!(sim.run().stop, StopReason::Finished);
+}
+
+/// The waiter on CN starts at `start_ns` and waits (period `period`) for a write into
+/// `[64, 112)`; WRITER writes the word at each `(time, offset)`. Returns (wake time, whether a
+/// write was seen, events) — with the trait's `wait_write` or the reference sweep loop.
+fn wait_write_run(
+    reference: bool,
+    start_ns: u64,
+    period: u64,
+    timeout: Option<u64>,
+    writes: &[(u64, u64)],
+) -> (u64, bool, u64) {
+    let mut sim = Sim::new(config());
+    let nic = sim.nic(CN);
+    let out = Arc::new(Mutex::new(None));
+    let o = out.clone();
+    sim.spawn_main(CN, async move {
+        nic.sleep(Nanos(start_ns)).await;
+        let (period, timeout) = (Nanos(period), timeout.map(Nanos));
+        let seen = if reference {
+            sweep_loop(&nic, 64, 48, period, timeout).await
+        } else {
+            nic.wait_write(64, 48, period, timeout).await
+        };
+        *o.lock().unwrap() = Some((nic.now().0, seen.unwrap()));
+    });
+    let writer = sim.nic(WRITER);
+    let writes = writes.to_vec();
+    sim.spawn_main(WRITER, async move {
+        for (i, (at, offset)) in writes.into_iter().enumerate() {
+            nic_sleep_until(&writer, at).await;
+            writer.write_word(RemoteAddr::new(CN, offset), i as u64 + 1).await.unwrap();
+        }
+    });
+    let outcome = sim.run();
+    assert_eq!(outcome.stop, StopReason::Finished);
+    let (t, seen) = out.lock().unwrap().take().unwrap();
+    (t, seen, outcome.events)
+}
+
+#[test]
+fn wait_write_wakes_at_the_sweep_loops_time_with_fewer_events() {
+    // Goal: `wait_write` returns when a task sweeping the range every period would first see a
+    // write into it — writes outside the range (word 56 just below, 112 just above) wake
+    // nobody — with fewer events; with no write in range it times out on the sweep grid.
+    for (start, period, writes) in [
+        (0u64, 1000u64, vec![(10_000u64, 56u64), (20_000, 112), (30_000, 104)]),
+        (333, 700, vec![(5_000, 64), (5_100, 72)]),
+        (1_000, 10_000, vec![(2_000, 200), (45_017, 80)]),
+    ] {
+        let (poll_t, poll_seen, poll_events) = wait_write_run(true, start, period, None, &writes);
+        let (t, seen, events) = wait_write_run(false, start, period, None, &writes);
+        assert_eq!((t, seen), (poll_t, poll_seen), "start {start} period {period} writes {writes:?}");
+        assert!(seen && (t - start) % period == 0, "woken on the sweep grid at {t}");
+        assert!(events < poll_events, "{events} vs {poll_events} events");
+    }
+    for reference in [true, false] {
+        let (t, seen, _) = wait_write_run(reference, 100, 1000, Some(2_500), &[(1_000, 8), (50_000, 64)]);
+        assert_eq!((t, seen), (3_100, false), "timeout at the first sweep at or after t0 + 2500");
+    }
 }
 
 #[test]

@@ -497,6 +497,26 @@ pub trait Nic: Clone + Send + Sync + 'static {
         wait::poll_loop(self, offset_bytes, until, period, timeout)
     }
 
+    /// Sleep until a NIC write lands in `[offset_bytes, offset_bytes + len_bytes)` of this node's
+    /// region, as a task sweeping that range every `period` from now (`t0`) would notice it: at
+    /// the first sweep time `t0 + k·period` after the write (`Ok(true)`), or at the first sweep
+    /// time at or after `t0 + timeout` (`Ok(false)`). For a task serving several mailboxes (a
+    /// message handler) that would otherwise sleep and sweep again. It may return `true` for a
+    /// write that changed nothing the caller cares about: callers sweep again either way.
+    ///
+    /// This default is that sweep loop (it compares the range's words). The simulator
+    /// overrides it to wake only at the first sweep time after a verb writes into the range,
+    /// with no per-sweep events. As with [`Nic::wait_word`], local stores wake nobody.
+    fn wait_write(
+        &self,
+        offset_bytes: u64,
+        len_bytes: u64,
+        period: Nanos,
+        timeout: Option<Nanos>,
+    ) -> impl Future<Output = NicResult<bool>> + Send {
+        wait::sweep_loop(self, offset_bytes, len_bytes, period, timeout)
+    }
+
     /// Bytes of this node's storage device (0: none).
     fn ssd_bytes(&self) -> u64 {
         0

@@ -70,6 +70,38 @@ pub async fn poll_loop<N: Nic>(
     }
 }
 
+/// The sweep loop [`Nic::wait_write`] stands for: read `[offset_bytes, offset_bytes + len_bytes)`
+/// at `t0`, then every `period`, and return at the first read that differs from the one at `t0`,
+/// or at the first read at or after `t0 + timeout` (`Ok(false)`). Returns `Ok(true)` on a change.
+pub async fn sweep_loop<N: Nic>(
+    nic: &N,
+    offset_bytes: u64,
+    len_bytes: u64,
+    period: Nanos,
+    timeout: Option<Nanos>,
+) -> NicResult<bool> {
+    check_range(nic.cluster(), RemoteAddr::new(nic.node(), offset_bytes), len_bytes.max(8))?;
+    let period = Nanos(period.0.max(1));
+    let t0 = nic.now();
+    let read = || {
+        let mut words = vec![0; len_bytes.div_ceil(8) as usize];
+        nic.local().read_words(offset_bytes, &mut words);
+        words
+    };
+    let first = read();
+    loop {
+        if let Some(t) = timeout {
+            if nic.now().saturating_sub(t0) >= t {
+                return Ok(false);
+            }
+        }
+        nic.sleep(period).await;
+        if read() != first {
+            return Ok(true);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

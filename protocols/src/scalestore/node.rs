@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::common::error::{ErrorSlot, NicExt, ProtocolResult};
+use crate::common::error::{ErrorSlot, NicExt, ProtocolError, ProtocolResult};
 use crate::common::sync_ext::timeout;
 use crate::nic::wait::WordCond;
 use crate::nic::{Nanos, Nic, NodeId, RemoteAddr, Verb};
@@ -460,8 +460,12 @@ impl<N: Nic> Node<N> {
         let boxes: Vec<u64> = (0..self.layout.mailbox_count())
             .filter(|j| j % tasks as u64 == index as u64 && j / self.layout.threads != me.0 as u64)
             .collect();
+        // The mailboxes this task sweeps lie in [lo, hi) (box j at `mailboxes + 16 j`).
+        let box_at = |j: u64| self.layout.request(NodeId((j / self.layout.threads) as u16), (j % self.layout.threads) as u32);
+        let (Some(&first), Some(&last)) = (boxes.first(), boxes.last()) else { return };
+        let (lo, hi) = (box_at(first), box_at(last) + 16);
         loop {
-            let mut served = false;
+            let (mut served, mut requeued) = (false, false);
             for &j in &boxes {
                 let from = NodeId((j / self.layout.threads) as u16);
                 let worker = (j % self.layout.threads) as u32;
@@ -497,6 +501,7 @@ impl<N: Nic> Node<N> {
                 };
                 let Decision::Reply { mut response, page, pin } = decision else {
                     self.stats().requeues += 1;
+                    requeued = true;
                     continue;
                 };
                 served = true;
@@ -539,8 +544,19 @@ impl<N: Nic> Node<N> {
             if self.errors.is_set() {
                 return;
             }
-            if !served {
+            if served {
+                continue;
+            }
+            if requeued {
+                // A request waits for local state (a latched frame): sweep again after a poll.
                 nic.sleep(Nanos(self.config.poll_ns)).await;
+            } else if let Err(e) = nic.wait_write(lo, hi - lo, Nanos(self.config.poll_ns), None).await {
+                // Idle: the next sweep that would find something is the first after a request
+                // lands (only remote workers write mailboxes) — the same timing as sweeping
+                // every `poll_ns`, without an event per sweep.
+                let at = nic.now();
+                self.errors.record(ProtocolError::message(me, at, "POLL", me, 0, "scalestore mailbox wait", e));
+                return;
             }
         }
     }

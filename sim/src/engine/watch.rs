@@ -31,10 +31,12 @@ pub struct Watcher {
     pub woken_for_ns: Option<u64>,
 }
 
-/// Every waiter, by watched word.
+/// Every waiter, by watched word; `Nic::wait_write` waiters by watched range (few: message
+/// handlers), scanned on every notified write.
 #[derive(Default)]
 pub struct Watches {
     by_word: BTreeMap<(u16, u64), Vec<Watcher>>,
+    ranges: Vec<(u16, u64, u64, Watcher)>,
     next_id: u64,
 }
 
@@ -85,18 +87,47 @@ impl World {
         }
     }
 
+    /// Register `task` as waiting for a write into `[lo, hi)` of `node` (`Nic::wait_write`).
+    pub fn watch_register_range(&mut self, node: NodeId, lo: u64, hi: u64, task: u32, t0_ns: u64, period_ns: u64) -> u64 {
+        let w = &mut self.watches;
+        w.next_id += 1;
+        let id = w.next_id;
+        let watcher = Watcher { id, task, t0_ns, period_ns: period_ns.max(1), woken_for_ns: None };
+        w.ranges.push((node.0, lo, hi, watcher));
+        id
+    }
+
+    /// True if range waiter `id` was woken for a sweep time that has come.
+    pub fn watch_range_due(&self, id: u64) -> bool {
+        let now = self.now_ns;
+        self.watches.ranges.iter().any(|(_, _, _, w)| w.id == id && w.woken_for_ns.is_some_and(|t| t <= now))
+    }
+
+    /// The range waiter is done (or dropped).
+    pub fn watch_cancel_range(&mut self, id: u64) {
+        self.watches.ranges.retain(|(_, _, _, w)| w.id != id);
+    }
+
     /// A verb changed `len` bytes at `offset` of `node`'s host region: wake the waiters on
-    /// those words at their next poll times.
+    /// those words, and on ranges overlapping them, at their next poll times.
     #[inline]
     pub fn watch_notify(&mut self, node: NodeId, offset: u64, len: u64) {
-        if self.watches.by_word.is_empty() {
+        if self.watches.by_word.is_empty() && self.watches.ranges.is_empty() {
             return;
         }
         let now = self.now_ns;
-        let range = (node.0, offset)..(node.0, offset + len.max(1));
+        let end = offset + len.max(1);
+        let range = (node.0, offset)..(node.0, end);
         let mut wakes = Vec::new();
         for (_, ws) in self.watches.by_word.range_mut(range) {
             for w in ws.iter_mut().filter(|w| w.woken_for_ns.is_none()) {
+                let at = next_poll_ns(w.t0_ns, w.period_ns, now);
+                w.woken_for_ns = Some(at);
+                wakes.push((at, w.task));
+            }
+        }
+        for (n, lo, hi, w) in self.watches.ranges.iter_mut() {
+            if *n == node.0 && *lo < end && offset < *hi && w.woken_for_ns.is_none() {
                 let at = next_poll_ns(w.t0_ns, w.period_ns, now);
                 w.woken_for_ns = Some(at);
                 wakes.push((at, w.task));
