@@ -146,7 +146,8 @@ impl Nic for SimNic {
         period: Nanos,
         timeout: Option<Nanos>,
     ) -> impl Future<Output = NicResult<bool>> + Send {
-        let valid = check_range(&self.env.cluster, RemoteAddr::new(self.node, offset_bytes), len_bytes.max(8));
+        let valid =
+            check_range(&self.env.cluster, RemoteAddr::new(self.node, offset_bytes), len_bytes.max(8));
         WaitWrite {
             node: self.node,
             lo: offset_bytes,
@@ -287,7 +288,8 @@ impl Future for WaitWrite {
                 if deadline_ns == Some(now) {
                     return Poll::Ready(Ok(false));
                 }
-                let (task, node, lo, hi, period) = (current_task(), self.node, self.lo, self.hi, self.period_ns);
+                let (task, node, lo, hi, period) =
+                    (current_task(), self.node, self.lo, self.hi, self.period_ns);
                 let id = with_world(|w| {
                     if let Some(deadline) = deadline_ns {
                         w.wake_at(deadline, task);

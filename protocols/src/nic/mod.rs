@@ -504,9 +504,13 @@ pub trait Nic: Clone + Send + Sync + 'static {
     /// message handler) that would otherwise sleep and sweep again. It may return `true` for a
     /// write that changed nothing the caller cares about: callers sweep again either way.
     ///
-    /// This default is that sweep loop (it compares the range's words). The simulator
-    /// overrides it to wake only at the first sweep time after a verb writes into the range,
-    /// with no per-sweep events. As with [`Nic::wait_word`], local stores wake nobody.
+    /// This default (hardware) sleeps one period and returns `true`: the caller's loop is
+    /// then exactly the sweep loop it stands for. (Comparing snapshots of the range instead
+    /// would lose a write that lands between the caller's sweep and the first snapshot; a NIC
+    /// DMAs at any instruction.) The simulator, where a task's poll is atomic, wakes the task
+    /// only at the first sweep time after a verb writes into the range, with no per-sweep
+    /// events; [`wait::sweep_loop`] is the timing it must match. As with [`Nic::wait_word`],
+    /// local stores wake nobody.
     fn wait_write(
         &self,
         offset_bytes: u64,
@@ -514,7 +518,14 @@ pub trait Nic: Clone + Send + Sync + 'static {
         period: Nanos,
         timeout: Option<Nanos>,
     ) -> impl Future<Output = NicResult<bool>> + Send {
-        wait::sweep_loop(self, offset_bytes, len_bytes, period, timeout)
+        let _ = timeout;
+        let valid = check_range(self.cluster(), RemoteAddr::new(self.node(), offset_bytes), len_bytes.max(8));
+        let sleep = self.sleep(Nanos(period.0.max(1)));
+        async move {
+            valid?;
+            sleep.await;
+            Ok(true)
+        }
     }
 
     /// Bytes of this node's storage device (0: none).

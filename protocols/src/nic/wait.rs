@@ -70,9 +70,11 @@ pub async fn poll_loop<N: Nic>(
     }
 }
 
-/// The sweep loop [`Nic::wait_write`] stands for: read `[offset_bytes, offset_bytes + len_bytes)`
-/// at `t0`, then every `period`, and return at the first read that differs from the one at `t0`,
-/// or at the first read at or after `t0 + timeout` (`Ok(false)`). Returns `Ok(true)` on a change.
+/// The timing [`Nic::wait_write`] must match in the simulator: read `[offset_bytes, offset_bytes
+/// + len_bytes)` at `t0`, then every `period`, and return at the first read that differs from
+/// the one at `t0` (`Ok(true)`), or at the first read at or after `t0 + timeout` (`Ok(false)`).
+/// A reference for tests only: on hardware a write between the caller's sweep and the first
+/// read here would be lost.
 pub async fn sweep_loop<N: Nic>(
     nic: &N,
     offset_bytes: u64,

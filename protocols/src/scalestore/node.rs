@@ -461,7 +461,9 @@ impl<N: Nic> Node<N> {
             .filter(|j| j % tasks as u64 == index as u64 && j / self.layout.threads != me.0 as u64)
             .collect();
         // The mailboxes this task sweeps lie in [lo, hi) (box j at `mailboxes + 16 j`).
-        let box_at = |j: u64| self.layout.request(NodeId((j / self.layout.threads) as u16), (j % self.layout.threads) as u32);
+        let box_at = |j: u64| {
+            self.layout.request(NodeId((j / self.layout.threads) as u16), (j % self.layout.threads) as u32)
+        };
         let (Some(&first), Some(&last)) = (boxes.first(), boxes.last()) else { return };
         let (lo, hi) = (box_at(first), box_at(last) + 16);
         loop {
@@ -555,7 +557,15 @@ impl<N: Nic> Node<N> {
                 // lands (only remote workers write mailboxes) — the same timing as sweeping
                 // every `poll_ns`, without an event per sweep.
                 let at = nic.now();
-                self.errors.record(ProtocolError::message(me, at, "POLL", me, 0, "scalestore mailbox wait", e));
+                self.errors.record(ProtocolError::message(
+                    me,
+                    at,
+                    "POLL",
+                    me,
+                    0,
+                    "scalestore mailbox wait",
+                    e,
+                ));
                 return;
             }
         }

@@ -88,7 +88,15 @@ impl World {
     }
 
     /// Register `task` as waiting for a write into `[lo, hi)` of `node` (`Nic::wait_write`).
-    pub fn watch_register_range(&mut self, node: NodeId, lo: u64, hi: u64, task: u32, t0_ns: u64, period_ns: u64) -> u64 {
+    pub fn watch_register_range(
+        &mut self,
+        node: NodeId,
+        lo: u64,
+        hi: u64,
+        task: u32,
+        t0_ns: u64,
+        period_ns: u64,
+    ) -> u64 {
         let w = &mut self.watches;
         w.next_id += 1;
         let id = w.next_id;
