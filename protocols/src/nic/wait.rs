@@ -70,8 +70,8 @@ pub async fn poll_loop<N: Nic>(
     }
 }
 
-/// The timing [`Nic::wait_write`] must match in the simulator: read `[offset_bytes, offset_bytes
-/// + len_bytes)` at `t0`, then every `period`, and return at the first read that differs from
+/// The timing [`Nic::wait_write`] must match in the simulator: read the `len_bytes` at
+/// `offset_bytes` at `t0`, then every `period`, and return at the first read that differs from
 /// the one at `t0` (`Ok(true)`), or at the first read at or after `t0 + timeout` (`Ok(false)`).
 /// A reference for tests only: on hardware a write between the caller's sweep and the first
 /// read here would be lost.
