@@ -21,8 +21,8 @@ use super::check::{check_memory, check_regular, invariants, Checks, Tracker};
 use super::cmcache::{self, Manager};
 use super::config::{Config, ManagerPlace, Variant, Workload, EVENT_NAMES};
 use super::layout::{object_tag, Layout};
-use super::profit::EVENTS;
 use super::profit::Event;
+use super::profit::EVENTS;
 use super::stats::{Stats, SWITCH_OFF, SWITCH_ON};
 use crate::common::metrics::percentile;
 use crate::common::rpc;
@@ -209,7 +209,8 @@ impl DifachePlan {
             m.insert("tracked_first_on_us".into(), t as f64 / 1e3);
         }
         if self.config.timeline_window_ns > 0 {
-            let (from, to) = (self.config.timeline_at_ns, self.config.timeline_at_ns + self.config.timeline_window_ns);
+            let (from, to) =
+                (self.config.timeline_at_ns, self.config.timeline_at_ns + self.config.timeline_window_ns);
             let n = count(&accesses, from, to);
             m.insert("tracked_window_accesses".into(), n);
             m.insert("tracked_window_hit_share".into(), count(&hits, from, to) / n.max(1.0));

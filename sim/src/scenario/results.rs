@@ -258,15 +258,17 @@ pub fn claims(scenario: &Scenario, cells: &Cells) -> Vec<PaperClaim> {
             })();
             let (sim, trend_holds, note, not_simulated) = match located {
                 Err(e) => (f64::NAN, None, format!("cannot locate: {e}"), false),
-                Ok(cell) if pv.aggregate.is_some() || pv.ratio_to.is_some() => match derived(scenario, cells, pv, cell) {
-                    Err(e) => (f64::NAN, None, format!("cannot aggregate: {e}"), false),
-                    Ok(None) => (f64::NAN, None, trend_note(pv, None), true),
-                    Ok(Some(sim)) => {
-                        let trend = pv.trend.as_ref().map(|t| bound(sim, t));
-                        let holds = trend.as_ref().and_then(|t| t.as_ref().ok().copied());
-                        (sim, holds, trend_note(pv, trend), false)
+                Ok(cell) if pv.aggregate.is_some() || pv.ratio_to.is_some() => {
+                    match derived(scenario, cells, pv, cell) {
+                        Err(e) => (f64::NAN, None, format!("cannot aggregate: {e}"), false),
+                        Ok(None) => (f64::NAN, None, trend_note(pv, None), true),
+                        Ok(Some(sim)) => {
+                            let trend = pv.trend.as_ref().map(|t| bound(sim, t));
+                            let holds = trend.as_ref().and_then(|t| t.as_ref().ok().copied());
+                            (sim, holds, trend_note(pv, trend), false)
+                        }
                     }
-                },
+                }
                 Ok(cell) => {
                     let sim = cells.get(cell, &pv.metric);
                     let trend = pv.trend.as_ref().map(|t| trend(scenario, cells, pv, cell, t));
@@ -290,7 +292,12 @@ pub fn claims(scenario: &Scenario, cells: &Cells) -> Vec<PaperClaim> {
 /// The value of a row with `ratio_to` and/or `aggregate`: the metric (divided by series
 /// `ratio_to`'s at the same x) at the row's x, or aggregated over every x of its panel and series
 /// (x values without a value are left out; `None` when none has one).
-fn derived(scenario: &Scenario, cells: &Cells, pv: &PaperValue, cell: (usize, usize, usize)) -> Result<Option<f64>, String> {
+fn derived(
+    scenario: &Scenario,
+    cells: &Cells,
+    pv: &PaperValue,
+    cell: (usize, usize, usize),
+) -> Result<Option<f64>, String> {
     let other = match &pv.ratio_to {
         Some(name) => Some(find(&scenario.file.sweep.series, &Some(name.clone()))?),
         None => None,
@@ -326,9 +333,10 @@ fn derived(scenario: &Scenario, cells: &Cells, pv: &PaperValue, cell: (usize, us
 
 /// An `above:V` / `below:V` trend on a value.
 fn bound(value: f64, t: &str) -> Result<bool, String> {
-    let b = t.strip_prefix("above:").or_else(|| t.strip_prefix("below:")).ok_or_else(|| {
-        format!("an aggregate row takes only above:V or below:V, not {t:?}")
-    })?;
+    let b = t
+        .strip_prefix("above:")
+        .or_else(|| t.strip_prefix("below:"))
+        .ok_or_else(|| format!("an aggregate row takes only above:V or below:V, not {t:?}"))?;
     let b: f64 = b.parse().map_err(|_| format!("{b:?} is not a number"))?;
     Ok(if t.starts_with("above") { value > b } else { value < b })
 }
