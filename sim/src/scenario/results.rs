@@ -260,7 +260,7 @@ pub fn claims(scenario: &Scenario, cells: &Cells) -> Vec<PaperClaim> {
                 Err(e) => (f64::NAN, None, format!("cannot locate: {e}"), false),
                 Ok(cell) if pv.aggregate.is_some() || pv.ratio_to.is_some() => {
                     match derived(scenario, cells, pv, cell) {
-                        Err(e) => (f64::NAN, None, format!("cannot aggregate: {e}"), false),
+                        Err(e) => (f64::NAN, None, format!("cannot derive: {e}"), false),
                         Ok(None) => (f64::NAN, None, trend_note(pv, None), true),
                         Ok(Some(sim)) => {
                             let trend = pv.trend.as_ref().map(|t| bound(sim, t));
