@@ -143,6 +143,37 @@ fn a_within_series_trend_holds_inside_its_tolerance_and_fails_outside() {
 }
 
 #[test]
+fn aggregate_and_ratio_rows_compare_a_derived_value() {
+    // Goal: `aggregate` compares the max/min/mean over every x (two x values here, so the mean
+    // is halfway between max and min), `ratio_to` divides by another series at the same x, and
+    // their above:/below: trends are judged on the derived value.
+    let series = r#""sweep": {
+        "series": { "values": [{"workload.verb": "faa"}, {"workload.verb": "read"}], "names": ["faa", "read"] },
+        "x": { "path": "workload.threads_per_node", "values": [1, 2] } },"#;
+    let rows = r#""paper_values": [
+        {"claim": "max", "series": "read", "metric": "throughput_mops", "aggregate": "max", "trend": "above:0"},
+        {"claim": "min", "series": "read", "metric": "throughput_mops", "aggregate": "min", "trend": "below:0"},
+        {"claim": "mean", "series": "read", "metric": "throughput_mops", "aggregate": "mean", "value": 1.0},
+        {"claim": "self", "series": "read", "x": "2", "metric": "throughput_mops", "ratio_to": "read", "value": 1.0},
+        {"claim": "bad", "series": "read", "x": "2", "metric": "throughput_mops", "ratio_to": "faa", "trend": "increasing"}
+      ],
+      "plot""#;
+    let text = tiny()
+        .replace(r#""sweep": { "x": { "path": "workload.threads_per_node", "values": [1, 2] } },"#, series)
+        .replace("\"plot\"", rows);
+    assert_eq!(trend_verdicts("aggregate", &text), [Some(true), Some(false), None, None, None]);
+    let out = std::env::temp_dir().join(format!("dmsim-cli-test-{}-aggregate/out", std::process::id()));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let rows = summary["paper_vs_sim"].as_array().unwrap();
+    let sim = |i: usize| rows[i]["sim"].as_f64().unwrap();
+    assert!(sim(0) > sim(1), "two thread counts run at different rates");
+    assert!((sim(2) - (sim(0) + sim(1)) / 2.0).abs() < 1e-9);
+    assert_eq!(sim(3), 1.0);
+    assert!(rows[4]["note"].as_str().unwrap().contains("only above:V or below:V"));
+}
+
+#[test]
 fn missing_file_and_bad_flags_exit_2() {
     let out = dmsim(&["run", "/nonexistent/scenario.json"]);
     assert_eq!(out.status.code(), Some(2));

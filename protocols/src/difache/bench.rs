@@ -19,6 +19,8 @@ use crate::workload::zipf::{unit_f64, Zipf};
 use super::cache::{Cache, Worker};
 use super::config::Workload;
 use super::layout::object_tag;
+use super::profit::Event;
+use super::trace;
 
 /// One client thread. Stops at its first error (kept in the cache's error slot).
 pub async fn run_client<N: Nic>(
@@ -39,11 +41,19 @@ pub async fn run_client<N: Nic>(
         if timed && w.nic.now().0 >= to_ns {
             break;
         }
-        let key = match &zipf {
+        let rank = match &zipf {
             Some(z) => z.sample(|| rng.next_u64()) - 1,
             None => ((rng.next_u64() as u128 * workload.objects as u128) >> 64) as u64,
         };
-        let read = unit_f64(rng.next_u64()) < workload.read_ratio;
+        let (key, read_ratio) = match &workload.trace {
+            // A synthetic trace: popularity may drift, and every object has its own read ratio.
+            Some(t) => {
+                let key = trace::key_at(rank, workload.objects, t.drift_ns, w.nic.now().0);
+                (key, trace::read_ratio(workload.read_ratio, t.spread, key))
+            }
+            None => (rank, workload.read_ratio),
+        };
+        let read = unit_f64(rng.next_u64()) < read_ratio;
         let start = w.nic.now();
         if timed && start.0 >= from_ns {
             cache.reset_stats_once();
@@ -76,6 +86,13 @@ pub async fn run_client<N: Nic>(
             latencies.lock().unwrap_or_else(|e| e.into_inner()).push(w.nic.now().0 - start.0);
             cache.stats.lock().unwrap_or_else(|e| e.into_inner()).ops += 1;
         }
+    }
+}
+
+/// The tracked object's accesses, by type (Fig. 13 right).
+fn track<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64, event: Event) {
+    if cache.config.track_key == Some(key) {
+        cache.stats.lock().unwrap_or_else(|e| e.into_inner()).tracked.push((w.nic.now().0, event as u8));
     }
 }
 
@@ -113,7 +130,8 @@ async fn validated_read<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64) -> Pr
     let words = (cache.layout.object_bytes / 8) as usize;
     let mut buf = vec![0u64; words];
     loop {
-        cache.read(w, key).await?;
+        let event = cache.read(w, key).await?;
+        track(cache, w, key, event);
         cache.nic.local().read_words(cache.layout.app_buffer(w.thread), &mut buf);
         if buf[0] == object_tag(key) && buf[2..].iter().all(|&x| x == buf[1]) {
             return Ok(buf[1]);
@@ -157,7 +175,8 @@ async fn app_write<N: Nic>(
         });
         ops.len() - 1
     });
-    cache.write(w, key).await?;
+    let event = cache.write(w, key).await?;
+    track(cache, w, key, event);
     if let (Some((l, _)), Some(i)) = (log, at) {
         l.lock()[i].return_ns = Some(w.nic.now().0);
     }

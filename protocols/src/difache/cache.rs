@@ -110,9 +110,10 @@ impl<N: Nic> Cache<N> {
     pub fn reset_stats_once(&self) {
         if !self.warm.swap(true, Relaxed) {
             let mut stats = self.stats();
-            // The timeline spans the whole run.
+            // The timelines span the whole run.
             let timeline = std::mem::take(&mut stats.timeline);
-            *stats = Stats { timeline, ..Stats::default() };
+            let tracked = std::mem::take(&mut stats.tracked);
+            *stats = Stats { timeline, tracked, ..Stats::default() };
         }
     }
 
@@ -162,9 +163,11 @@ impl<N: Nic> Cache<N> {
     pub(super) fn copy_ns(&self) -> Nanos {
         Nanos(self.config.cpu.copy_ns_per_kib * self.layout.object_bytes / 1024)
     }
-    fn sample(&self, event: Event, ns: u64) {
+    /// Records the event (and returns it, so a caller can see what its access was).
+    fn sample(&self, event: Event, ns: u64) -> Event {
         self.samples.lock().unwrap_or_else(|e| e.into_inner()).record(event, ns);
         self.stats().event(event, ns);
+        event
     }
 
     // ---- remote index lookups and the mode lock ----
@@ -379,31 +382,27 @@ impl<N: Nic> Cache<N> {
     // ---- read and write (Fig. 5) ----
 
     /// Read object `key` into the thread's application buffer.
-    pub async fn read(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
+    pub async fn read(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Event> {
         let app = self.layout.app_buffer(w.thread);
         let size = self.layout.object_bytes;
         let start = w.nic.now();
         if self.config.variant.centralized() {
             let event = super::cmcache::read(self, w, key).await?;
-            self.sample(event, w.nic.now().0 - start.0);
-            return Ok(());
+            return Ok(self.sample(event, w.nic.now().0 - start.0));
         }
         if !self.config.variant.caches() {
             self.fetch(w, key, app).await?;
-            self.sample(Event::ReadBypass, w.nic.now().0 - start.0);
-            return Ok(());
+            return Ok(self.sample(Event::ReadBypass, w.nic.now().0 - start.0));
         }
         if !self.enter() {
             self.fetch(w, key, app).await?;
-            self.sample(Event::ReadBypass, w.nic.now().0 - start.0);
-            return Ok(());
+            return Ok(self.sample(Event::ReadBypass, w.nic.now().0 - start.0));
         }
         w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
         let Some(hdr) = self.header(w, key).await? else {
             self.leave();
             self.fetch(w, key, app).await?;
-            self.sample(Event::ReadBypass, w.nic.now().0 - start.0);
-            return Ok(());
+            return Ok(self.sample(Event::ReadBypass, w.nic.now().0 - start.0));
         };
         let r: ProtocolResult<Event> = async {
             let st = self.check_mode(w, hdr, key, true).await?;
@@ -431,8 +430,7 @@ impl<N: Nic> Cache<N> {
         .await;
         self.unpin(hdr);
         self.leave();
-        self.sample(r?, w.nic.now().0 - start.0);
-        Ok(())
+        Ok(self.sample(r?, w.nic.now().0 - start.0))
     }
 
     async fn fetch(&self, w: &Worker<N>, key: u64, local: u64) -> ProtocolResult<()> {
@@ -550,18 +548,16 @@ impl<N: Nic> Cache<N> {
 
     /// Write the thread's application buffer to object `key` (the caller holds the
     /// application's lock on it).
-    pub async fn write(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
+    pub async fn write(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Event> {
         let app = self.layout.app_buffer(w.thread);
         let start = w.nic.now();
         if self.config.variant.centralized() {
             let event = super::cmcache::write(self, w, key).await?;
-            self.sample(event, w.nic.now().0 - start.0);
-            return Ok(());
+            return Ok(self.sample(event, w.nic.now().0 - start.0));
         }
         if !self.config.variant.caches() {
             self.flush(w, key, app).await?;
-            self.sample(Event::WriteBypass, w.nic.now().0 - start.0);
-            return Ok(());
+            return Ok(self.sample(Event::WriteBypass, w.nic.now().0 - start.0));
         }
         if !self.enter() {
             return self.write_disabled(w, key, start).await;
@@ -617,13 +613,12 @@ impl<N: Nic> Cache<N> {
         }
         self.unpin(hdr);
         self.leave();
-        self.sample(r?, w.nic.now().0 - start.0);
-        Ok(())
+        Ok(self.sample(r?, w.nic.now().0 - start.0))
     }
 
     /// A write while caching is disabled (a CN-list sync): flush, then invalidate the live CNs
     /// as a cached write would — some may not have disabled caching yet — and keep no copy.
-    async fn write_disabled(&self, w: &Worker<N>, key: u64, start: Nanos) -> ProtocolResult<()> {
+    async fn write_disabled(&self, w: &Worker<N>, key: u64, start: Nanos) -> ProtocolResult<Event> {
         if let Some(t) = &self.tracker {
             t.begin(key);
         }
@@ -641,8 +636,7 @@ impl<N: Nic> Cache<N> {
             t.end(key);
         }
         r?;
-        self.sample(Event::WriteBypass, w.nic.now().0 - start.0);
-        Ok(())
+        Ok(self.sample(Event::WriteBypass, w.nic.now().0 - start.0))
     }
 
     async fn flush(&self, w: &Worker<N>, key: u64, local: u64) -> ProtocolResult<()> {

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::mutants::Mutant;
+use super::trace::{self, TraceSpec};
 
 /// Which cache runs: DiFache and the baselines of §6.2 that share its client loop.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,6 +133,10 @@ pub struct Config {
     pub timeline_at_ns: u64,
     #[serde(default)]
     pub timeline_window_ns: u64,
+    /// Measurement only, set by the plan from `workload.trace.track`: the object whose
+    /// accesses and mode switches each CN records (Fig. 13 right).
+    #[serde(skip)]
+    pub track_key: Option<u64>,
     /// Set from `dmsim fuzz --mutant`, never from a scenario.
     #[serde(default)]
     pub mutant: Mutant,
@@ -179,6 +184,7 @@ impl Config {
             timeline_bucket_ns: 0,
             timeline_at_ns: 0,
             timeline_window_ns: 0,
+            track_key: None,
             mutant: Mutant::None,
         }
     }
@@ -274,6 +280,10 @@ pub struct Workload {
     /// Zipf exponent; 0 is uniform ([CHOICE] 0.99: the paper's value was lost).
     #[serde(default = "theta")]
     pub zipf_theta: f64,
+    /// A synthetic stand-in for one Twitter cache cluster (`trace.rs`): replaces
+    /// `object_bytes`, `read_ratio` and `zipf_theta` by the cluster's statistics, caps `objects`.
+    #[serde(default)]
+    pub trace: Option<TraceSpec>,
 }
 
 fn kib() -> u32 {
@@ -304,6 +314,37 @@ impl Workload {
         if !(0.0..=20.0).contains(&self.zipf_theta) {
             out.push("zipf_theta: must be in [0, 20]".into());
         }
+        if let Some(t) = &self.trace {
+            if let Err(e) = trace::stats(t.cluster) {
+                out.push(format!("trace.cluster: {e}"));
+            }
+            if !(0.0..=1.0).contains(&t.spread) {
+                out.push("trace.spread: must be in [0, 1]".into());
+            }
+            if let Some(c) = &t.track {
+                if trace::track_range(c).is_none() {
+                    out.push("trace.track: must be red, black or blue".into());
+                }
+            }
+        }
         out
+    }
+
+    /// With a trace: the cluster's object size, read share and Zipf α, and the capped object
+    /// count (call after [`Workload::validate`]).
+    pub fn resolve(&mut self, memory_nodes: u64) {
+        let Some(s) = self.trace.as_ref().and_then(|t| trace::stats(t.cluster).ok()) else {
+            return;
+        };
+        self.object_bytes = trace::object_bytes(&s);
+        self.read_ratio = s.read_share;
+        self.zipf_theta = s.zipf_alpha.unwrap_or(0.0);
+        self.objects = trace::objects(&s, self.objects, memory_nodes);
+    }
+
+    /// The object the trace's `track` follows, if any.
+    pub fn tracked_key(&self) -> Option<u64> {
+        let t = self.trace.as_ref()?;
+        trace::tracked_key(self.read_ratio, t.spread, self.objects, trace::track_range(t.track.as_deref()?)?)
     }
 }

@@ -21,8 +21,9 @@ use super::check::{check_memory, check_regular, invariants, Checks, Tracker};
 use super::cmcache::{self, Manager};
 use super::config::{Config, ManagerPlace, Variant, Workload, EVENT_NAMES};
 use super::layout::{object_tag, Layout};
+use super::profit::Event;
 use super::profit::EVENTS;
-use super::stats::Stats;
+use super::stats::{Stats, SWITCH_OFF, SWITCH_ON};
 use crate::common::metrics::percentile;
 use crate::common::rpc;
 use crate::harness::{
@@ -85,7 +86,7 @@ fn at(prefix: &str, text: &str) -> Problem {
 
 impl DifachePlan {
     pub fn new(point: &PointSpec) -> Result<DifachePlan, Vec<Problem>> {
-        let workload: Workload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
+        let mut workload: Workload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
         let presets = [
             ("default", Config::paper()),
             ("difache", Config::paper()),
@@ -121,6 +122,13 @@ impl DifachePlan {
         }
         if !out.is_empty() {
             return Err(out);
+        }
+        workload.resolve(point.memory_nodes as u64);
+        if workload.trace.is_some() {
+            // [CHOICE] A trace's cache holds at most its (capped) working set: large-value
+            // clusters would otherwise need gigabytes of buffers per CN.
+            config.cache_objects = config.cache_objects.min(workload.objects as u32);
+            config.track_key = workload.tracked_key();
         }
         let mut layout = Layout::new(point.memory_nodes, point.compute_nodes, &workload, &config);
         let stage_bytes = config.manager.threads as u64 * layout.object_bytes;
@@ -161,6 +169,52 @@ impl DifachePlan {
         }
         let tracker = point.check.full().then(|| Arc::new(Tracker::default()));
         Ok(DifachePlan { config, workload, layout, cluster, seed: point.seed, check: point.check, tracker })
+    }
+
+    /// Fig. 13 (right): the tracked object's accesses by type, its switches, and its read-hit
+    /// share in the timeline window.
+    fn tracked_metrics(&self, key: u64, tracked: &mut [(u64, u8)], m: &mut BTreeMap<String, f64>) {
+        tracked.sort_unstable();
+        let count = |kinds: &[u8], from: u64, to: u64| {
+            tracked.iter().filter(|(t, k)| kinds.contains(k) && (from..to).contains(t)).count() as f64
+        };
+        let accesses = [0u8, 1, 2, 3, 4];
+        let reads = [Event::ReadHit as u8, Event::ReadMiss as u8, Event::ReadBypass as u8];
+        let hits = [Event::ReadHit as u8];
+        let all = count(&accesses, 0, u64::MAX);
+        m.insert("tracked_key".into(), key as f64);
+        m.insert("tracked_accesses".into(), all);
+        m.insert("tracked_read_ratio".into(), count(&reads, 0, u64::MAX) / all.max(1.0));
+        m.insert("tracked_read_hit_share".into(), count(&hits, 0, u64::MAX) / all.max(1.0));
+        m.insert("tracked_switches_on".into(), count(&[SWITCH_ON], 0, u64::MAX));
+        m.insert("tracked_switches_off".into(), count(&[SWITCH_OFF], 0, u64::MAX));
+        // Re-enables: a switch on after a switch off; the first one's gap after its switch off.
+        let mut off_at = None;
+        let (mut reenables, mut gap) = (0.0, None);
+        for &(t, k) in tracked.iter() {
+            if k == SWITCH_OFF {
+                off_at = Some(t);
+            } else if k == SWITCH_ON {
+                if let Some(o) = off_at.take() {
+                    reenables += 1.0;
+                    gap.get_or_insert(t - o);
+                }
+            }
+        }
+        m.insert("tracked_reenables".into(), reenables);
+        if let Some(g) = gap {
+            m.insert("tracked_first_reenable_gap_us".into(), g as f64 / 1e3);
+        }
+        if let Some(&(t, _)) = tracked.iter().find(|(_, k)| *k == SWITCH_ON) {
+            m.insert("tracked_first_on_us".into(), t as f64 / 1e3);
+        }
+        if self.config.timeline_window_ns > 0 {
+            let (from, to) =
+                (self.config.timeline_at_ns, self.config.timeline_at_ns + self.config.timeline_window_ns);
+            let n = count(&accesses, from, to);
+            m.insert("tracked_window_accesses".into(), n);
+            m.insert("tracked_window_hit_share".into(), count(&hits, from, to) / n.max(1.0));
+        }
     }
 
     fn checks(&self) -> Checks {
@@ -336,6 +390,9 @@ impl Plan for DifachePlan {
             let count = (self.config.timeline_window_ns / bucket) as usize;
             let ops: u64 = total.timeline.iter().skip(first).take(count).sum();
             m.insert("window_mops".into(), ops as f64 / (self.config.timeline_window_ns as f64 / 1e3));
+        }
+        if let Some(key) = self.config.track_key {
+            self.tracked_metrics(key, &mut total.tracked, &mut m);
         }
         if self.check.histories() && self.config.variant.coherent() {
             let log = Self::history(reports);

@@ -18,6 +18,8 @@
 //! * [`recovery`] — compute-node failures: heartbeat timeouts, the coordinator's CN list, caching
 //!   disabled while the survivors sync and drop their caches, the dead CNs' locks freed.
 //! * [`bench`] — the micro-benchmark clients (lock, read, validate, write, unlock).
+//! * [`trace`] — synthetic stand-ins for the Twitter cache traces (Figs. 11, 13 right), from
+//!   each cluster's published statistics.
 //! * [`check`] — the regular-register history check and the per-event invariants (spec §4).
 //! * [`mutants`] — planted bugs, including the races spec §9 suspects.
 //! * [`def`] — the definition every command consumes.
@@ -34,6 +36,7 @@ pub mod mutants;
 pub mod profit;
 pub mod recovery;
 pub mod stats;
+pub mod trace;
 
 pub use config::{Config, Variant, Workload};
 pub use def::{Difache, DifachePlan};

@@ -54,7 +54,14 @@ pub struct Stats {
     /// Operations completed per `timeline_bucket_ns` of virtual time (warm-up included).
     #[serde(default)]
     pub timeline: Vec<u64>,
+    /// The tracked object's accesses and switches (`Config::track_key`): (virtual ns, kind),
+    /// kind an [`Event`] index, or [`SWITCH_ON`] / [`SWITCH_OFF`].
+    #[serde(default)]
+    pub tracked: Vec<(u64, u8)>,
 }
+
+pub const SWITCH_ON: u8 = 5;
+pub const SWITCH_OFF: u8 = 6;
 
 impl Stats {
     pub fn event(&mut self, event: Event, ns: u64) {
@@ -105,5 +112,6 @@ impl Stats {
         for (a, b) in self.timeline.iter_mut().zip(&o.timeline) {
             *a += b;
         }
+        self.tracked.extend_from_slice(&o.tracked);
     }
 }

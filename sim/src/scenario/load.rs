@@ -179,6 +179,12 @@ fn check_file(file: &ScenarioFile) -> Vec<Problem> {
         out.push(Problem::new("plot.y_metric", "a plot needs a sweep.x or sweep.series axis"));
     }
     for (i, pv) in file.paper_values.iter().enumerate() {
+        if pv.aggregate.is_some() && pv.x.is_some() {
+            out.push(Problem::new(
+                format!("paper_values[{i}].x"),
+                "an aggregate row is over every x: give no x",
+            ));
+        }
         if let Some(t) = pv.tolerance {
             if !(t.is_finite() && t > 0.0) {
                 out.push(Problem::new(format!("paper_values[{i}].tolerance"), "must be a positive fraction"));

@@ -244,6 +244,16 @@ pub struct PaperValue {
     /// speedup claim's direction: `above:1`).
     #[serde(default)]
     pub trend: Option<String>,
+    /// Compare an aggregate over every x of this panel and series instead of one x (`x` must
+    /// be absent): `max`, `min`, `mean` (arithmetic) or `geomean` — a paper's "up to N×" or
+    /// "N× on average" over all its workloads. Only `above:`/`below:` trends apply to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregate: Option<String>,
+    /// Compare this series' metric divided by series `ratio_to`'s at the same panel and x (a
+    /// paper's "N× over X" without re-running X as a `compare_with` reference). Only
+    /// `above:`/`below:` trends apply to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_to: Option<String>,
     #[serde(default)]
     pub note: String,
 }

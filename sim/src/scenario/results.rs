@@ -150,6 +150,8 @@ pub fn figure(scenario: &Scenario, cells: &Cells, claims: &[PaperClaim]) -> Figu
         .paper_values
         .iter()
         .enumerate()
+        // Aggregate and ratio rows are not values of the plotted metric: the table shows them.
+        .filter(|(_, pv)| pv.aggregate.is_none() && pv.ratio_to.is_none())
         .filter_map(|(i, pv)| {
             Some((
                 find(&s.panels, &pv.panel).ok()?,
@@ -256,6 +258,17 @@ pub fn claims(scenario: &Scenario, cells: &Cells) -> Vec<PaperClaim> {
             })();
             let (sim, trend_holds, note, not_simulated) = match located {
                 Err(e) => (f64::NAN, None, format!("cannot locate: {e}"), false),
+                Ok(cell) if pv.aggregate.is_some() || pv.ratio_to.is_some() => {
+                    match derived(scenario, cells, pv, cell) {
+                        Err(e) => (f64::NAN, None, format!("cannot derive: {e}"), false),
+                        Ok(None) => (f64::NAN, None, trend_note(pv, None), true),
+                        Ok(Some(sim)) => {
+                            let trend = pv.trend.as_ref().map(|t| bound(sim, t));
+                            let holds = trend.as_ref().and_then(|t| t.as_ref().ok().copied());
+                            (sim, holds, trend_note(pv, trend), false)
+                        }
+                    }
+                }
                 Ok(cell) => {
                     let sim = cells.get(cell, &pv.metric);
                     let trend = pv.trend.as_ref().map(|t| trend(scenario, cells, pv, cell, t));
@@ -274,6 +287,58 @@ pub fn claims(scenario: &Scenario, cells: &Cells) -> Vec<PaperClaim> {
             }
         })
         .collect()
+}
+
+/// The value of a row with `ratio_to` and/or `aggregate`: the metric (divided by series
+/// `ratio_to`'s at the same x) at the row's x, or aggregated over every x of its panel and series
+/// (x values without a value are left out; `None` when none has one).
+fn derived(
+    scenario: &Scenario,
+    cells: &Cells,
+    pv: &PaperValue,
+    cell: (usize, usize, usize),
+) -> Result<Option<f64>, String> {
+    let other = match &pv.ratio_to {
+        Some(name) => Some(find(&scenario.file.sweep.series, &Some(name.clone()))?),
+        None => None,
+    };
+    let at = |xi: usize| -> Option<f64> {
+        let here = cells.get((cell.0, cell.1, xi), &pv.metric)?;
+        match other {
+            Some(oi) => Some(here / cells.get((cell.0, oi, xi), &pv.metric).filter(|&d| d != 0.0)?),
+            None => Some(here),
+        }
+    };
+    if pv.aggregate.is_none() {
+        return Ok(at(cell.2));
+    }
+    if pv.x.is_some() {
+        return Err("an aggregate row names no x".into());
+    }
+    let nx = scenario.file.sweep.x.as_ref().map_or(1, |a| a.values.len());
+    let v: Vec<f64> = (0..nx).filter_map(at).collect();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let n = v.len() as f64;
+    Ok(Some(match pv.aggregate.as_deref().unwrap_or_default() {
+        "max" => v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        "min" => v.iter().copied().fold(f64::INFINITY, f64::min),
+        "mean" => v.iter().sum::<f64>() / n,
+        "geomean" if v.iter().all(|&x| x > 0.0) => (v.iter().map(|x| x.ln()).sum::<f64>() / n).exp(),
+        "geomean" => return Err("geomean of a non-positive value".into()),
+        other => return Err(format!("unknown aggregate {other:?} (max, min, mean, geomean)")),
+    }))
+}
+
+/// An `above:V` / `below:V` trend on a value.
+fn bound(value: f64, t: &str) -> Result<bool, String> {
+    let b = t
+        .strip_prefix("above:")
+        .or_else(|| t.strip_prefix("below:"))
+        .ok_or_else(|| format!("an aggregate row takes only above:V or below:V, not {t:?}"))?;
+    let b: f64 = b.parse().map_err(|_| format!("{b:?} is not a number"))?;
+    Ok(if t.starts_with("above") { value > b } else { value < b })
 }
 
 fn trend_note(pv: &PaperValue, trend: Option<Result<bool, String>>) -> String {

@@ -3,6 +3,7 @@
 //! it shares the cache's private state; the read/write paths call it.
 
 use super::*;
+use crate::difache::stats::{SWITCH_OFF, SWITCH_ON};
 
 impl<N: Nic> Cache<N> {
     /// Take `key`'s mode lock; `false` if caching was disabled meanwhile (the holder may be
@@ -137,10 +138,16 @@ impl<N: Nic> Cache<N> {
         self.store(hdr, HDR_VALID, 0);
         self.store(hdr, HDR_MODE, new);
         w.nic.mark("difache switched", key << 1 | target as u64);
-        if target {
-            self.stats().switches_on += 1;
-        } else {
-            self.stats().switches_off += 1;
+        {
+            let mut stats = self.stats();
+            if target {
+                stats.switches_on += 1;
+            } else {
+                stats.switches_off += 1;
+            }
+            if self.config.track_key == Some(key) {
+                stats.tracked.push((w.nic.now().0, if target { SWITCH_ON } else { SWITCH_OFF }));
+            }
         }
         self.unlock_mode(w, key).await
     }
