@@ -10,13 +10,19 @@ impl<N: Nic> Client<N> {
     pub(super) async fn ensure_free(&mut self, n: usize) -> ProtocolResult<()> {
         while self.free.len() < n {
             let got = {
-                let mut c = self.shared.cache();
+                let shared = self.shared.clone();
+                let mut c = shared.cache();
                 if let Some(f) = c.pool.pop() {
                     Some(f)
                 } else {
                     c.filled = true;
                     let start = (self.rng.next_u64() % c.buckets.len() as u64) as usize;
-                    c.evict_from_buckets(start, self.shared.config.probe_buckets as usize)
+                    let (got, probed) = c.evict_from_buckets(start, self.shared.config.probe_buckets as usize);
+                    let n = c.buckets.len();
+                    for i in 0..probed {
+                        self.cooling_section((start + i) % n);
+                    }
+                    got
                 }
             };
             match got {
@@ -69,7 +75,10 @@ impl<N: Nic> Client<N> {
             if let Some((addr, node)) = image {
                 self.write_node(addr, &node, "write back cooled page").await?;
             }
-            let mut c = self.shared.cache();
+            let shared = self.shared.clone();
+            let mut c = shared.cache();
+            let b = c.bucket_index(c.frames[f].addr);
+            self.cooling_section(b);
             if let Some(evicted) = c.push_cooling(f) {
                 self.free.push(evicted);
             }

@@ -1,0 +1,62 @@
+//! The cost of the cooling structure's local locks (Fig. 4, Fig. 9's first step).
+//!
+//! The cache's state changes in synchronous steps (`cache.rs`), so a lock here is a timing
+//! model, not a latch: each lock keeps the end times of the critical sections reserved on it,
+//! and a thread entering one at virtual time `t` waits for the sections ahead of it and then
+//! holds the lock for `cpu.cooling_lock_ns` (its cache line moving to this core) plus half that
+//! per other thread still queued: the artifact's lock ([ART] `util/lock.h`) is a
+//! test-and-test-and-set spinlock, whose every waiter re-reads the line after a release, and
+//! those reads are served one at a time before the next owner's CAS gets through (Boyd-Wickizer
+//! et al., "Non-scalable locks are dangerous", Linux Symposium 2012: the hand-off grows linearly
+//! with the spinning cores, which is how such a lock collapses). The waiting is spinning, so it
+//! is charged as CPU. A cooling-map bucket is rarely contended, so it costs one line transfer;
+//! one lock over every cooling page queues every thread of the server.
+
+use std::collections::VecDeque;
+
+use super::*;
+use crate::dex::config::Cooling;
+
+/// Reserved critical sections per lock: the end time of each one not yet over.
+pub struct CoolingLocks {
+    locks: Vec<VecDeque<u64>>,
+}
+
+impl CoolingLocks {
+    pub fn new(cooling: Cooling, buckets: usize) -> CoolingLocks {
+        let n = match cooling {
+            Cooling::Map => buckets,
+            Cooling::SingleLockMap | Cooling::Fifo => 1,
+        };
+        CoolingLocks { locks: vec![VecDeque::new(); n.max(1)] }
+    }
+
+    /// Reserve one critical section on the lock of `bucket` for a thread arriving at `t`;
+    /// returns when it ends.
+    pub fn enter(&mut self, bucket: usize, t: u64, hold_ns: u64) -> u64 {
+        let n = self.locks.len();
+        let q = &mut self.locks[bucket % n];
+        while q.front().is_some_and(|end| *end <= t) {
+            q.pop_front();
+        }
+        let start = q.back().copied().unwrap_or(t).max(t);
+        let end = start + hold_ns + hold_ns * q.len() as u64 / 2;
+        q.push_back(end);
+        end
+    }
+}
+
+impl<N: Nic> Client<N> {
+    /// One critical section on the lock of cooling bucket `bucket`, in the synchronous step
+    /// now running: the wait and the hold are owed as CPU (the step's other CPU comes first).
+    pub(super) fn cooling_section(&mut self, bucket: usize) {
+        let hold = self.config().cpu.cooling_lock_ns;
+        if hold == 0 {
+            return;
+        }
+        let t = self.nic.now().0 + self.cpu_owed;
+        let end = self.shared.cooling_locks.lock().unwrap_or_else(|e| e.into_inner()).enter(bucket, t, hold);
+        self.cur.lock_wait_ns += end - t - hold;
+        self.cpu_owed += end - t;
+    }
+}
