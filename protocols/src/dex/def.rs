@@ -29,6 +29,8 @@
 //! `warmup_skew_us` (how much later the last thread began measuring than the first), `ops`,
 //! `reads_per_op`, `writes_per_op`, `atomics_per_op`, `two_sided_per_op` (offload RPCs),
 //! `bytes_per_op`, `retries_per_op`, `lock_wait_ns_per_op` (waiting for cooling locks),
+//! `inner_fetches_per_op`, `inner_evictions_per_op`, `offloads_level1_per_op` (offloads under
+//! a missed level-1 node),
 //! `cache_hit_ratio` (node visits served by the cache),
 //! `splits`, `latency_ns_{avg,p50,p99}`, and the same per operation type with the prefix
 //! `lookup_`, `update_`, `insert_`, `scan_`, `delete_`.
@@ -429,6 +431,9 @@ fn per_op_metrics(m: &mut BTreeMap<String, f64>, prefix: &str, s: &OpStats, late
     m.insert(format!("{prefix}bytes_per_op"), per(s.bytes));
     m.insert(format!("{prefix}retries_per_op"), per(s.retries));
     m.insert(format!("{prefix}lock_wait_ns_per_op"), per(s.lock_wait_ns));
+    m.insert(format!("{prefix}inner_fetches_per_op"), per(s.inner_fetches));
+    m.insert(format!("{prefix}inner_evictions_per_op"), per(s.inner_evictions));
+    m.insert(format!("{prefix}offloads_level1_per_op"), per(s.offloads_level1));
     m.insert(format!("{prefix}latency_ns_avg"), per(s.latency_ns_total));
     m.insert(format!("{prefix}latency_ns_p50"), percentile(latencies, 50.0));
     m.insert(format!("{prefix}latency_ns_p99"), percentile(latencies, 99.0));

@@ -28,6 +28,14 @@ pub struct OpStats {
     /// Time spent waiting for local locks (DEX's cooling structure), ns.
     #[serde(default)]
     pub lock_wait_ns: u64,
+    /// DEX: inner nodes fetched into the cache, and evicted from it.
+    #[serde(default)]
+    pub inner_fetches: u64,
+    #[serde(default)]
+    pub inner_evictions: u64,
+    /// DEX: offloads whose subtree root is a level-1 node.
+    #[serde(default)]
+    pub offloads_level1: u64,
 }
 
 impl OpStats {
@@ -45,6 +53,9 @@ impl OpStats {
         self.splits += o.splits;
         self.two_sided += o.two_sided;
         self.lock_wait_ns += o.lock_wait_ns;
+        self.inner_fetches += o.inner_fetches;
+        self.inner_evictions += o.inner_evictions;
+        self.offloads_level1 += o.offloads_level1;
         self.found += o.found;
     }
 }

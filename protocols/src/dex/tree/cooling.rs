@@ -18,6 +18,9 @@ impl<N: Nic> Client<N> {
                     c.filled = true;
                     let start = (self.rng.next_u64() % c.buckets.len() as u64) as usize;
                     let (got, probed) = c.evict_from_buckets(start, self.shared.config.probe_buckets as usize);
+                    if let Some(f) = got {
+                        self.cur.inner_evictions += u64::from(!c.frames[f].node.is_leaf());
+                    }
                     let n = c.buckets.len();
                     for i in 0..probed {
                         self.cooling_section((start + i) % n);
@@ -80,6 +83,7 @@ impl<N: Nic> Client<N> {
             let b = c.bucket_index(c.frames[f].addr);
             self.cooling_section(b);
             if let Some(evicted) = c.push_cooling(f) {
+                self.cur.inner_evictions += u64::from(!c.frames[evicted].node.is_leaf());
                 self.free.push(evicted);
             }
             cooled = true;

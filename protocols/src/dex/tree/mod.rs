@@ -557,6 +557,7 @@ impl<N: Nic> Client<N> {
                             } else {
                                 let f = self.free.pop().expect("checked before the fetch");
                                 let node_shared = parts.is_shared(n.lowest, n.highest);
+                                self.cur.inner_fetches += u64::from(m.child_level > 0);
                                 c.install(f, m.child, n, Some(m.parent), node_shared);
                                 self.cpu_owed += self.config().cpu.install_ns;
                                 if m.sample {
