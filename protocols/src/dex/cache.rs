@@ -201,18 +201,10 @@ impl Cache {
         None
     }
 
-    /// Take the oldest page of the first non-empty bucket among `probe` buckets from `start`;
-    /// also the number of buckets looked at (each one a lock acquisition, [ART]
-    /// `random_evict_to_remote`).
-    pub fn evict_from_buckets(&mut self, start: usize, probe: usize) -> (Option<FrameId>, usize) {
-        let n = self.buckets.len();
-        for i in 0..probe.min(n) {
-            let b = (start + i) % n;
-            if let Some(head) = self.buckets[b].pop_front() {
-                return (Some(self.evict(head)), i + 1);
-            }
-        }
-        (None, probe.min(n))
+    /// Take the oldest page of bucket `b`, if any, out of the cache; its frame is returned.
+    pub fn evict_head(&mut self, b: usize) -> Option<FrameId> {
+        let head = self.buckets[b].pop_front()?;
+        Some(self.evict(head))
     }
 
     /// Drop a clean COOLING page from the cache; its frame becomes free.

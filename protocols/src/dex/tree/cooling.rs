@@ -16,14 +16,21 @@ impl<N: Nic> Client<N> {
                     Some(f)
                 } else {
                     c.filled = true;
-                    let start = (self.rng.next_u64() % c.buckets.len() as u64) as usize;
-                    let (got, probed) = c.evict_from_buckets(start, self.shared.config.probe_buckets as usize);
-                    if let Some(f) = got {
-                        self.cur.inner_evictions += u64::from(!c.frames[f].node.is_leaf());
-                    }
+                    // [ART] `random_evict_to_remote`: try-lock up to `probe_buckets`
+                    // buckets from a random one; the first free, non-empty one gives its head.
                     let n = c.buckets.len();
-                    for i in 0..probed {
-                        self.cooling_section((start + i) % n);
+                    let start = (self.rng.next_u64() % n as u64) as usize;
+                    let mut got = None;
+                    for i in 0..(self.shared.config.probe_buckets as usize).min(n) {
+                        let b = (start + i) % n;
+                        if !self.cooling_try(b) {
+                            continue;
+                        }
+                        if let Some(f) = c.evict_head(b) {
+                            self.cur.inner_evictions += u64::from(!c.frames[f].node.is_leaf());
+                            got = Some(f);
+                            break;
+                        }
                     }
                     got
                 }

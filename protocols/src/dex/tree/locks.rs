@@ -9,7 +9,8 @@
 //! those reads are served one at a time before the next owner's CAS gets through (Boyd-Wickizer
 //! et al., "Non-scalable locks are dangerous", Linux Symposium 2012: the hand-off grows linearly
 //! with the spinning cores, which is how such a lock collapses). The waiting is spinning, so it
-//! is charged as CPU. A cooling-map bucket is rarely contended, so it costs one line transfer;
+//! is charged as CPU. A victim probe is a try-lock ([ART] `random_evict_to_remote`): a held
+//! bucket is skipped. A cooling-map bucket is rarely contended, so it costs one line transfer;
 //! one lock over every cooling page queues every thread of the server.
 
 use std::collections::VecDeque;
@@ -32,17 +33,20 @@ impl CoolingLocks {
     }
 
     /// Reserve one critical section on the lock of `bucket` for a thread arriving at `t`;
-    /// returns when it ends.
-    pub fn enter(&mut self, bucket: usize, t: u64, hold_ns: u64) -> u64 {
+    /// returns when it ends. `try_only`: a try-lock, which gives up (`None`) if the lock is held.
+    pub fn enter(&mut self, bucket: usize, t: u64, hold_ns: u64, try_only: bool) -> Option<u64> {
         let n = self.locks.len();
         let q = &mut self.locks[bucket % n];
         while q.front().is_some_and(|end| *end <= t) {
             q.pop_front();
         }
+        if try_only && !q.is_empty() {
+            return None;
+        }
         let start = q.back().copied().unwrap_or(t).max(t);
         let end = start + hold_ns + hold_ns * q.len() as u64 / 2;
         q.push_back(end);
-        end
+        Some(end)
     }
 }
 
@@ -50,13 +54,32 @@ impl<N: Nic> Client<N> {
     /// One critical section on the lock of cooling bucket `bucket`, in the synchronous step
     /// now running: the wait and the hold are owed as CPU (the step's other CPU comes first).
     pub(super) fn cooling_section(&mut self, bucket: usize) {
+        self.cooling_lock(bucket, false);
+    }
+
+    /// A try-lock of bucket `bucket` ([ART] a victim probe): `false` if another thread holds
+    /// it, which costs one look at the lock's line.
+    pub(super) fn cooling_try(&mut self, bucket: usize) -> bool {
+        self.cooling_lock(bucket, true)
+    }
+
+    fn cooling_lock(&mut self, bucket: usize, try_only: bool) -> bool {
         let hold = self.config().cpu.cooling_lock_ns;
         if hold == 0 {
-            return;
+            return true;
         }
         let t = self.nic.now().0 + self.cpu_owed;
-        let end = self.shared.cooling_locks.lock().unwrap_or_else(|e| e.into_inner()).enter(bucket, t, hold);
-        self.cur.lock_wait_ns += end - t - hold;
-        self.cpu_owed += end - t;
+        let end = self.shared.cooling_locks.lock().unwrap_or_else(|e| e.into_inner()).enter(bucket, t, hold, try_only);
+        match end {
+            Some(end) => {
+                self.cur.lock_wait_ns += end - t - hold;
+                self.cpu_owed += end - t;
+                true
+            }
+            None => {
+                self.cpu_owed += hold;
+                false
+            }
+        }
     }
 }
