@@ -105,13 +105,16 @@ fn bucket_of(addr: Gaddr, buckets: usize) -> usize {
 
 impl Cache {
     /// A cache of `frames` frames; `fifo`: the cooling pages in one queue instead of buckets.
-    pub fn new(frames: usize, cooling_fraction: f64, bucket_slots: usize, fifo: bool, root_addr: Gaddr) -> Cache {
+    pub fn new(
+        frames: usize,
+        cooling_fraction: f64,
+        bucket_slots: usize,
+        fifo: bool,
+        root_addr: Gaddr,
+    ) -> Cache {
         let capacity = (frames as f64 * cooling_fraction).ceil().max(1.0) as usize;
-        let (buckets, bucket_slots) = if fifo {
-            (1, capacity)
-        } else {
-            (capacity.div_ceil(bucket_slots).max(1), bucket_slots)
-        };
+        let (buckets, bucket_slots) =
+            if fifo { (1, capacity) } else { (capacity.div_ceil(bucket_slots).max(1), bucket_slots) };
         Cache {
             frames: (0..frames).map(|_| Frame::free()).collect(),
             table: BTreeMap::new(),

@@ -82,7 +82,8 @@ pub fn run(registry: &Registry, point: &Point, options: RunOptions) -> Result<Po
         // Other throughput definitions a protocol reports get their own ratio:
         // `speedup_<name>_by_<metric>`.
         for metric in ALSO_COMPARED {
-            if let (Some(own), Some(theirs)) = (result.metrics.get(*metric).copied(), r.metrics.get(*metric)) {
+            if let (Some(own), Some(theirs)) = (result.metrics.get(*metric).copied(), r.metrics.get(*metric))
+            {
                 let ratio = if *theirs > 0.0 { own / theirs } else { 0.0 };
                 result.metrics.insert(format!("speedup_{name}_by_{metric}"), ratio);
             }

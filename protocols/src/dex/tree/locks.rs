@@ -78,7 +78,12 @@ impl<N: Nic> Client<N> {
             return true;
         }
         let t = self.nic.now().0 + self.cpu_owed;
-        let end = self.shared.cooling_locks.lock().unwrap_or_else(|e| e.into_inner()).enter(bucket, t, hold, try_only);
+        let end = self
+            .shared
+            .cooling_locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .enter(bucket, t, hold, try_only);
         match end {
             Some(end) => {
                 self.cur.lock_wait_ns += end - t - hold;
