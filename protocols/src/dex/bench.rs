@@ -79,6 +79,8 @@ pub async fn run_client<N: Nic>(
     let parts = c.shared.parts;
     let cn = c.shared.cn;
     let mut sequence = 0u64;
+    // This thread's measured phase: first start, last end, operations.
+    let mut measured: Option<(u64, u64, u64)> = None;
     for op in stream {
         c.cur = OpStats::default();
         let index = op.key - 1;
@@ -136,8 +138,16 @@ pub async fn run_client<N: Nic>(
         }
         if !op.warmup {
             record(&c.shared, op.kind, &c.cur, start, end, found);
+            let m = measured.get_or_insert((start, end, 0));
+            m.1 = end;
+            m.2 += 1;
         }
         c.shared.ops_done.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some((first, last, n)) = measured {
+        let mut stats = c.shared.stats.lock().unwrap_or_else(|e| e.into_inner());
+        stats.thread_rate_sum += n as f64 / (last - first).max(1) as f64;
+        stats.first_op_start_max_ns = stats.first_op_start_max_ns.max(first);
     }
     if c.shared.active.fetch_sub(1, Ordering::Relaxed) == 1 && quiesce {
         if let Err(e) = c.flush_all().await {

@@ -10,7 +10,9 @@
 //!   (unswizzled, its write-back in flight: not usable until it lands), FREE.
 //! * **Cooling map**: `ceil(frames · cooling_fraction / bucket_slots)` buckets of
 //!   `bucket_slots` frames each, FIFO: a cooled page enters at the tail; a full bucket pushes
-//!   its head out of the cache.
+//!   its head out of the cache. Fig. 4's FIFO queue is one bucket of all
+//!   `ceil(frames · cooling_fraction)` slots. The cost of the locks around these changes is
+//!   charged by the caller (`tree::locks`).
 //!
 //! All of this is plain data changed between awaits: a thread's synchronous step is atomic
 //! with respect to the other threads of its server (the simulator runs one task at a time; the
@@ -102,8 +104,17 @@ fn bucket_of(addr: Gaddr, buckets: usize) -> usize {
 }
 
 impl Cache {
-    pub fn new(frames: usize, cooling_fraction: f64, bucket_slots: usize, root_addr: Gaddr) -> Cache {
-        let buckets = ((frames as f64 * cooling_fraction) / bucket_slots as f64).ceil().max(1.0) as usize;
+    /// A cache of `frames` frames; `fifo`: the cooling pages in one queue instead of buckets.
+    pub fn new(
+        frames: usize,
+        cooling_fraction: f64,
+        bucket_slots: usize,
+        fifo: bool,
+        root_addr: Gaddr,
+    ) -> Cache {
+        let capacity = (frames as f64 * cooling_fraction).ceil().max(1.0) as usize;
+        let (buckets, bucket_slots) =
+            if fifo { (1, capacity) } else { (capacity.div_ceil(bucket_slots).max(1), bucket_slots) };
         Cache {
             frames: (0..frames).map(|_| Frame::free()).collect(),
             table: BTreeMap::new(),
@@ -166,20 +177,25 @@ impl Cache {
         }
     }
 
-    /// Second chance: a COOLING frame met again goes back to HOT under `parent`.
-    pub fn reheat(&mut self, f: FrameId, parent: Option<FrameId>) {
-        for b in &mut self.buckets {
-            b.retain(|x| *x != f);
-        }
+    /// Second chance: a COOLING frame met again goes back to HOT under `parent`. Returns the
+    /// bucket it left.
+    pub fn reheat(&mut self, f: FrameId, parent: Option<FrameId>) -> usize {
+        let b = self.bucket_index(self.frames[f].addr);
+        self.buckets[b].retain(|x| *x != f);
         self.swizzle(f, parent);
+        b
+    }
+
+    /// The bucket node `addr` cools in.
+    pub fn bucket_index(&self, addr: Gaddr) -> usize {
+        bucket_of(addr, self.buckets.len())
     }
 
     /// Put a clean, unswizzled frame at the tail of its bucket; a full bucket evicts its head,
     /// whose frame is returned (free).
     pub fn push_cooling(&mut self, f: FrameId) -> Option<FrameId> {
         self.frames[f].state = State::Cooling;
-        let n = self.buckets.len();
-        let b = bucket_of(self.frames[f].addr, n);
+        let b = self.bucket_index(self.frames[f].addr);
         self.buckets[b].push_back(f);
         if self.buckets[b].len() > self.bucket_slots {
             let head = self.buckets[b].pop_front().expect("over-full bucket");
@@ -188,16 +204,10 @@ impl Cache {
         None
     }
 
-    /// Take the oldest page of the first non-empty bucket among `probe` buckets from `start`.
-    pub fn evict_from_buckets(&mut self, start: usize, probe: usize) -> Option<FrameId> {
-        let n = self.buckets.len();
-        for i in 0..probe.min(n) {
-            let b = (start + i) % n;
-            if let Some(head) = self.buckets[b].pop_front() {
-                return Some(self.evict(head));
-            }
-        }
-        None
+    /// Take the oldest page of bucket `b`, if any, out of the cache; its frame is returned.
+    pub fn evict_head(&mut self, b: usize) -> Option<FrameId> {
+        let head = self.buckets[b].pop_front()?;
+        Some(self.evict(head))
     }
 
     /// Drop a clean COOLING page from the cache; its frame becomes free.

@@ -15,6 +15,24 @@ pub struct CpuCosts {
     pub install_ns: u64,
     /// A restart after seeing an I/O flag or a node locked by another thread of this server.
     pub backoff_ns: u64,
+    /// One critical section on a cooling-structure lock (a push, an eviction, a probe, a
+    /// second chance): the lock's cache line moving to this core (the paper's "~100ns" local
+    /// DRAM access). Waiters make each hand-off slower (`tree::locks`).
+    pub cooling_lock_ns: u64,
+}
+
+/// How the cooling pages are organised and locked (Fig. 4, Fig. 9's first step).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cooling {
+    /// DEX's cooling map: buckets of `bucket_slots` FIFO slots, one lock per bucket.
+    #[default]
+    Map,
+    /// The same buckets under one lock (Fig. 9's baseline).
+    SingleLockMap,
+    /// One FIFO queue of all cooling pages under one lock (Fig. 4's "DEX with FIFO queue",
+    /// LeanStore's cooling list).
+    Fifo,
 }
 
 /// When a miss on an eligible inner node (non-shared, level 1..=M, point op) is offloaded.
@@ -62,6 +80,8 @@ pub struct Config {
     pub leaf_admission: f64,
     /// Cooling map capacity as a fraction of the cache's frames (paper: 10%).
     pub cooling_fraction: f64,
+    /// Cooling map (default), or one lock over it, or one FIFO queue.
+    pub cooling: Cooling,
     /// FIFO slots per cooling-map bucket (paper: 6, one 64-byte cache line).
     pub bucket_slots: u32,
     /// Frames sampled per cooling round (paper: 2).
@@ -91,6 +111,7 @@ impl Config {
         Config {
             leaf_admission: 0.1,
             cooling_fraction: 0.1,
+            cooling: Cooling::Map,
             bucket_slots: 6,
             samples_per_round: 2,
             probe_buckets: 8,
@@ -98,7 +119,7 @@ impl Config {
             internal_split_at: None,
             bulk_fill: 0.5,
             subtree_level: 3,
-            cpu: CpuCosts { node_ns: 40, install_ns: 400, backoff_ns: 200 },
+            cpu: CpuCosts { node_ns: 40, install_ns: 400, backoff_ns: 200, cooling_lock_ns: 100 },
             offload: Offload {
                 policy: OffloadPolicy::Cost,
                 window: 50,

@@ -25,6 +25,17 @@ pub struct OpStats {
     /// Two-sided messages (DEX's offload RPCs).
     #[serde(default)]
     pub two_sided: u64,
+    /// Time spent waiting for local locks (DEX's cooling structure), ns.
+    #[serde(default)]
+    pub lock_wait_ns: u64,
+    /// DEX: inner nodes fetched into the cache, and evicted from it.
+    #[serde(default)]
+    pub inner_fetches: u64,
+    #[serde(default)]
+    pub inner_evictions: u64,
+    /// DEX: offloads whose subtree root is a level-1 node.
+    #[serde(default)]
+    pub offloads_level1: u64,
 }
 
 impl OpStats {
@@ -41,6 +52,10 @@ impl OpStats {
         self.handovers += o.handovers;
         self.splits += o.splits;
         self.two_sided += o.two_sided;
+        self.lock_wait_ns += o.lock_wait_ns;
+        self.inner_fetches += o.inner_fetches;
+        self.inner_evictions += o.inner_evictions;
+        self.offloads_level1 += o.offloads_level1;
         self.found += o.found;
     }
 }
@@ -54,6 +69,14 @@ pub struct Stats {
     pub latencies: Vec<Vec<u64>>,
     pub first_op_start_ns: Option<u64>,
     pub last_op_end_ns: u64,
+    /// Per thread, measured operations over that thread's own measured span (ops/ns), summed
+    /// over threads: the DEX artifact's throughput (`newbench.cpp` sums per-thread rates).
+    #[serde(default)]
+    pub thread_rate_sum: f64,
+    /// The latest first measured operation's start among threads (warm-up ends at different
+    /// times in different threads).
+    #[serde(default)]
+    pub first_op_start_max_ns: u64,
     /// Completed scans, when the run logs histories ([`crate::workload::scan_check`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scans: Vec<crate::workload::scan_check::ScanRecord>,
@@ -83,6 +106,8 @@ impl Stats {
             (a, b) => a.or(b),
         };
         self.last_op_end_ns = self.last_op_end_ns.max(o.last_op_end_ns);
+        self.thread_rate_sum += o.thread_rate_sum;
+        self.first_op_start_max_ns = self.first_op_start_max_ns.max(o.first_op_start_max_ns);
     }
 
     pub fn total(&self) -> OpStats {

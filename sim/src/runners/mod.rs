@@ -60,6 +60,10 @@ pub struct RunOptions {
     pub trace: TraceSink,
 }
 
+/// Throughputs besides `throughput_mops` that `compare_with` also divides: DEX's `thread_mops`
+/// (each thread's own rate, summed, as the DEX artifact's benchmark measures).
+const ALSO_COMPARED: &[&str] = &["thread_mops"];
+
 /// Run one point and its `compare_with` references. Errors are run-time failures (a stalled or
 /// violated run), never bad input, which the scenario loader has already rejected.
 pub fn run(registry: &Registry, point: &Point, options: RunOptions) -> Result<PointResult, String> {
@@ -75,6 +79,15 @@ pub fn run(registry: &Registry, point: &Point, options: RunOptions) -> Result<Po
         let own = result.metrics.get("throughput_mops").copied().unwrap_or(0.0);
         result.metrics.insert(format!("ref_{name}_mops"), ref_mops);
         result.metrics.insert(format!("speedup_{name}"), if ref_mops > 0.0 { own / ref_mops } else { 0.0 });
+        // Other throughput definitions a protocol reports get their own ratio:
+        // `speedup_<name>_by_<metric>`.
+        for metric in ALSO_COMPARED {
+            if let (Some(own), Some(theirs)) = (result.metrics.get(*metric).copied(), r.metrics.get(*metric))
+            {
+                let ratio = if *theirs > 0.0 { own / theirs } else { 0.0 };
+                result.metrics.insert(format!("speedup_{name}_by_{metric}"), ratio);
+            }
+        }
     }
     Ok(result)
 }

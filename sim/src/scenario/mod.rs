@@ -47,7 +47,8 @@ pub struct ScenarioFile {
     /// Also run each point with these overrides applied (`{ "<name>": { "<dotted.path>": value } }`,
     /// paths into `protocol`, `cluster`, `workload`, `protocol_options`) and emit
     /// `ref_<name>_mops` and `speedup_<name>` = throughput / the reference's throughput, so a
-    /// paper's "N× over X" claims are first-class metrics. Any protocol may be the reference.
+    /// paper's "N× over X" claims are first-class metrics (also `speedup_<name>_by_thread_mops`
+    /// when both runs report `thread_mops`). Any protocol may be the reference.
     #[serde(default)]
     pub compare_with: BTreeMap<String, serde_json::Map<String, Value>>,
     /// `dmsim fuzz`: what each seed's swarm draws and how faults are placed ([`crate::fuzz::swarm`]).

@@ -10,13 +10,29 @@ impl<N: Nic> Client<N> {
     pub(super) async fn ensure_free(&mut self, n: usize) -> ProtocolResult<()> {
         while self.free.len() < n {
             let got = {
-                let mut c = self.shared.cache();
+                let shared = self.shared.clone();
+                let mut c = shared.cache();
                 if let Some(f) = c.pool.pop() {
                     Some(f)
                 } else {
                     c.filled = true;
-                    let start = (self.rng.next_u64() % c.buckets.len() as u64) as usize;
-                    c.evict_from_buckets(start, self.shared.config.probe_buckets as usize)
+                    // [ART] `random_evict_to_remote`: try-lock up to `probe_buckets`
+                    // buckets from a random one; the first free, non-empty one gives its head.
+                    let n = c.buckets.len();
+                    let start = (self.rng.next_u64() % n as u64) as usize;
+                    let mut got = None;
+                    for i in 0..(self.shared.config.probe_buckets as usize).min(n) {
+                        let b = (start + i) % n;
+                        if !self.cooling_try(b) {
+                            continue;
+                        }
+                        if let Some(f) = c.evict_head(b) {
+                            self.cur.inner_evictions += u64::from(!c.frames[f].node.is_leaf());
+                            got = Some(f);
+                            break;
+                        }
+                    }
+                    got
                 }
             };
             match got {
@@ -69,8 +85,12 @@ impl<N: Nic> Client<N> {
             if let Some((addr, node)) = image {
                 self.write_node(addr, &node, "write back cooled page").await?;
             }
-            let mut c = self.shared.cache();
+            let shared = self.shared.clone();
+            let mut c = shared.cache();
+            let b = c.bucket_index(c.frames[f].addr);
+            self.cooling_section(b);
             if let Some(evicted) = c.push_cooling(f) {
+                self.cur.inner_evictions += u64::from(!c.frames[evicted].node.is_leaf());
                 self.free.push(evicted);
             }
             cooled = true;

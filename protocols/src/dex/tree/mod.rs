@@ -45,6 +45,7 @@ use crate::sherman::stats::{OpStats, Stats};
 use crate::workload::zipf::unit_f64;
 
 mod cooling;
+mod locks;
 mod offload;
 mod split;
 
@@ -71,6 +72,8 @@ pub struct Shared {
     pub active: AtomicU64,
     /// The first offload that met a node not covering its key (a half-done split).
     pub torn: Mutex<Option<String>>,
+    /// The timing of the cooling structure's locks.
+    cooling_locks: Mutex<locks::CoolingLocks>,
 }
 
 impl Shared {
@@ -83,6 +86,7 @@ impl Shared {
         threads: u32,
     ) -> Shared {
         let mns = layout.memory_nodes.len();
+        let cooling_locks = Mutex::new(locks::CoolingLocks::new(config.cooling, cache.buckets.len()));
         Shared {
             config,
             layout,
@@ -95,6 +99,7 @@ impl Shared {
             ops_done: AtomicU64::new(0),
             active: AtomicU64::new(threads as u64),
             torn: Mutex::new(None),
+            cooling_locks,
         }
     }
 
@@ -355,7 +360,8 @@ impl<N: Nic> Client<N> {
                 let root = c.root_addr;
                 return match c.table.get(&root).copied() {
                     Some(Entry::Frame(f)) if c.frames[f].state == State::Cooling => {
-                        c.reheat(f, None);
+                        let b = c.reheat(f, None);
+                        self.cooling_section(b);
                         Action::Again
                     }
                     Some(_) => Action::Backoff,
@@ -429,7 +435,8 @@ impl<N: Nic> Client<N> {
                         return Action::Refresh(cur);
                     }
                     self.cur.cache_hits += 1;
-                    c.reheat(f, Some(cur));
+                    let b = c.reheat(f, Some(cur));
+                    self.cooling_section(b);
                     cur = f;
                     continue;
                 }
@@ -550,6 +557,7 @@ impl<N: Nic> Client<N> {
                             } else {
                                 let f = self.free.pop().expect("checked before the fetch");
                                 let node_shared = parts.is_shared(n.lowest, n.highest);
+                                self.cur.inner_fetches += u64::from(m.child_level > 0);
                                 c.install(f, m.child, n, Some(m.parent), node_shared);
                                 self.cpu_owed += self.config().cpu.install_ns;
                                 if m.sample {

@@ -55,6 +55,7 @@ impl<N: Nic> Client<N> {
         let start = self.nic.now().0;
         let port = REPLY_PORT_BASE + self.thread as u16;
         self.cur.two_sided += 1;
+        self.cur.offloads_level1 += u64::from(m.child_level == 1);
         self.cur.bytes += (REQUEST_BYTES + REPLY_BYTES) as u64;
         let to = m.child.node();
         let reply = match self
