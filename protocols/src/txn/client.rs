@@ -1,10 +1,12 @@
-//! One TPC-C terminal thread: NewOrder and Payment (clause 2.4, 2.5) over the engine, retried
-//! after an abort with a randomised exponential backoff, counted, and recorded for the checkers.
-//! Each terminal is bound to a home warehouse (thread number modulo the warehouses).
+//! One TPC-C terminal thread: NewOrder, Payment, OrderStatus, Delivery and StockLevel (clauses
+//! 2.4–2.8) over the engine, retried after an abort with a randomised exponential backoff,
+//! counted, and recorded for the checkers. Each terminal is bound to a home warehouse (thread
+//! number modulo the warehouses).
 //!
 //! [CHOICE] Items and customers are drawn uniformly (not NURand), customers by id (not by last
 //! name), NewOrder never rolls back on an unused item; HISTORY rows are heap inserts without an
-//! index (TPC-C gives them no primary key).
+//! index (TPC-C gives them no primary key). Delivery runs in the terminal's transaction (not
+//! queued, clause 2.7.2's deferred mode), all districts in one transaction.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +28,7 @@ fn between(rng: &mut ChaCha8Rng, lo: u64, hi: u64) -> u64 {
     lo + (unit_f64(rng.next_u64()) * (hi - lo + 1) as f64) as u64 % (hi - lo + 1)
 }
 
-pub const KINDS: [&str; 3] = ["new_order", "payment", "stock_level"];
+pub const KINDS: [&str; 5] = ["new_order", "payment", "order_status", "delivery", "stock_level"];
 
 /// Counters of one kind of transaction.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -40,8 +42,8 @@ pub struct KindStats {
 /// What a compute node's terminals measured and recorded.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
-    pub kinds: [KindStats; 3],
-    pub latencies: [Vec<u64>; 3],
+    pub kinds: [KindStats; 5],
+    pub latencies: [Vec<u64>; 5],
     pub first_start_ns: Option<u64>,
     pub last_end_ns: u64,
     pub latch_sections: u64,
@@ -50,6 +52,9 @@ pub struct Stats {
     /// Committed payment amounts per paying warehouse and per customer warehouse.
     pub paid_to: BTreeMap<u64, u64>,
     pub paid_by: BTreeMap<u64, u64>,
+    /// Orders committed Deliveries delivered, per district (`w << 8 | d`).
+    #[serde(default)]
+    pub delivered: BTreeMap<u64, u64>,
     /// Committed transactions' accesses (when checking).
     pub records: Vec<TxnRecord>,
     /// Why attempts aborted.
@@ -76,6 +81,7 @@ impl Stats {
             (&mut self.new_orders, &o.new_orders),
             (&mut self.paid_to, &o.paid_to),
             (&mut self.paid_by, &o.paid_by),
+            (&mut self.delivered, &o.delivered),
         ] {
             for (k, v) in n {
                 *m.entry(*k).or_default() += v;
@@ -107,15 +113,37 @@ pub struct Terminal {
 enum Input {
     NewOrder { d: u64, c: u64, lines: Vec<(u64, u64, u64)> },
     Payment { d: u64, c_w: u64, c_d: u64, c: u64, amount: u64 },
+    OrderStatus { d: u64, c: u64 },
+    Delivery { carrier: u64 },
     StockLevel { d: u64, threshold: u64 },
 }
 
+impl Input {
+    fn kind(&self) -> usize {
+        match self {
+            Input::NewOrder { .. } => 0,
+            Input::Payment { .. } => 1,
+            Input::OrderStatus { .. } => 2,
+            Input::Delivery { .. } => 3,
+            Input::StockLevel { .. } => 4,
+        }
+    }
+}
+
 fn draw(w: &TpccWorkload, home: u64, rng: &mut ChaCha8Rng) -> Input {
-    let total = w.mix.new_order + w.mix.payment + w.mix.stock_level;
+    let m = &w.mix;
     let d = between(rng, 1, w.districts_per_warehouse as u64);
-    let pick = unit_f64(rng.next_u64()) * total;
-    if pick >= w.mix.new_order + w.mix.payment {
+    let pick = unit_f64(rng.next_u64()) * m.total();
+    // The ranges, in order: NewOrder, Payment, OrderStatus, Delivery, StockLevel.
+    let updates = m.new_order + m.payment;
+    if pick >= updates + m.order_status + m.delivery {
         return Input::StockLevel { d, threshold: between(rng, 10, 20) };
+    }
+    if pick >= updates + m.order_status {
+        return Input::Delivery { carrier: between(rng, 1, 10) };
+    }
+    if pick >= updates {
+        return Input::OrderStatus { d, c: between(rng, 1, w.customers_per_district as u64) };
     }
     let other = |rng: &mut ChaCha8Rng| {
         let o = between(rng, 1, (w.warehouses as u64) - 1);
@@ -186,13 +214,17 @@ async fn new_order<P: super::pages::TxnPages>(
         e.insert(
             x,
             ORDER_LINE,
-            Some(order_line_key(w, d, o, ol)),
+            vec![order_line_key(w, d, o, ol)],
             WIDTH[ORDER_LINE],
             vec![i, supply, quantity, quantity * price],
         );
     }
-    e.insert(x, ORDER, Some(order_key(w, d, o)), WIDTH[ORDER], vec![c, lines.len() as u64, all_local]);
-    e.insert(x, NEW_ORDER, Some(new_order_key(w, d, o)), WIDTH[NEW_ORDER], vec![o]);
+    let mut keys = vec![order_key(w, d, o)];
+    if e.customer_order_index {
+        keys.push(customer_order_key(w, d, c, o));
+    }
+    e.insert(x, ORDER, keys, WIDTH[ORDER], vec![c, lines.len() as u64, all_local]);
+    e.insert(x, NEW_ORDER, vec![new_order_key(w, d, o)], WIDTH[NEW_ORDER], vec![o]);
     Ok(())
 }
 
@@ -221,8 +253,105 @@ async fn payment<P: super::pages::TxnPages>(
     customer[C_YTD_PAYMENT] += amount;
     customer[C_PAYMENT_CNT] += 1;
     e.write(x, ct, customer);
-    e.insert(x, HISTORY, None, WIDTH[HISTORY], vec![c, c_w, amount, w | d << 16]);
+    e.insert(x, HISTORY, vec![], WIDTH[HISTORY], vec![c, c_w, amount, w | d << 16]);
     Ok(())
+}
+
+/// OrderStatus (clause 2.6): the customer, their newest order (through the customer-order
+/// index) and its order lines. Read-only. A customer with no order reads only the customer.
+async fn order_status<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn,
+    w: u64,
+    d: u64,
+    c: u64,
+) -> TxnResult<()> {
+    let ct = e.locate(customer_key(w, d, c)).await?;
+    let _balance = e.read(x, ct, WIDTH[CUSTOMER], false).await?[C_BALANCE];
+    let from = customer_order_key(w, d, c, MAX_ORDERS);
+    let newest = e.tree.scan(from, 1).await?;
+    let Some(&(k, v)) = newest.first() else { return Ok(()) };
+    if k > customer_order_key(w, d, c, 0) {
+        return Ok(());
+    }
+    let o = MAX_ORDERS - (k & MAX_ORDERS);
+    let order = e.read(x, super::heap::TupleRef(v), WIDTH[ORDER], false).await?;
+    for ol in 1..=order[O_OL_CNT] {
+        let lt = e.locate(order_line_key(w, d, o, ol)).await?;
+        let _line = e.read(x, lt, WIDTH[ORDER_LINE], false).await?;
+    }
+    Ok(())
+}
+
+/// Delivery (clause 2.7): for every district of the warehouse, its oldest undelivered order
+/// (the first live NEW-ORDER entry of the index): delete the NEW-ORDER row, set the order's
+/// carrier, date its lines, credit the customer with their amounts. A district without one is
+/// skipped. Returns the districts delivered.
+async fn delivery<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn,
+    w: u64,
+    districts: u64,
+    carrier_id: u64,
+) -> TxnResult<Vec<u64>> {
+    let mut done = Vec::new();
+    for d in 1..=districts {
+        let Some((nk, nt)) = oldest_new_order(e, w, d).await? else { continue };
+        let mut row = e.read(x, nt, WIDTH[NEW_ORDER], true).await?;
+        if row[NO_O_ID] == 0 && e.mutant != super::mutants::Mutant::DeliveryIgnoresDeleted {
+            // Delivered by a transaction that committed after our index scan: retry.
+            return Err(super::engine::Fail::Abort("Delivery: the oldest new order was delivered meanwhile"));
+        }
+        let o = nk & 0xffff_ffff;
+        row[NO_O_ID] = 0;
+        e.write(x, nt, row);
+        e.delete_index(x, nk);
+        let ot = e.locate(order_key(w, d, o)).await?;
+        let mut order = e.read(x, ot, WIDTH[ORDER], true).await?;
+        order[O_LOCAL_CARRIER] = with_carrier(order[O_LOCAL_CARRIER], carrier_id);
+        let (c, lines) = (order[O_C_ID], order[O_OL_CNT]);
+        e.write(x, ot, order);
+        let mut amount = 0u64;
+        for ol in 1..=lines {
+            let lt = e.locate(order_line_key(w, d, o, ol)).await?;
+            let mut line = e.read(x, lt, WIDTH[ORDER_LINE], true).await?;
+            amount += line[OL_AMOUNT];
+            line[OL_DELIVERY_D] = 1 + e.tree.pages.now() / 1_000;
+            e.write(x, lt, line);
+        }
+        let ct = e.locate(customer_key(w, d, c)).await?;
+        let mut customer = e.read(x, ct, WIDTH[CUSTOMER], true).await?;
+        customer[C_BALANCE] = customer[C_BALANCE].wrapping_add(amount);
+        customer[C_DELIVERY_CNT] += 1;
+        e.write(x, ct, customer);
+        done.push(d);
+    }
+    Ok(done)
+}
+
+/// The district's first NEW-ORDER index entry that is not a tombstone: (key, tuple).
+async fn oldest_new_order<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    w: u64,
+    d: u64,
+) -> TxnResult<Option<(u64, super::heap::TupleRef)>> {
+    let end = new_order_key(w, d + 1, 0);
+    let mut from = new_order_key(w, d, 0);
+    loop {
+        let batch = e.tree.scan(from, 16).await?;
+        for &(k, v) in &batch {
+            if k >= end {
+                return Ok(None);
+            }
+            if v != TOMBSTONE {
+                return Ok(Some((k, super::heap::TupleRef(v))));
+            }
+        }
+        match batch.last() {
+            Some(&(k, _)) if batch.len() == 16 => from = k + 1,
+            _ => return Ok(None),
+        }
+    }
 }
 
 /// StockLevel (clause 2.8): the district's next order id, the order lines of its last 20
@@ -271,11 +400,8 @@ pub async fn run_terminal<N: Nic>(
             break;
         }
         let input = draw(&w, t.home, &mut rng);
-        let kind = match input {
-            Input::NewOrder { .. } => 0,
-            Input::Payment { .. } => 1,
-            Input::StockLevel { .. } => 2,
-        };
+        let kind = input.kind();
+        let mut delivered = Vec::new();
         let start = e.tree.pages.now();
         let mut attempt = 0u32;
         loop {
@@ -287,6 +413,13 @@ pub async fn run_terminal<N: Nic>(
                         }
                         Input::Payment { d, c_w, c_d, c, amount } => {
                             payment(&mut e, &mut x, t.home, *d, *c_w, *c_d, *c, *amount).await
+                        }
+                        Input::OrderStatus { d, c } => order_status(&mut e, &mut x, t.home, *d, *c).await,
+                        Input::Delivery { carrier } => {
+                            let districts = w.districts_per_warehouse as u64;
+                            delivery(&mut e, &mut x, t.home, districts, *carrier).await.map(|done| {
+                                delivered = done;
+                            })
                         }
                         Input::StockLevel { d, threshold } => {
                             stock_level(&mut e, &mut x, t.home, *d, *threshold).await.map(|_| ())
@@ -319,7 +452,12 @@ pub async fn run_terminal<N: Nic>(
                             *local.paid_to.entry(t.home).or_default() += amount;
                             *local.paid_by.entry(*c_w).or_default() += amount;
                         }
-                        Input::StockLevel { .. } => {}
+                        Input::Delivery { .. } => {
+                            for d in &delivered {
+                                *local.delivered.entry(t.home << 8 | d).or_default() += 1;
+                            }
+                        }
+                        Input::OrderStatus { .. } | Input::StockLevel { .. } => {}
                     }
                     if t.record {
                         local.records.push(record);

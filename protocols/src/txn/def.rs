@@ -1,4 +1,4 @@
-//! The protocol definition: `protocol: "tpcc"` runs TPC-C's NewOrder, Payment and StockLevel with 2PL
+//! The protocol definition: `protocol: "tpcc"` runs TPC-C's five transactions with 2PL
 //! no-wait, TO or OCC over SELCC, `"tpcc-sel"` over SEL (the SELCC node in SEL mode, as
 //! `blink-sel`). The index is the B-link tree (`blink/`), bulk-loaded with every initial tuple's
 //! address; the tuples sit in heap pages after the tree's nodes; one pre-allocated GCL holds
@@ -18,7 +18,8 @@
 //! the same in millions, for `compare_with`), `committed`,
 //! `aborts`, `abort_rate` (aborts per attempt), `gave_up`, `latency_ns_{avg,p50,p99}`,
 //! `latch_sections_per_txn` (heap-page latch sections per attempt; the index's own latches not
-//! counted), the same per kind (`new_order_`, `payment_`, `stock_level_`).
+//! counted), the same per kind (`new_order_`, `payment_`, `order_status_`, `delivery_`,
+//! `stock_level_`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -31,7 +32,7 @@ use super::client::{run_terminal, Shared, Stats, Terminal, KINDS};
 use super::engine::{Cc, Engine};
 use super::heap::{per_page, TupleRef, PAGE_HEADER};
 use super::mutants::Mutant;
-use super::tpcc::{population, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH};
+use super::tpcc::{customer_orders, population, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH};
 use crate::blink::bulk::{build, node_count, BulkTree};
 use crate::blink::check::check_tree;
 use crate::blink::tree::{Shared as TreeShared, Tree, TreeConfig};
@@ -62,7 +63,7 @@ impl Protocol for Tpcc {
     }
 
     fn about(&self) -> &'static str {
-        "TPC-C NewOrder, Payment and StockLevel with 2PL no-wait, TO or OCC over SELCC (tpcc) or SEL (tpcc-sel), B-link tree index"
+        "TPC-C (NewOrder, Payment, OrderStatus, Delivery, StockLevel) with 2PL no-wait, TO or OCC over SELCC (tpcc) or SEL (tpcc-sel), B-link tree index"
     }
 
     fn mutants(&self) -> &'static [crate::harness::Mutant] {
@@ -203,7 +204,8 @@ impl TpccPlan {
             placed.push((*key, page, slot));
         }
         let per_node = ((tree.max_entries(page_words) as f64 * tree.bulk_fill).floor() as usize).max(2);
-        let bulk_nodes = node_count(placed.len() as u64, per_node);
+        let secondary = customer_orders(&w);
+        let bulk_nodes = node_count((placed.len() + secondary.len()) as u64, per_node);
         let timestamps = 1 + bulk_nodes;
         let first_heap = timestamps + 1;
         let prealloc = first_heap + heap_pages.len() as u64;
@@ -233,7 +235,7 @@ impl TpccPlan {
             + tuples_pages(ORDER_LINE, txns * lines)
             + tuples_pages(HISTORY, txns)
             + 4 * terminals;
-        let new_keys = txns * (2 + lines);
+        let new_keys = txns * (2 + lines + w.customer_order_index as u64);
         let half = (tree.max_entries(page_words) / 2).max(1) as u64;
         let extra = insert_pages + (2 * new_keys).div_ceil(half) + 16;
         let mns = point.memory_nodes.max(1) as u64;
@@ -263,6 +265,15 @@ impl TpccPlan {
                 (*k, TupleRef::new(PageId::of(layout.gcl(first_heap + *page as u64)), *slot).0)
             })
             .collect();
+        index.sort_unstable();
+        let secondary: Vec<(u64, u64)> = secondary
+            .into_iter()
+            .map(|(k, order)| {
+                let at = index.binary_search_by_key(&order, |e| e.0).expect("a loaded order is indexed");
+                (k, index[at].1)
+            })
+            .collect();
+        index.extend(secondary);
         index.sort_unstable();
         let bulk = build(&index, per_node, |i| PageId::of(layout.gcl(i)));
         assert_eq!(bulk.nodes.len() as u64, bulk_nodes, "the bulk load's node count");
@@ -371,7 +382,8 @@ impl Plan for TpccPlan {
             .map(|t| {
                 let terminal = cn * self.threads as u64 + t as u64;
                 let tree = Tree::new(SelccPages::new(node.clone(), t), tree_shared.clone());
-                let engine = Engine::new(tree, self.cc, self.mutant, self.timestamp_word(), terminal + 1);
+                let mut engine = Engine::new(tree, self.cc, self.mutant, self.timestamp_word(), terminal + 1);
+                engine.customer_order_index = self.workload.customer_order_index;
                 let term = Terminal {
                     workload: self.workload.clone(),
                     home: terminal % self.workload.warehouses as u64 + 1,
@@ -477,7 +489,7 @@ impl Plan for TpccPlan {
         let index =
             check_tree(memory, self.meta(), page_words).map_err(|m| Violation::new("index structure", m))?;
         let db = Db { memory, index: &index };
-        consistent(&db, &self.workload, &s.new_orders, &s.paid_to, &s.paid_by)
+        consistent(&db, &self.workload, &s)
             .map_err(|m| Violation::new("TPC-C consistency", m))
     }
 }
