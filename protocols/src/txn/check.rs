@@ -31,6 +31,15 @@ use crate::harness::Memory;
 use crate::selcc::Layout;
 
 pub fn serializable(records: &[TxnRecord]) -> Result<(), String> {
+    // A distributed transaction is recorded by its coordinator and each participant: one node.
+    let mut merged: BTreeMap<u64, TxnRecord> = BTreeMap::new();
+    for r in records {
+        let m = merged.entry(r.id).or_insert_with(|| TxnRecord { id: r.id, ..TxnRecord::default() });
+        m.reads.extend_from_slice(&r.reads);
+        m.writes.extend_from_slice(&r.writes);
+    }
+    let records: Vec<TxnRecord> = merged.into_values().collect();
+    let records = &records[..];
     let mut writer: BTreeMap<(u64, u64), usize> = BTreeMap::new();
     for (i, r) in records.iter().enumerate() {
         for &w in &r.writes {

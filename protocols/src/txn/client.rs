@@ -18,9 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use super::engine::{Engine, Fail, Txn, TxnRecord, TxnResult};
 use super::tpcc::*;
+use super::twopc::{update_stock, Partitioning, RemoteLines};
 use crate::blink::{Pages, SelccPages};
 use crate::common::error::ErrorSlot;
-use crate::nic::Nic;
+use crate::nic::{Nic, NodeId};
 use crate::workload::zipf::unit_f64;
 
 /// Uniform in `lo..=hi`.
@@ -57,6 +58,12 @@ pub struct Stats {
     pub delivered: BTreeMap<u64, u64>,
     /// Committed transactions' accesses (when checking).
     pub records: Vec<TxnRecord>,
+    /// Committed transactions that ran two-phase commit (partitioned, cross-shard).
+    #[serde(default)]
+    pub distributed: u64,
+    /// Log flushes (storage writes) of the node's write-ahead log.
+    #[serde(default)]
+    pub wal_flushes: u64,
     /// Why attempts aborted.
     pub abort_reasons: BTreeMap<String, u64>,
 }
@@ -77,6 +84,8 @@ impl Stats {
         };
         self.last_end_ns = self.last_end_ns.max(o.last_end_ns);
         self.latch_sections += o.latch_sections;
+        self.wal_flushes += o.wal_flushes;
+        self.distributed += o.distributed;
         for (m, n) in [
             (&mut self.new_orders, &o.new_orders),
             (&mut self.paid_to, &o.paid_to),
@@ -104,6 +113,13 @@ pub struct Shared {
 /// A terminal's parameters.
 pub struct Terminal {
     pub workload: Arc<TpccWorkload>,
+    /// Which node owns which warehouse, and this terminal's node (its index among the compute
+    /// nodes) and thread; `partitioned`: stock of other nodes' warehouses goes through 2PC.
+    pub partitioning: Partitioning,
+    pub node_index: u64,
+    pub thread: u32,
+    pub compute: Vec<NodeId>,
+    pub partitioned: bool,
     pub home: u64,
     pub txns: u64,
     pub record: bool,
@@ -130,7 +146,7 @@ impl Input {
     }
 }
 
-fn draw(w: &TpccWorkload, home: u64, rng: &mut ChaCha8Rng) -> Input {
+fn draw(w: &TpccWorkload, home: u64, p: &Partitioning, rng: &mut ChaCha8Rng) -> Input {
     let m = &w.mix;
     let d = between(rng, 1, w.districts_per_warehouse as u64);
     let pick = unit_f64(rng.next_u64()) * m.total();
@@ -157,9 +173,24 @@ fn draw(w: &TpccWorkload, home: u64, rng: &mut ChaCha8Rng) -> Input {
         let c = between(rng, 1, w.customers_per_district as u64);
         let n = between(rng, w.ol_cnt[0] as u64, w.ol_cnt[1] as u64) as usize;
         let mut lines: Vec<(u64, u64, u64)> = Vec::with_capacity(n);
+        // Fig. 19b: one line from another node's warehouse, or none.
+        let distributed = w.distributed_ratio.map(|r| {
+            let mine = p.owner(home);
+            let cross = p.terminals > p.threads && unit_f64(rng.next_u64()) < r;
+            let mut far = home;
+            while cross && p.owner(far) == mine {
+                far = between(rng, 1, w.warehouses as u64);
+            }
+            far
+        });
         while lines.len() < n {
             let i = between(rng, 1, w.items as u64);
             if lines.iter().any(|l| l.0 == i) {
+                continue;
+            }
+            if let Some(far) = distributed {
+                let supply = if lines.is_empty() { far } else { home };
+                lines.push((i, supply, between(rng, 1, 10)));
                 continue;
             }
             let supply = if w.warehouses > 1 && unit_f64(rng.next_u64()) < w.remote_item_ratio {
@@ -181,6 +212,9 @@ fn draw(w: &TpccWorkload, home: u64, rng: &mut ChaCha8Rng) -> Input {
     }
 }
 
+/// NewOrder (clause 2.4). Partitioned (`remote` given): the stock of another node's warehouse
+/// is not touched here but collected per owner node for 2PC.
+#[allow(clippy::too_many_arguments)]
 async fn new_order<P: super::pages::TxnPages>(
     e: &mut Engine<P>,
     x: &mut Txn,
@@ -188,6 +222,7 @@ async fn new_order<P: super::pages::TxnPages>(
     d: u64,
     c: u64,
     lines: &[(u64, u64, u64)],
+    mut remote: Option<(&Partitioning, u64, &mut BTreeMap<u64, RemoteLines>)>,
 ) -> TxnResult<()> {
     let wt = e.locate(warehouse_key(w)).await?;
     let _tax = e.read(x, wt, WIDTH[WAREHOUSE], false).await?[W_TAX];
@@ -202,14 +237,17 @@ async fn new_order<P: super::pages::TxnPages>(
     for (n, &(i, supply, quantity)) in lines.iter().enumerate() {
         let it = e.locate(item_key(i)).await?;
         let price = e.read(x, it, WIDTH[ITEM], false).await?[I_PRICE];
-        let st = e.locate(stock_key(supply, i)).await?;
-        let mut stock = e.read(x, st, WIDTH[STOCK], true).await?;
-        let q = stock[S_QUANTITY];
-        stock[S_QUANTITY] = if q >= quantity + 10 { q - quantity } else { q + 91 - quantity };
-        stock[S_YTD] += quantity;
-        stock[S_ORDER_CNT] += 1;
-        stock[S_REMOTE_CNT] += (supply != w) as u64;
-        e.write(x, st, stock);
+        match &mut remote {
+            Some((p, mine, out)) if p.owner(supply) != *mine => {
+                out.entry(p.owner(supply)).or_default().push((supply, i, quantity));
+            }
+            _ => {
+                let st = e.locate(stock_key(supply, i)).await?;
+                let mut stock = e.read(x, st, WIDTH[STOCK], true).await?;
+                update_stock(&mut stock, quantity, supply != w);
+                e.write(x, st, stock);
+            }
+        }
         let ol = n as u64 + 1;
         e.insert(
             x,
@@ -399,17 +437,19 @@ pub async fn run_terminal<N: Nic>(
         if shared.errors.is_set() || node.errors.is_set() {
             break;
         }
-        let input = draw(&w, t.home, &mut rng);
+        let input = draw(&w, t.home, &t.partitioning, &mut rng);
         let kind = input.kind();
         let mut delivered = Vec::new();
         let start = e.tree.pages.now();
         let mut attempt = 0u32;
         loop {
+            let mut remote: BTreeMap<u64, RemoteLines> = BTreeMap::new();
             let result = match e.begin().await {
                 Ok(mut x) => {
                     let body = match &input {
                         Input::NewOrder { d, c, lines } => {
-                            new_order(&mut e, &mut x, t.home, *d, *c, lines).await
+                            let part = t.partitioned.then_some((&t.partitioning, t.node_index, &mut remote));
+                            new_order(&mut e, &mut x, t.home, *d, *c, lines, part).await
                         }
                         Input::Payment { d, c_w, c_d, c, amount } => {
                             payment(&mut e, &mut x, t.home, *d, *c_w, *c_d, *c, *amount).await
@@ -426,6 +466,10 @@ pub async fn run_terminal<N: Nic>(
                         }
                     };
                     match body {
+                        Ok(()) if !remote.is_empty() => {
+                            let id = e.owner << 32 | seq;
+                            super::twopc::commit(&mut e, x, id, t.thread, &t.compute, &remote).await
+                        }
                         Ok(()) => e.commit(x, e.owner << 32 | seq).await,
                         Err(f) => match e.abort(x).await {
                             Ok(()) => Err(f),
@@ -437,6 +481,7 @@ pub async fn run_terminal<N: Nic>(
             };
             match result {
                 Ok(record) => {
+                    local.distributed += !remote.is_empty() as u64;
                     let end = e.tree.pages.now();
                     let k = &mut local.kinds[kind];
                     k.committed += 1;

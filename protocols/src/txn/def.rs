@@ -18,7 +18,8 @@
 //! the same in millions, for `compare_with`), `committed`,
 //! `aborts`, `abort_rate` (aborts per attempt), `gave_up`, `latency_ns_{avg,p50,p99}`,
 //! `latch_sections_per_txn` (heap-page latch sections per attempt; the index's own latches not
-//! counted), the same per kind (`new_order_`, `payment_`, `order_status_`, `delivery_`,
+//! counted), `wal_flushes` (log writes to the storage device), `distributed_committed`
+//! (committed transactions that ran 2PC), the same per kind (`new_order_`, `payment_`, `order_status_`, `delivery_`,
 //! `stock_level_`).
 
 use std::collections::BTreeMap;
@@ -32,6 +33,8 @@ use super::client::{run_terminal, Shared, Stats, Terminal, KINDS};
 use super::engine::{Cc, Engine};
 use super::heap::{per_page, TupleRef, PAGE_HEADER};
 use super::mutants::Mutant;
+use super::twopc::{serve, Partitioning, Prepared, SERVER_PORT};
+use super::wal::Wal;
 use super::tpcc::{customer_orders, population, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH};
 use crate::blink::bulk::{build, node_count, BulkTree};
 use crate::blink::check::check_tree;
@@ -91,6 +94,9 @@ pub struct TpccPlan {
     layout: Layout,
     cluster: Cluster,
     threads: u32,
+    servers: u32,
+    wal: bool,
+    partitioned: bool,
     txns_per_thread: u64,
     seed: u64,
     check: CheckLevel,
@@ -140,6 +146,14 @@ impl TpccPlan {
             None => Cc::TwoPl,
             Some(v) => parse_typed(&v, "protocol_options.cc").map_err(|p| vec![p])?,
         };
+        let flag = |options: &mut serde_json::Map<String, Value>, name: &str| -> Result<bool, Vec<Problem>> {
+            match options.remove(name) {
+                None => Ok(false),
+                Some(v) => parse_typed(&v, &format!("protocol_options.{name}")).map_err(|p| vec![p]),
+            }
+        };
+        let wal = flag(&mut options, "wal")?;
+        let partitioned = flag(&mut options, "partitioned")?;
         let sel = point.protocol == "tpcc-sel";
         let presets: Vec<(&str, Config)> =
             if sel { vec![("default", Config::sel())] } else { vec![("default", Config::selcc())] };
@@ -180,6 +194,12 @@ impl TpccPlan {
                 ),
             ));
         }
+        if partitioned && (cc != Cc::TwoPl || sel) {
+            out.push(Problem::new(
+                "protocol_options.partitioned",
+                "partitioned SELCC with 2PC runs 2PL no-wait over SELCC (protocol tpcc, cc 2pl), as Fig. 19b",
+            ));
+        }
         if !out.is_empty() {
             return Err(out);
         }
@@ -210,7 +230,9 @@ impl TpccPlan {
         let first_heap = timestamps + 1;
         let prealloc = first_heap + heap_pages.len() as u64;
         let run = shape::resolve(&w.shape_fields(), point.compute_nodes, prealloc, true, &mut out);
-        c.threads_per_node = run.threads_per_node;
+        // Partitioned: as many 2PC server threads per node as terminals, on SELCC workers after them.
+        let servers = if partitioned { run.threads_per_node } else { 0 };
+        c.threads_per_node = run.threads_per_node + servers;
         c.cache_frames = run.cache_frames.unwrap_or(0);
         for p in c.validate() {
             let (field, reason) = p.split_once(": ").unwrap_or(("", &p));
@@ -226,6 +248,18 @@ impl TpccPlan {
         // the index splits at most once per half node of new keys (twice that with internal
         // splits).
         let terminals = run.threads_per_node as u64 * point.compute_nodes as u64;
+        if partitioned && w.mix.payment > 0.0 && w.remote_payment_ratio > 0.0 {
+            out.push(Problem::new(
+                "workload.remote_payment_ratio",
+                "partitioned: Payment does not go through 2PC, so its customers must be local (0)",
+            ));
+        }
+        if partitioned && (w.warehouses as u64) < terminals {
+            out.push(Problem::new(
+                "workload.warehouses",
+                "partitioned: at least one warehouse per terminal (a warehouse belongs to one node)",
+            ));
+        }
         let txns = run.ops_per_thread * terminals;
         let lines = w.ol_cnt[1] as u64;
         let tuples_pages =
@@ -301,6 +335,9 @@ impl TpccPlan {
             layout,
             cluster,
             threads: run.threads_per_node,
+            servers,
+            wal: wal || partitioned,
+            partitioned,
             txns_per_thread: run.ops_per_thread,
             seed: point.seed,
             check: point.check,
@@ -378,13 +415,31 @@ impl Plan for TpccPlan {
             done: AtomicU64::new(0),
             errors: ErrorSlot::new(),
         });
+        let region = self.cluster.region_size_bytes[me.index()];
+        let wal = self.wal.then(|| Arc::new(Wal::new(0, region.min(1 << 20))));
+        let partitioning = Partitioning {
+            terminals: self.threads as u64 * compute.len() as u64,
+            threads: self.threads as u64,
+        };
+        let engine_for = |t: u32, owner: u64| {
+            let tree = Tree::new(SelccPages::new(node.clone(), t), tree_shared.clone());
+            let mut engine = Engine::new(tree, self.cc, self.mutant, self.timestamp_word(), owner);
+            engine.customer_order_index = self.workload.customer_order_index;
+            engine.wal = wal.clone();
+            engine.servers = self.servers;
+            engine
+        };
+        let all_terminals = partitioning.terminals;
         let mains: Vec<Task> = (0..self.threads)
             .map(|t| {
                 let terminal = cn * self.threads as u64 + t as u64;
-                let tree = Tree::new(SelccPages::new(node.clone(), t), tree_shared.clone());
-                let mut engine = Engine::new(tree, self.cc, self.mutant, self.timestamp_word(), terminal + 1);
-                engine.customer_order_index = self.workload.customer_order_index;
+                let engine = engine_for(t, terminal + 1);
                 let term = Terminal {
+                    partitioning,
+                    node_index: cn,
+                    thread: t,
+                    compute: compute.clone(),
+                    partitioned: self.partitioned,
                     workload: self.workload.clone(),
                     home: terminal % self.workload.warehouses as u64 + 1,
                     txns: self.txns_per_thread,
@@ -396,11 +451,22 @@ impl Plan for TpccPlan {
                 task
             })
             .collect();
+        let wal_for_report = wal.clone();
+        let prepared = Arc::new(Prepared::default());
+        let mut daemons = ops::daemons(&node);
+        for k in 0..self.servers {
+            // Server threads lock as owners beyond every terminal.
+            let owner = all_terminals + cn * self.servers as u64 + k as u64 + 1;
+            let engine = engine_for(self.threads + k, owner);
+            let port = SERVER_PORT + k as u16;
+            let record = self.check.histories();
+            daemons.push(Box::pin(serve(engine, port, prepared.clone(), shared.clone(), record, self.quiesce)));
+        }
         let watched = shared.clone();
         let state = node.state.clone();
         NodeRun {
             mains,
-            daemons: ops::daemons(&node),
+            daemons,
             progress: Some(Arc::new(move || watched.done.load(std::sync::atomic::Ordering::Relaxed))),
             state: Some(state),
             collect: Box::new(move || {
@@ -410,6 +476,8 @@ impl Plan for TpccPlan {
                     .first()
                     .or_else(|| tree_shared.errors.first())
                     .or_else(|| node.first_error());
+                let mut stats = stats;
+                stats.wal_flushes = wal_for_report.as_ref().map_or(0, |w| w.flushes());
                 NodeReport {
                     extra: serde_json::to_value(&stats).unwrap_or(Value::Null),
                     error: report_error(error),
@@ -454,6 +522,8 @@ impl Plan for TpccPlan {
                 );
             }
         }
+        m.insert("wal_flushes".into(), s.wal_flushes as f64);
+        m.insert("distributed_committed".into(), s.distributed as f64);
         m.insert(
             "latch_sections_per_txn".into(),
             s.latch_sections as f64 / (committed + aborts).max(1) as f64,

@@ -17,15 +17,17 @@
 //!   S latch (the second latch per page the paper counts), then installs and bumps versions.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::heap::{per_page, TupleRef, CC, RTS, WTS, X_BIT};
 use super::mutants::Mutant;
 use super::pages::TxnPages;
+use super::wal::Wal;
 use crate::blink::tree::Tree;
 use crate::blink::{Latch, PageId, Pages};
-use crate::common::error::ProtocolError;
+use crate::common::error::{ProtocolError, ProtocolResult};
 use crate::nic::RemoteAddr;
 
 /// The concurrency control a run uses.
@@ -104,6 +106,10 @@ pub struct Engine<P: Pages> {
     pub latch_sections: u64,
     /// NewOrder adds each order to the customer-order index (the workload's switch).
     pub customer_order_index: bool,
+    /// The node's write-ahead log (Fig. 19b), if logging.
+    pub wal: Option<Arc<Wal>>,
+    /// Partitioned SELCC: the 2PC server threads per node (0: fully shared).
+    pub servers: u32,
 }
 
 impl<P: TxnPages> Engine<P> {
@@ -118,6 +124,16 @@ impl<P: TxnPages> Engine<P> {
             local_ts: 0,
             latch_sections: 0,
             customer_order_index: true,
+            wal: None,
+            servers: 0,
+        }
+    }
+
+    /// Log a record of `bytes` and wait until it is durable (nothing without a log).
+    pub async fn log(&mut self, bytes: u64) -> ProtocolResult<()> {
+        match self.wal.clone() {
+            Some(wal) => self.tree.pages.log(&wal, bytes).await,
+            None => Ok(()),
         }
     }
 
@@ -328,6 +344,13 @@ impl<P: TxnPages> Engine<P> {
                 self.abort(x).await?;
                 return Err(f);
             }
+        }
+        if self.wal.is_some() && !(x.writes.is_empty() && x.inserts.is_empty()) {
+            // The redo record (images and inserts, 16 bytes of header each), durable before
+            // anything is installed or unlocked.
+            let tuples = x.writes.values().map(|(w, _)| *w).chain(x.inserts.iter().map(|i| i.2));
+            let bytes = 32 + tuples.map(|w| w as u64 * 8 + 16).sum::<u64>();
+            self.log(bytes).await?;
         }
         self.install_inserts(&mut x).await?;
         let mut record = TxnRecord { id, ..TxnRecord::default() };

@@ -205,6 +205,11 @@ pub struct TpccWorkload {
     /// Order lines supplied by another warehouse (TPC-C: 1 %).
     #[serde(default = "remote_item")]
     pub remote_item_ratio: f64,
+    /// Fig. 19b's distribution ratio: the fraction of NewOrders with one order line supplied by
+    /// a warehouse of another compute node (the others home; `remote_item_ratio` unused). Unset:
+    /// TPC-C's per-line `remote_item_ratio`.
+    #[serde(default)]
+    pub distributed_ratio: Option<f64>,
     /// Payments of a customer of another warehouse (TPC-C: 15 %).
     #[serde(default = "remote_payment")]
     pub remote_payment_ratio: f64,
@@ -281,6 +286,7 @@ impl TpccWorkload {
             ));
         }
         for (name, r) in [
+            ("distributed_ratio", self.distributed_ratio.unwrap_or(0.0)),
             ("remote_item_ratio", self.remote_item_ratio),
             ("remote_payment_ratio", self.remote_payment_ratio),
         ] {
