@@ -33,9 +33,9 @@ use super::client::{run_terminal, Shared, Stats, Terminal, KINDS};
 use super::engine::{Cc, Engine};
 use super::heap::{per_page, TupleRef, PAGE_HEADER};
 use super::mutants::Mutant;
+use super::tpcc::{customer_orders, population, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH};
 use super::twopc::{serve, Partitioning, Prepared, SERVER_PORT};
 use super::wal::Wal;
-use super::tpcc::{customer_orders, population, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH};
 use crate::blink::bulk::{build, node_count, BulkTree};
 use crate::blink::check::check_tree;
 use crate::blink::tree::{Shared as TreeShared, Tree, TreeConfig};
@@ -460,7 +460,14 @@ impl Plan for TpccPlan {
             let engine = engine_for(self.threads + k, owner);
             let port = SERVER_PORT + k as u16;
             let record = self.check.histories();
-            daemons.push(Box::pin(serve(engine, port, prepared.clone(), shared.clone(), record, self.quiesce)));
+            daemons.push(Box::pin(serve(
+                engine,
+                port,
+                prepared.clone(),
+                shared.clone(),
+                record,
+                self.quiesce,
+            )));
         }
         let watched = shared.clone();
         let state = node.state.clone();
@@ -559,7 +566,6 @@ impl Plan for TpccPlan {
         let index =
             check_tree(memory, self.meta(), page_words).map_err(|m| Violation::new("index structure", m))?;
         let db = Db { memory, index: &index };
-        consistent(&db, &self.workload, &s)
-            .map_err(|m| Violation::new("TPC-C consistency", m))
+        consistent(&db, &self.workload, &s).map_err(|m| Violation::new("TPC-C consistency", m))
     }
 }

@@ -373,7 +373,8 @@ pub fn population(w: &TpccWorkload) -> Vec<(usize, u64, Vec<u64>)> {
                 out.push((ORDER, order_key(wh, d, o), image(ORDER, &fields)));
                 for ol in 1..=n {
                     let i = hash(id, 7 + ol) % w.items as u64 + 1;
-                    let (amount, date) = if delivered { (0, 1) } else { (1 + hash(id, 40 + ol) % 999_999, 0) };
+                    let (amount, date) =
+                        if delivered { (0, 1) } else { (1 + hash(id, 40 + ol) % 999_999, 0) };
                     let fields = [
                         (OL_I_ID, i),
                         (OL_SUPPLY_W, wh),

@@ -194,7 +194,9 @@ pub async fn serve<N: Nic>(
                 }
                 k => return Err(bad(&nic, format!("message kind {k}"))),
             };
-            nic.send(from, reply, encode(&[answer, id, me])).await.map_err(|e| fail(&nic, "SEND", reply, e))?;
+            nic.send(from, reply, encode(&[answer, id, me]))
+                .await
+                .map_err(|e| fail(&nic, "SEND", reply, e))?;
             Ok(())
         }
         .await;
