@@ -183,17 +183,17 @@ pub async fn serve<N: Nic>(
                     } else {
                         e.abort(x).await.map_err(|f| fail_error(&nic, f))?;
                     }
-                    // The node's terminals are done and nothing is prepared: write the cache
-                    // back again (the end-of-run check reads memory).
-                    let idle = *node.workers_running.lock().unwrap_or_else(|p| p.into_inner()) == 0
-                        && prepared.txns.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
-                    if drain_at_end && idle {
-                        node.drain(&e.tree.pages.worker.nic).await?;
-                    }
                     ACK
                 }
                 k => return Err(bad(&nic, format!("message kind {k}"))),
             };
+            // The node's terminals are done and nothing is prepared: write the cache back again
+            // (the end-of-run check reads memory) — after a commit, an abort or a no vote.
+            let idle = *node.workers_running.lock().unwrap_or_else(|p| p.into_inner()) == 0
+                && prepared.txns.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+            if drain_at_end && idle {
+                node.drain(&e.tree.pages.worker.nic).await?;
+            }
             nic.send(from, reply, encode(&[answer, id, me]))
                 .await
                 .map_err(|e| fail(&nic, "SEND", reply, e))?;
