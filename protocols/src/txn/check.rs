@@ -9,15 +9,21 @@
 //! twice (a lost update) and no version read that no committed transaction installed (a dirty
 //! or aborted read).
 //!
-//! **TPC-C consistency** (clause 3.3.2, the conditions NewOrder and Payment can break), read from
-//! memory after a quiesced run: W_YTD = initial + Σ D_YTD increments of its districts (1); each
-//! district's D_NEXT_O_ID − 1 = its loaded + committed orders = its ORDER rows 1..D_NEXT_O_ID − 1,
-//! NEW-ORDER rows for the committed ones (2, 3); every order's ORDER-LINE rows number O_OL_CNT
-//! (6); Σ S_YTD per warehouse = Σ OL_QUANTITY it supplied to the run's orders; Σ C_YTD_PAYMENT increments =
-//! Σ W_YTD increments = the committed payments; every CC word free.
+//! **TPC-C consistency** (clause 3.3.2), read from memory after a quiesced run: W_YTD = initial +
+//! Σ D_YTD increments of its districts (1); each district's D_NEXT_O_ID − 1 = its loaded +
+//! committed orders = its ORDER rows 1..D_NEXT_O_ID − 1 (2); the delivered orders (O_CARRIER_ID
+//! set) are a prefix of them and the rest have live NEW-ORDER rows holding their id (3, 5; the
+//! oldest undelivered order is the one delivered); every order's ORDER-LINE rows number
+//! O_OL_CNT (6) and carry a delivery date iff the order is delivered (7); each customer's
+//! C_BALANCE + C_YTD_PAYMENT = Σ OL_AMOUNT of their delivered orders' lines (12, with the
+//! loaded balance −10.00 and payment 10.00); the orders delivered in the run = the committed
+//! Deliveries' count = Σ C_DELIVERY_CNT per district; the customer-order index maps every order
+//! to its ORDER row; Σ S_YTD per warehouse = Σ OL_QUANTITY it supplied to the run's orders;
+//! Σ C_YTD_PAYMENT increments = Σ W_YTD increments = the committed payments; every CC word free.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::client::Stats;
 use super::engine::TxnRecord;
 use super::heap::{TupleRef, CC};
 use super::tpcc::*;
@@ -25,6 +31,15 @@ use crate::harness::Memory;
 use crate::selcc::Layout;
 
 pub fn serializable(records: &[TxnRecord]) -> Result<(), String> {
+    // A distributed transaction is recorded by its coordinator and each participant: one node.
+    let mut merged: BTreeMap<u64, TxnRecord> = BTreeMap::new();
+    for r in records {
+        let m = merged.entry(r.id).or_insert_with(|| TxnRecord { id: r.id, ..TxnRecord::default() });
+        m.reads.extend_from_slice(&r.reads);
+        m.writes.extend_from_slice(&r.writes);
+    }
+    let records: Vec<TxnRecord> = merged.into_values().collect();
+    let records = &records[..];
     let mut writer: BTreeMap<(u64, u64), usize> = BTreeMap::new();
     for (i, r) in records.iter().enumerate() {
         for &w in &r.writes {
@@ -128,11 +143,15 @@ pub struct Db<'a> {
 }
 
 impl Db<'_> {
+    /// The key's tuple address, if the index holds it and it is not deleted.
+    fn live(&self, key: u64) -> Option<u64> {
+        self.index.get(&key).copied().filter(|v| *v != TOMBSTONE)
+    }
+
     fn tuple(&self, key: u64) -> Result<Vec<u64>, String> {
         let table = table_of(key);
-        let v = *self
-            .index
-            .get(&key)
+        let v = self
+            .live(key)
             .ok_or_else(|| format!("{} key {key:#x} is not in the index", TABLE_NAMES[table]))?;
         let t = TupleRef(v);
         let data = Layout::data(t.page().addr());
@@ -156,16 +175,15 @@ impl Db<'_> {
 }
 
 /// The TPC-C consistency conditions over the final database.
-pub fn consistent(
-    db: &Db,
-    w: &TpccWorkload,
-    new_orders: &BTreeMap<u64, u64>,
-    paid_to: &BTreeMap<u64, u64>,
-    paid_by: &BTreeMap<u64, u64>,
-) -> Result<(), String> {
-    for key in db.index.keys() {
-        db.cc_free(*key)?;
+pub fn consistent(db: &Db, w: &TpccWorkload, s: &Stats) -> Result<(), String> {
+    let (new_orders, paid_to, paid_by) = (&s.new_orders, &s.paid_to, &s.paid_by);
+    for (key, v) in db.index {
+        if *v != TOMBSTONE {
+            db.cc_free(*key)?;
+        }
     }
+    // Σ OL_AMOUNT of delivered lines per customer (w, d, c).
+    let mut owed: BTreeMap<(u64, u64, u64), u64> = BTreeMap::new();
     let mut supplied: BTreeMap<u64, u64> = BTreeMap::new();
     let mut customer_paid: BTreeMap<u64, u64> = BTreeMap::new();
     for wh in 1..=w.warehouses as u64 {
@@ -182,33 +200,92 @@ pub fn consistent(
                     "district ({wh}, {d}): D_NEXT_O_ID - 1 = {orders} but {initial} loaded + {committed} NewOrders committed"
                 ));
             }
+            // Loaded orders below this were delivered at load and never had a NEW-ORDER row.
+            let queued_from = initial - w.initial_new_orders as u64 + 1;
+            let mut delivered = 0u64;
+            let mut undelivered_seen = None;
             for o in 1..=orders + 1 {
-                let present = db.index.contains_key(&order_key(wh, d, o));
-                let queued = db.index.contains_key(&new_order_key(wh, d, o));
-                if present != (o <= orders) || queued != (o <= orders && o > initial) {
-                    return Err(format!("district ({wh}, {d}): order {o} in ORDER {present}, in NEW-ORDER {queued}, D_NEXT_O_ID {}", orders + 1));
+                let present = db.live(order_key(wh, d, o)).is_some();
+                let no_key = db.index.contains_key(&new_order_key(wh, d, o));
+                if present != (o <= orders) || no_key != (o <= orders && o >= queued_from) {
+                    return Err(format!("district ({wh}, {d}): order {o} in ORDER {present}, a NEW-ORDER key {no_key}, D_NEXT_O_ID {}", orders + 1));
                 }
                 if o > orders {
                     break;
                 }
                 let order = db.tuple(order_key(wh, d, o))?;
+                let is_delivered = carrier(&order) != 0;
+                let queued = db.live(new_order_key(wh, d, o)).is_some();
+                if queued == is_delivered {
+                    return Err(format!(
+                        "order ({wh}, {d}, {o}): O_CARRIER_ID {} but a live NEW-ORDER row {queued}",
+                        carrier(&order)
+                    ));
+                }
+                if queued {
+                    let row = db.tuple(new_order_key(wh, d, o))?;
+                    if row[NO_O_ID] != o {
+                        return Err(format!("NEW-ORDER row ({wh}, {d}, {o}) holds NO_O_ID {}", row[NO_O_ID]));
+                    }
+                }
+                match (is_delivered, undelivered_seen) {
+                    (true, Some(u)) => {
+                        return Err(format!(
+                            "district ({wh}, {d}): order {o} delivered but the older order {u} is not (Delivery takes the oldest)"
+                        ))
+                    }
+                    (true, None) => delivered += 1,
+                    (false, None) => undelivered_seen = Some(o),
+                    (false, Some(_)) => {}
+                }
+                let c = order[O_C_ID];
+                if w.customer_order_index {
+                    let at = db.live(customer_order_key(wh, d, c, o));
+                    if at != db.live(order_key(wh, d, o)) {
+                        return Err(format!(
+                            "order ({wh}, {d}, {o}) of customer {c}: the customer-order index holds {at:?}"
+                        ));
+                    }
+                }
                 let n = order[O_OL_CNT];
                 for ol in 1..=n + 1 {
-                    let line = db.index.contains_key(&order_line_key(wh, d, o, ol));
+                    let line = db.live(order_line_key(wh, d, o, ol)).is_some();
                     if line != (ol <= n) {
                         return Err(format!(
                             "order ({wh}, {d}, {o}): O_OL_CNT {n} but order line {ol} present: {line}"
                         ));
                     }
-                    if ol <= n && o > initial {
-                        let l = db.tuple(order_line_key(wh, d, o, ol))?;
+                    if ol > n {
+                        break;
+                    }
+                    let l = db.tuple(order_line_key(wh, d, o, ol))?;
+                    if (l[OL_DELIVERY_D] != 0) != is_delivered {
+                        return Err(format!(
+                            "order line ({wh}, {d}, {o}, {ol}): OL_DELIVERY_D {} but the order's carrier {}",
+                            l[OL_DELIVERY_D],
+                            carrier(&order)
+                        ));
+                    }
+                    if is_delivered {
+                        *owed.entry((wh, d, c)).or_default() += l[OL_AMOUNT];
+                    }
+                    if o > initial {
                         *supplied.entry(l[OL_SUPPLY_W]).or_default() += l[OL_QUANTITY];
                     }
                 }
             }
+            let in_run = delivered.saturating_sub(queued_from - 1);
+            let counted = s.delivered.get(&(wh << 8 | d)).copied().unwrap_or(0);
+            let mut delivery_cnt = 0;
             for c in 1..=w.customers_per_district as u64 {
                 let customer = db.tuple(customer_key(wh, d, c))?;
                 *customer_paid.entry(wh).or_default() += customer[C_YTD_PAYMENT] - C_YTD_PAYMENT_INIT;
+                delivery_cnt += customer[C_DELIVERY_CNT];
+            }
+            if in_run != counted || delivery_cnt != counted {
+                return Err(format!(
+                    "district ({wh}, {d}): {in_run} orders delivered in the run, committed Deliveries delivered {counted}, Σ C_DELIVERY_CNT = {delivery_cnt}"
+                ));
             }
         }
         let ytd = warehouse[W_YTD] - W_YTD_INIT;
@@ -229,6 +306,21 @@ pub fn consistent(
             return Err(format!(
                 "warehouse {wh}'s customers: C_YTD_PAYMENT grew by {got} but they paid {by}"
             ));
+        }
+    }
+    for wh in 1..=w.warehouses as u64 {
+        for d in 1..=w.districts_per_warehouse as u64 {
+            for c in 1..=w.customers_per_district as u64 {
+                let customer = db.tuple(customer_key(wh, d, c))?;
+                let sum = customer[C_BALANCE].wrapping_add(customer[C_YTD_PAYMENT]);
+                let due = owed.get(&(wh, d, c)).copied().unwrap_or(0);
+                if sum != due {
+                    return Err(format!(
+                        "customer ({wh}, {d}, {c}): C_BALANCE + C_YTD_PAYMENT = {} but their delivered order lines total {due}",
+                        sum as i64
+                    ));
+                }
+            }
         }
     }
     for wh in 1..=w.warehouses as u64 {

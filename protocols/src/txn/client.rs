@@ -1,10 +1,12 @@
-//! One TPC-C terminal thread: NewOrder and Payment (clause 2.4, 2.5) over the engine, retried
-//! after an abort with a randomised exponential backoff, counted, and recorded for the checkers.
-//! Each terminal is bound to a home warehouse (thread number modulo the warehouses).
+//! One TPC-C terminal thread: NewOrder, Payment, OrderStatus, Delivery and StockLevel (clauses
+//! 2.4–2.8) over the engine, retried after an abort with a randomised exponential backoff,
+//! counted, and recorded for the checkers. Each terminal is bound to a home warehouse (thread
+//! number modulo the warehouses).
 //!
 //! [CHOICE] Items and customers are drawn uniformly (not NURand), customers by id (not by last
 //! name), NewOrder never rolls back on an unused item; HISTORY rows are heap inserts without an
-//! index (TPC-C gives them no primary key).
+//! index (TPC-C gives them no primary key). Delivery runs in the terminal's transaction (not
+//! queued, clause 2.7.2's deferred mode), all districts in one transaction.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,9 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use super::engine::{Engine, Fail, Txn, TxnRecord, TxnResult};
 use super::tpcc::*;
+use super::twopc::{update_stock, Partitioning, RemoteLines};
 use crate::blink::{Pages, SelccPages};
 use crate::common::error::ErrorSlot;
-use crate::nic::Nic;
+use crate::nic::{Nic, NodeId};
 use crate::workload::zipf::unit_f64;
 
 /// Uniform in `lo..=hi`.
@@ -26,7 +29,7 @@ fn between(rng: &mut ChaCha8Rng, lo: u64, hi: u64) -> u64 {
     lo + (unit_f64(rng.next_u64()) * (hi - lo + 1) as f64) as u64 % (hi - lo + 1)
 }
 
-pub const KINDS: [&str; 3] = ["new_order", "payment", "stock_level"];
+pub const KINDS: [&str; 5] = ["new_order", "payment", "order_status", "delivery", "stock_level"];
 
 /// Counters of one kind of transaction.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -40,8 +43,8 @@ pub struct KindStats {
 /// What a compute node's terminals measured and recorded.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
-    pub kinds: [KindStats; 3],
-    pub latencies: [Vec<u64>; 3],
+    pub kinds: [KindStats; 5],
+    pub latencies: [Vec<u64>; 5],
     pub first_start_ns: Option<u64>,
     pub last_end_ns: u64,
     pub latch_sections: u64,
@@ -50,8 +53,17 @@ pub struct Stats {
     /// Committed payment amounts per paying warehouse and per customer warehouse.
     pub paid_to: BTreeMap<u64, u64>,
     pub paid_by: BTreeMap<u64, u64>,
+    /// Orders committed Deliveries delivered, per district (`w << 8 | d`).
+    #[serde(default)]
+    pub delivered: BTreeMap<u64, u64>,
     /// Committed transactions' accesses (when checking).
     pub records: Vec<TxnRecord>,
+    /// Committed transactions that ran two-phase commit (partitioned, cross-shard).
+    #[serde(default)]
+    pub distributed: u64,
+    /// Log flushes (storage writes) of the node's write-ahead log.
+    #[serde(default)]
+    pub wal_flushes: u64,
     /// Why attempts aborted.
     pub abort_reasons: BTreeMap<String, u64>,
 }
@@ -72,10 +84,13 @@ impl Stats {
         };
         self.last_end_ns = self.last_end_ns.max(o.last_end_ns);
         self.latch_sections += o.latch_sections;
+        self.wal_flushes += o.wal_flushes;
+        self.distributed += o.distributed;
         for (m, n) in [
             (&mut self.new_orders, &o.new_orders),
             (&mut self.paid_to, &o.paid_to),
             (&mut self.paid_by, &o.paid_by),
+            (&mut self.delivered, &o.delivered),
         ] {
             for (k, v) in n {
                 *m.entry(*k).or_default() += v;
@@ -98,6 +113,13 @@ pub struct Shared {
 /// A terminal's parameters.
 pub struct Terminal {
     pub workload: Arc<TpccWorkload>,
+    /// Which node owns which warehouse, and this terminal's node (its index among the compute
+    /// nodes) and thread; `partitioned`: stock of other nodes' warehouses goes through 2PC.
+    pub partitioning: Partitioning,
+    pub node_index: u64,
+    pub thread: u32,
+    pub compute: Vec<NodeId>,
+    pub partitioned: bool,
     pub home: u64,
     pub txns: u64,
     pub record: bool,
@@ -107,15 +129,37 @@ pub struct Terminal {
 enum Input {
     NewOrder { d: u64, c: u64, lines: Vec<(u64, u64, u64)> },
     Payment { d: u64, c_w: u64, c_d: u64, c: u64, amount: u64 },
+    OrderStatus { d: u64, c: u64 },
+    Delivery { carrier: u64 },
     StockLevel { d: u64, threshold: u64 },
 }
 
-fn draw(w: &TpccWorkload, home: u64, rng: &mut ChaCha8Rng) -> Input {
-    let total = w.mix.new_order + w.mix.payment + w.mix.stock_level;
+impl Input {
+    fn kind(&self) -> usize {
+        match self {
+            Input::NewOrder { .. } => 0,
+            Input::Payment { .. } => 1,
+            Input::OrderStatus { .. } => 2,
+            Input::Delivery { .. } => 3,
+            Input::StockLevel { .. } => 4,
+        }
+    }
+}
+
+fn draw(w: &TpccWorkload, home: u64, p: &Partitioning, rng: &mut ChaCha8Rng) -> Input {
+    let m = &w.mix;
     let d = between(rng, 1, w.districts_per_warehouse as u64);
-    let pick = unit_f64(rng.next_u64()) * total;
-    if pick >= w.mix.new_order + w.mix.payment {
+    let pick = unit_f64(rng.next_u64()) * m.total();
+    // The ranges, in order: NewOrder, Payment, OrderStatus, Delivery, StockLevel.
+    let updates = m.new_order + m.payment;
+    if pick >= updates + m.order_status + m.delivery {
         return Input::StockLevel { d, threshold: between(rng, 10, 20) };
+    }
+    if pick >= updates + m.order_status {
+        return Input::Delivery { carrier: between(rng, 1, 10) };
+    }
+    if pick >= updates {
+        return Input::OrderStatus { d, c: between(rng, 1, w.customers_per_district as u64) };
     }
     let other = |rng: &mut ChaCha8Rng| {
         let o = between(rng, 1, (w.warehouses as u64) - 1);
@@ -129,9 +173,24 @@ fn draw(w: &TpccWorkload, home: u64, rng: &mut ChaCha8Rng) -> Input {
         let c = between(rng, 1, w.customers_per_district as u64);
         let n = between(rng, w.ol_cnt[0] as u64, w.ol_cnt[1] as u64) as usize;
         let mut lines: Vec<(u64, u64, u64)> = Vec::with_capacity(n);
+        // Fig. 19b: one line from another node's warehouse, or none.
+        let distributed = w.distributed_ratio.map(|r| {
+            let mine = p.owner(home);
+            let cross = p.terminals > p.threads && unit_f64(rng.next_u64()) < r;
+            let mut far = home;
+            while cross && p.owner(far) == mine {
+                far = between(rng, 1, w.warehouses as u64);
+            }
+            far
+        });
         while lines.len() < n {
             let i = between(rng, 1, w.items as u64);
             if lines.iter().any(|l| l.0 == i) {
+                continue;
+            }
+            if let Some(far) = distributed {
+                let supply = if lines.is_empty() { far } else { home };
+                lines.push((i, supply, between(rng, 1, 10)));
                 continue;
             }
             let supply = if w.warehouses > 1 && unit_f64(rng.next_u64()) < w.remote_item_ratio {
@@ -153,6 +212,9 @@ fn draw(w: &TpccWorkload, home: u64, rng: &mut ChaCha8Rng) -> Input {
     }
 }
 
+/// NewOrder (clause 2.4). Partitioned (`remote` given): the stock of another node's warehouse
+/// is not touched here but collected per owner node for 2PC.
+#[allow(clippy::too_many_arguments)]
 async fn new_order<P: super::pages::TxnPages>(
     e: &mut Engine<P>,
     x: &mut Txn,
@@ -160,6 +222,7 @@ async fn new_order<P: super::pages::TxnPages>(
     d: u64,
     c: u64,
     lines: &[(u64, u64, u64)],
+    mut remote: Option<(&Partitioning, u64, &mut BTreeMap<u64, RemoteLines>)>,
 ) -> TxnResult<()> {
     let wt = e.locate(warehouse_key(w)).await?;
     let _tax = e.read(x, wt, WIDTH[WAREHOUSE], false).await?[W_TAX];
@@ -174,25 +237,32 @@ async fn new_order<P: super::pages::TxnPages>(
     for (n, &(i, supply, quantity)) in lines.iter().enumerate() {
         let it = e.locate(item_key(i)).await?;
         let price = e.read(x, it, WIDTH[ITEM], false).await?[I_PRICE];
-        let st = e.locate(stock_key(supply, i)).await?;
-        let mut stock = e.read(x, st, WIDTH[STOCK], true).await?;
-        let q = stock[S_QUANTITY];
-        stock[S_QUANTITY] = if q >= quantity + 10 { q - quantity } else { q + 91 - quantity };
-        stock[S_YTD] += quantity;
-        stock[S_ORDER_CNT] += 1;
-        stock[S_REMOTE_CNT] += (supply != w) as u64;
-        e.write(x, st, stock);
+        match &mut remote {
+            Some((p, mine, out)) if p.owner(supply) != *mine => {
+                out.entry(p.owner(supply)).or_default().push((supply, i, quantity));
+            }
+            _ => {
+                let st = e.locate(stock_key(supply, i)).await?;
+                let mut stock = e.read(x, st, WIDTH[STOCK], true).await?;
+                update_stock(&mut stock, quantity, supply != w);
+                e.write(x, st, stock);
+            }
+        }
         let ol = n as u64 + 1;
         e.insert(
             x,
             ORDER_LINE,
-            Some(order_line_key(w, d, o, ol)),
+            vec![order_line_key(w, d, o, ol)],
             WIDTH[ORDER_LINE],
             vec![i, supply, quantity, quantity * price],
         );
     }
-    e.insert(x, ORDER, Some(order_key(w, d, o)), WIDTH[ORDER], vec![c, lines.len() as u64, all_local]);
-    e.insert(x, NEW_ORDER, Some(new_order_key(w, d, o)), WIDTH[NEW_ORDER], vec![o]);
+    let mut keys = vec![order_key(w, d, o)];
+    if e.customer_order_index {
+        keys.push(customer_order_key(w, d, c, o));
+    }
+    e.insert(x, ORDER, keys, WIDTH[ORDER], vec![c, lines.len() as u64, all_local]);
+    e.insert(x, NEW_ORDER, vec![new_order_key(w, d, o)], WIDTH[NEW_ORDER], vec![o]);
     Ok(())
 }
 
@@ -221,8 +291,105 @@ async fn payment<P: super::pages::TxnPages>(
     customer[C_YTD_PAYMENT] += amount;
     customer[C_PAYMENT_CNT] += 1;
     e.write(x, ct, customer);
-    e.insert(x, HISTORY, None, WIDTH[HISTORY], vec![c, c_w, amount, w | d << 16]);
+    e.insert(x, HISTORY, vec![], WIDTH[HISTORY], vec![c, c_w, amount, w | d << 16]);
     Ok(())
+}
+
+/// OrderStatus (clause 2.6): the customer, their newest order (through the customer-order
+/// index) and its order lines. Read-only. A customer with no order reads only the customer.
+async fn order_status<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn,
+    w: u64,
+    d: u64,
+    c: u64,
+) -> TxnResult<()> {
+    let ct = e.locate(customer_key(w, d, c)).await?;
+    let _balance = e.read(x, ct, WIDTH[CUSTOMER], false).await?[C_BALANCE];
+    let from = customer_order_key(w, d, c, MAX_ORDERS);
+    let newest = e.tree.scan(from, 1).await?;
+    let Some(&(k, v)) = newest.first() else { return Ok(()) };
+    if k > customer_order_key(w, d, c, 0) {
+        return Ok(());
+    }
+    let o = MAX_ORDERS - (k & MAX_ORDERS);
+    let order = e.read(x, super::heap::TupleRef(v), WIDTH[ORDER], false).await?;
+    for ol in 1..=order[O_OL_CNT] {
+        let lt = e.locate(order_line_key(w, d, o, ol)).await?;
+        let _line = e.read(x, lt, WIDTH[ORDER_LINE], false).await?;
+    }
+    Ok(())
+}
+
+/// Delivery (clause 2.7): for every district of the warehouse, its oldest undelivered order
+/// (the first live NEW-ORDER entry of the index): delete the NEW-ORDER row, set the order's
+/// carrier, date its lines, credit the customer with their amounts. A district without one is
+/// skipped. Returns the districts delivered.
+async fn delivery<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn,
+    w: u64,
+    districts: u64,
+    carrier_id: u64,
+) -> TxnResult<Vec<u64>> {
+    let mut done = Vec::new();
+    for d in 1..=districts {
+        let Some((nk, nt)) = oldest_new_order(e, w, d).await? else { continue };
+        let mut row = e.read(x, nt, WIDTH[NEW_ORDER], true).await?;
+        if row[NO_O_ID] == 0 && e.mutant != super::mutants::Mutant::DeliveryIgnoresDeleted {
+            // Delivered by a transaction that committed after our index scan: retry.
+            return Err(super::engine::Fail::Abort("Delivery: the oldest new order was delivered meanwhile"));
+        }
+        let o = nk & 0xffff_ffff;
+        row[NO_O_ID] = 0;
+        e.write(x, nt, row);
+        e.delete_index(x, nk);
+        let ot = e.locate(order_key(w, d, o)).await?;
+        let mut order = e.read(x, ot, WIDTH[ORDER], true).await?;
+        order[O_LOCAL_CARRIER] = with_carrier(order[O_LOCAL_CARRIER], carrier_id);
+        let (c, lines) = (order[O_C_ID], order[O_OL_CNT]);
+        e.write(x, ot, order);
+        let mut amount = 0u64;
+        for ol in 1..=lines {
+            let lt = e.locate(order_line_key(w, d, o, ol)).await?;
+            let mut line = e.read(x, lt, WIDTH[ORDER_LINE], true).await?;
+            amount += line[OL_AMOUNT];
+            line[OL_DELIVERY_D] = 1 + e.tree.pages.now() / 1_000;
+            e.write(x, lt, line);
+        }
+        let ct = e.locate(customer_key(w, d, c)).await?;
+        let mut customer = e.read(x, ct, WIDTH[CUSTOMER], true).await?;
+        customer[C_BALANCE] = customer[C_BALANCE].wrapping_add(amount);
+        customer[C_DELIVERY_CNT] += 1;
+        e.write(x, ct, customer);
+        done.push(d);
+    }
+    Ok(done)
+}
+
+/// The district's first NEW-ORDER index entry that is not a tombstone: (key, tuple).
+async fn oldest_new_order<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    w: u64,
+    d: u64,
+) -> TxnResult<Option<(u64, super::heap::TupleRef)>> {
+    let end = new_order_key(w, d + 1, 0);
+    let mut from = new_order_key(w, d, 0);
+    loop {
+        let batch = e.tree.scan(from, 16).await?;
+        for &(k, v) in &batch {
+            if k >= end {
+                return Ok(None);
+            }
+            if v != TOMBSTONE {
+                return Ok(Some((k, super::heap::TupleRef(v))));
+            }
+        }
+        match batch.last() {
+            Some(&(k, _)) if batch.len() == 16 => from = k + 1,
+            _ => return Ok(None),
+        }
+    }
 }
 
 /// StockLevel (clause 2.8): the district's next order id, the order lines of its last 20
@@ -270,29 +437,39 @@ pub async fn run_terminal<N: Nic>(
         if shared.errors.is_set() || node.errors.is_set() {
             break;
         }
-        let input = draw(&w, t.home, &mut rng);
-        let kind = match input {
-            Input::NewOrder { .. } => 0,
-            Input::Payment { .. } => 1,
-            Input::StockLevel { .. } => 2,
-        };
+        let input = draw(&w, t.home, &t.partitioning, &mut rng);
+        let kind = input.kind();
+        let mut delivered = Vec::new();
         let start = e.tree.pages.now();
         let mut attempt = 0u32;
         loop {
+            let mut remote: BTreeMap<u64, RemoteLines> = BTreeMap::new();
             let result = match e.begin().await {
                 Ok(mut x) => {
                     let body = match &input {
                         Input::NewOrder { d, c, lines } => {
-                            new_order(&mut e, &mut x, t.home, *d, *c, lines).await
+                            let part = t.partitioned.then_some((&t.partitioning, t.node_index, &mut remote));
+                            new_order(&mut e, &mut x, t.home, *d, *c, lines, part).await
                         }
                         Input::Payment { d, c_w, c_d, c, amount } => {
                             payment(&mut e, &mut x, t.home, *d, *c_w, *c_d, *c, *amount).await
+                        }
+                        Input::OrderStatus { d, c } => order_status(&mut e, &mut x, t.home, *d, *c).await,
+                        Input::Delivery { carrier } => {
+                            let districts = w.districts_per_warehouse as u64;
+                            delivery(&mut e, &mut x, t.home, districts, *carrier).await.map(|done| {
+                                delivered = done;
+                            })
                         }
                         Input::StockLevel { d, threshold } => {
                             stock_level(&mut e, &mut x, t.home, *d, *threshold).await.map(|_| ())
                         }
                     };
                     match body {
+                        Ok(()) if !remote.is_empty() => {
+                            let id = e.owner << 32 | seq;
+                            super::twopc::commit(&mut e, x, id, t.thread, &t.compute, &remote).await
+                        }
                         Ok(()) => e.commit(x, e.owner << 32 | seq).await,
                         Err(f) => match e.abort(x).await {
                             Ok(()) => Err(f),
@@ -304,6 +481,7 @@ pub async fn run_terminal<N: Nic>(
             };
             match result {
                 Ok(record) => {
+                    local.distributed += !remote.is_empty() as u64;
                     let end = e.tree.pages.now();
                     let k = &mut local.kinds[kind];
                     k.committed += 1;
@@ -319,7 +497,12 @@ pub async fn run_terminal<N: Nic>(
                             *local.paid_to.entry(t.home).or_default() += amount;
                             *local.paid_by.entry(*c_w).or_default() += amount;
                         }
-                        Input::StockLevel { .. } => {}
+                        Input::Delivery { .. } => {
+                            for d in &delivered {
+                                *local.delivered.entry(t.home << 8 | d).or_default() += 1;
+                            }
+                        }
+                        Input::OrderStatus { .. } | Input::StockLevel { .. } => {}
                     }
                     if t.record {
                         local.records.push(record);

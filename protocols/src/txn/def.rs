@@ -1,4 +1,4 @@
-//! The protocol definition: `protocol: "tpcc"` runs TPC-C's NewOrder, Payment and StockLevel with 2PL
+//! The protocol definition: `protocol: "tpcc"` runs TPC-C's five transactions with 2PL
 //! no-wait, TO or OCC over SELCC, `"tpcc-sel"` over SEL (the SELCC node in SEL mode, as
 //! `blink-sel`). The index is the B-link tree (`blink/`), bulk-loaded with every initial tuple's
 //! address; the tuples sit in heap pages after the tree's nodes; one pre-allocated GCL holds
@@ -18,7 +18,9 @@
 //! the same in millions, for `compare_with`), `committed`,
 //! `aborts`, `abort_rate` (aborts per attempt), `gave_up`, `latency_ns_{avg,p50,p99}`,
 //! `latch_sections_per_txn` (heap-page latch sections per attempt; the index's own latches not
-//! counted), the same per kind (`new_order_`, `payment_`, `stock_level_`).
+//! counted), `wal_flushes` (log writes to the storage device), `distributed_committed`
+//! (committed transactions that ran 2PC), the same per kind (`new_order_`, `payment_`, `order_status_`, `delivery_`,
+//! `stock_level_`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -31,7 +33,9 @@ use super::client::{run_terminal, Shared, Stats, Terminal, KINDS};
 use super::engine::{Cc, Engine};
 use super::heap::{per_page, TupleRef, PAGE_HEADER};
 use super::mutants::Mutant;
-use super::tpcc::{population, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH};
+use super::tpcc::{customer_orders, population, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH};
+use super::twopc::{serve, Partitioning, Prepared, SERVER_PORT};
+use super::wal::Wal;
 use crate::blink::bulk::{build, node_count, BulkTree};
 use crate::blink::check::check_tree;
 use crate::blink::tree::{Shared as TreeShared, Tree, TreeConfig};
@@ -62,7 +66,7 @@ impl Protocol for Tpcc {
     }
 
     fn about(&self) -> &'static str {
-        "TPC-C NewOrder, Payment and StockLevel with 2PL no-wait, TO or OCC over SELCC (tpcc) or SEL (tpcc-sel), B-link tree index"
+        "TPC-C (NewOrder, Payment, OrderStatus, Delivery, StockLevel) with 2PL no-wait, TO or OCC over SELCC (tpcc) or SEL (tpcc-sel), B-link tree index"
     }
 
     fn mutants(&self) -> &'static [crate::harness::Mutant] {
@@ -90,6 +94,9 @@ pub struct TpccPlan {
     layout: Layout,
     cluster: Cluster,
     threads: u32,
+    servers: u32,
+    wal: bool,
+    partitioned: bool,
     txns_per_thread: u64,
     seed: u64,
     check: CheckLevel,
@@ -139,6 +146,14 @@ impl TpccPlan {
             None => Cc::TwoPl,
             Some(v) => parse_typed(&v, "protocol_options.cc").map_err(|p| vec![p])?,
         };
+        let flag = |options: &mut serde_json::Map<String, Value>, name: &str| -> Result<bool, Vec<Problem>> {
+            match options.remove(name) {
+                None => Ok(false),
+                Some(v) => parse_typed(&v, &format!("protocol_options.{name}")).map_err(|p| vec![p]),
+            }
+        };
+        let wal = flag(&mut options, "wal")?;
+        let partitioned = flag(&mut options, "partitioned")?;
         let sel = point.protocol == "tpcc-sel";
         let presets: Vec<(&str, Config)> =
             if sel { vec![("default", Config::sel())] } else { vec![("default", Config::selcc())] };
@@ -179,6 +194,12 @@ impl TpccPlan {
                 ),
             ));
         }
+        if partitioned && (cc != Cc::TwoPl || sel) {
+            out.push(Problem::new(
+                "protocol_options.partitioned",
+                "partitioned SELCC with 2PC runs 2PL no-wait over SELCC (protocol tpcc, cc 2pl), as Fig. 19b",
+            ));
+        }
         if !out.is_empty() {
             return Err(out);
         }
@@ -203,12 +224,15 @@ impl TpccPlan {
             placed.push((*key, page, slot));
         }
         let per_node = ((tree.max_entries(page_words) as f64 * tree.bulk_fill).floor() as usize).max(2);
-        let bulk_nodes = node_count(placed.len() as u64, per_node);
+        let secondary = customer_orders(&w);
+        let bulk_nodes = node_count((placed.len() + secondary.len()) as u64, per_node);
         let timestamps = 1 + bulk_nodes;
         let first_heap = timestamps + 1;
         let prealloc = first_heap + heap_pages.len() as u64;
         let run = shape::resolve(&w.shape_fields(), point.compute_nodes, prealloc, true, &mut out);
-        c.threads_per_node = run.threads_per_node;
+        // Partitioned: as many 2PC server threads per node as terminals, on SELCC workers after them.
+        let servers = if partitioned { run.threads_per_node } else { 0 };
+        c.threads_per_node = run.threads_per_node + servers;
         c.cache_frames = run.cache_frames.unwrap_or(0);
         for p in c.validate() {
             let (field, reason) = p.split_once(": ").unwrap_or(("", &p));
@@ -224,6 +248,18 @@ impl TpccPlan {
         // the index splits at most once per half node of new keys (twice that with internal
         // splits).
         let terminals = run.threads_per_node as u64 * point.compute_nodes as u64;
+        if partitioned && w.mix.payment > 0.0 && w.remote_payment_ratio > 0.0 {
+            out.push(Problem::new(
+                "workload.remote_payment_ratio",
+                "partitioned: Payment does not go through 2PC, so its customers must be local (0)",
+            ));
+        }
+        if partitioned && (w.warehouses as u64) < terminals {
+            out.push(Problem::new(
+                "workload.warehouses",
+                "partitioned: at least one warehouse per terminal (a warehouse belongs to one node)",
+            ));
+        }
         let txns = run.ops_per_thread * terminals;
         let lines = w.ol_cnt[1] as u64;
         let tuples_pages =
@@ -233,7 +269,7 @@ impl TpccPlan {
             + tuples_pages(ORDER_LINE, txns * lines)
             + tuples_pages(HISTORY, txns)
             + 4 * terminals;
-        let new_keys = txns * (2 + lines);
+        let new_keys = txns * (2 + lines + w.customer_order_index as u64);
         let half = (tree.max_entries(page_words) / 2).max(1) as u64;
         let extra = insert_pages + (2 * new_keys).div_ceil(half) + 16;
         let mns = point.memory_nodes.max(1) as u64;
@@ -264,6 +300,15 @@ impl TpccPlan {
             })
             .collect();
         index.sort_unstable();
+        let secondary: Vec<(u64, u64)> = secondary
+            .into_iter()
+            .map(|(k, order)| {
+                let at = index.binary_search_by_key(&order, |e| e.0).expect("a loaded order is indexed");
+                (k, index[at].1)
+            })
+            .collect();
+        index.extend(secondary);
+        index.sort_unstable();
         let bulk = build(&index, per_node, |i| PageId::of(layout.gcl(i)));
         assert_eq!(bulk.nodes.len() as u64, bulk_nodes, "the bulk load's node count");
         let heap: Vec<(u64, Vec<u64>)> =
@@ -290,6 +335,9 @@ impl TpccPlan {
             layout,
             cluster,
             threads: run.threads_per_node,
+            servers,
+            wal: wal || partitioned,
+            partitioned,
             txns_per_thread: run.ops_per_thread,
             seed: point.seed,
             check: point.check,
@@ -367,12 +415,31 @@ impl Plan for TpccPlan {
             done: AtomicU64::new(0),
             errors: ErrorSlot::new(),
         });
+        let region = self.cluster.region_size_bytes[me.index()];
+        let wal = self.wal.then(|| Arc::new(Wal::new(0, region.min(1 << 20))));
+        let partitioning = Partitioning {
+            terminals: self.threads as u64 * compute.len() as u64,
+            threads: self.threads as u64,
+        };
+        let engine_for = |t: u32, owner: u64| {
+            let tree = Tree::new(SelccPages::new(node.clone(), t), tree_shared.clone());
+            let mut engine = Engine::new(tree, self.cc, self.mutant, self.timestamp_word(), owner);
+            engine.customer_order_index = self.workload.customer_order_index;
+            engine.wal = wal.clone();
+            engine.servers = self.servers;
+            engine
+        };
+        let all_terminals = partitioning.terminals;
         let mains: Vec<Task> = (0..self.threads)
             .map(|t| {
                 let terminal = cn * self.threads as u64 + t as u64;
-                let tree = Tree::new(SelccPages::new(node.clone(), t), tree_shared.clone());
-                let engine = Engine::new(tree, self.cc, self.mutant, self.timestamp_word(), terminal + 1);
+                let engine = engine_for(t, terminal + 1);
                 let term = Terminal {
+                    partitioning,
+                    node_index: cn,
+                    thread: t,
+                    compute: compute.clone(),
+                    partitioned: self.partitioned,
                     workload: self.workload.clone(),
                     home: terminal % self.workload.warehouses as u64 + 1,
                     txns: self.txns_per_thread,
@@ -384,11 +451,29 @@ impl Plan for TpccPlan {
                 task
             })
             .collect();
+        let wal_for_report = wal.clone();
+        let prepared = Arc::new(Prepared::default());
+        let mut daemons = ops::daemons(&node);
+        for k in 0..self.servers {
+            // Server threads lock as owners beyond every terminal.
+            let owner = all_terminals + cn * self.servers as u64 + k as u64 + 1;
+            let engine = engine_for(self.threads + k, owner);
+            let port = SERVER_PORT + k as u16;
+            let record = self.check.histories();
+            daemons.push(Box::pin(serve(
+                engine,
+                port,
+                prepared.clone(),
+                shared.clone(),
+                record,
+                self.quiesce,
+            )));
+        }
         let watched = shared.clone();
         let state = node.state.clone();
         NodeRun {
             mains,
-            daemons: ops::daemons(&node),
+            daemons,
             progress: Some(Arc::new(move || watched.done.load(std::sync::atomic::Ordering::Relaxed))),
             state: Some(state),
             collect: Box::new(move || {
@@ -398,6 +483,8 @@ impl Plan for TpccPlan {
                     .first()
                     .or_else(|| tree_shared.errors.first())
                     .or_else(|| node.first_error());
+                let mut stats = stats;
+                stats.wal_flushes = wal_for_report.as_ref().map_or(0, |w| w.flushes());
                 NodeReport {
                     extra: serde_json::to_value(&stats).unwrap_or(Value::Null),
                     error: report_error(error),
@@ -442,6 +529,8 @@ impl Plan for TpccPlan {
                 );
             }
         }
+        m.insert("wal_flushes".into(), s.wal_flushes as f64);
+        m.insert("distributed_committed".into(), s.distributed as f64);
         m.insert(
             "latch_sections_per_txn".into(),
             s.latch_sections as f64 / (committed + aborts).max(1) as f64,
@@ -477,7 +566,6 @@ impl Plan for TpccPlan {
         let index =
             check_tree(memory, self.meta(), page_words).map_err(|m| Violation::new("index structure", m))?;
         let db = Db { memory, index: &index };
-        consistent(&db, &self.workload, &s.new_orders, &s.paid_to, &s.paid_by)
-            .map_err(|m| Violation::new("TPC-C consistency", m))
+        consistent(&db, &self.workload, &s).map_err(|m| Violation::new("TPC-C consistency", m))
     }
 }

@@ -17,15 +17,17 @@
 //!   S latch (the second latch per page the paper counts), then installs and bumps versions.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::heap::{per_page, TupleRef, CC, RTS, WTS, X_BIT};
 use super::mutants::Mutant;
 use super::pages::TxnPages;
+use super::wal::Wal;
 use crate::blink::tree::Tree;
 use crate::blink::{Latch, PageId, Pages};
-use crate::common::error::ProtocolError;
+use crate::common::error::{ProtocolError, ProtocolResult};
 use crate::nic::RemoteAddr;
 
 /// The concurrency control a run uses.
@@ -83,8 +85,10 @@ pub struct Txn {
     /// Tuples read (image with the version word), and their widths.
     reads: BTreeMap<TupleRef, (usize, Vec<u64>)>,
     writes: BTreeMap<TupleRef, (usize, Vec<u64>)>,
-    /// Tuples to insert at commit: (table, index key or none, width, fields).
-    inserts: Vec<(usize, Option<u64>, usize, Vec<u64>)>,
+    /// Tuples to insert at commit: (table, index keys, width, fields).
+    inserts: Vec<(usize, Vec<u64>, usize, Vec<u64>)>,
+    /// Index entries to delete at commit (overwritten with a tombstone).
+    deletes: Vec<u64>,
 }
 
 /// The per-thread engine: the tree (index, and the page handle beneath it), the CC, and where
@@ -100,11 +104,37 @@ pub struct Engine<P: Pages> {
     /// `timestamp-reused`: the thread's private counter.
     local_ts: u64,
     pub latch_sections: u64,
+    /// NewOrder adds each order to the customer-order index (the workload's switch).
+    pub customer_order_index: bool,
+    /// The node's write-ahead log (Fig. 19b), if logging.
+    pub wal: Option<Arc<Wal>>,
+    /// Partitioned SELCC: the 2PC server threads per node (0: fully shared).
+    pub servers: u32,
 }
 
 impl<P: TxnPages> Engine<P> {
     pub fn new(tree: Tree<P>, cc: Cc, mutant: Mutant, timestamps: RemoteAddr, owner: u64) -> Engine<P> {
-        Engine { tree, cc, mutant, timestamps, owner, open: BTreeMap::new(), local_ts: 0, latch_sections: 0 }
+        Engine {
+            tree,
+            cc,
+            mutant,
+            timestamps,
+            owner,
+            open: BTreeMap::new(),
+            local_ts: 0,
+            latch_sections: 0,
+            customer_order_index: true,
+            wal: None,
+            servers: 0,
+        }
+    }
+
+    /// Log a record of `bytes` and wait until it is durable (nothing without a log).
+    pub async fn log(&mut self, bytes: u64) -> ProtocolResult<()> {
+        match self.wal.clone() {
+            Some(wal) => self.tree.pages.log(&wal, bytes).await,
+            None => Ok(()),
+        }
     }
 
     async fn timestamp(&mut self) -> TxnResult<u64> {
@@ -124,6 +154,7 @@ impl<P: TxnPages> Engine<P> {
             reads: BTreeMap::new(),
             writes: BTreeMap::new(),
             inserts: Vec::new(),
+            deletes: Vec::new(),
         })
     }
 
@@ -294,9 +325,15 @@ impl<P: TxnPages> Engine<P> {
         x.writes.insert(t, (width, image));
     }
 
-    /// Insert a tuple of `table` at commit (indexed under `key` if given).
-    pub fn insert(&mut self, x: &mut Txn, table: usize, key: Option<u64>, width: usize, fields: Vec<u64>) {
-        x.inserts.push((table, key, width, fields));
+    /// Insert a tuple of `table` at commit, indexed under each of `keys`.
+    pub fn insert(&mut self, x: &mut Txn, table: usize, keys: Vec<u64>, width: usize, fields: Vec<u64>) {
+        x.inserts.push((table, keys, width, fields));
+    }
+
+    /// Delete index entry `key` at commit (its tuple was written by this transaction, which is
+    /// what serializes deleters; the index entry only spares later scans the dead row).
+    pub fn delete_index(&mut self, x: &mut Txn, key: u64) {
+        x.deletes.push(key);
     }
 
     /// Commit: validate (OCC), install the writes and inserts, release. The record of what the
@@ -307,6 +344,13 @@ impl<P: TxnPages> Engine<P> {
                 self.abort(x).await?;
                 return Err(f);
             }
+        }
+        if self.wal.is_some() && !(x.writes.is_empty() && x.inserts.is_empty()) {
+            // The redo record (images and inserts, 16 bytes of header each), durable before
+            // anything is installed or unlocked.
+            let tuples = x.writes.values().map(|(w, _)| *w).chain(x.inserts.iter().map(|i| i.2));
+            let bytes = 32 + tuples.map(|w| w as u64 * 8 + 16).sum::<u64>();
+            self.log(bytes).await?;
         }
         self.install_inserts(&mut x).await?;
         let mut record = TxnRecord { id, ..TxnRecord::default() };
@@ -425,7 +469,10 @@ impl<P: TxnPages> Engine<P> {
     }
 
     async fn install_inserts(&mut self, x: &mut Txn) -> TxnResult<()> {
-        for (table, key, width, fields) in std::mem::take(&mut x.inserts) {
+        for key in std::mem::take(&mut x.deletes) {
+            self.tree.store(key, super::tpcc::TOMBSTONE).await?;
+        }
+        for (table, keys, width, fields) in std::mem::take(&mut x.inserts) {
             let per = per_page(self.tree.pages.page_words(), width);
             let (page, slot) = match self.open.get(&table) {
                 Some(&(p, s)) if s < per => (p, s),
@@ -443,7 +490,7 @@ impl<P: TxnPages> Engine<P> {
             let mut g = self.lock(page, Latch::X).await?;
             self.tree.pages.write(&mut g, t.word(width), &words);
             self.tree.pages.unlock(g).await?;
-            if let Some(k) = key {
+            for k in keys {
                 self.tree.store(k, t.0).await?;
             }
         }

@@ -2,8 +2,8 @@
 //!
 //! The paper's recipe for porting transaction processing to disaggregated memory: tuples
 //! heap-organised in GCLs, local latches replaced by SELCC latches, timestamps from an RDMA
-//! FAA on a global generator. Here three engines — 2PL no-wait, TO and OCC — run TPC-C's
-//! NewOrder and Payment with the B-link tree (`blink/`) as the index, over the same page/latch
+//! FAA on a global generator. Here three engines — 2PL no-wait, TO and OCC — run TPC-C's five
+//! transactions with the B-link tree (`blink/`) as the index, over the same page/latch
 //! trait the tree uses, so they run over SELCC (`protocol: "tpcc"`) and SEL (`"tpcc-sel"`).
 //!
 //! Read top-down:
@@ -12,6 +12,8 @@
 //! * [`engine`] — 2PL no-wait, TO, OCC: read, read-for-update, write, insert, commit, abort;
 //! * [`tpcc`] — the schema, keys, widths and initial population; [`client`] — NewOrder,
 //!   Payment, the terminal loop and its counters;
+//! * [`wal`] — a node's write-ahead log with group commit on its storage device; [`twopc`] —
+//!   partitioned SELCC with two-phase commit (Fig. 19b);
 //! * [`check`] — serializability (dependency-graph cycle check over recorded versions) and the
 //!   TPC-C consistency conditions; [`mutants`] — planted bugs; [`def`] — the definition.
 //!
@@ -26,5 +28,7 @@ pub mod heap;
 pub mod mutants;
 pub mod pages;
 pub mod tpcc;
+pub mod twopc;
+pub mod wal;
 
 pub use def::{Tpcc, TpccPlan};

@@ -20,6 +20,7 @@ pub enum Mutant {
     OccValidationSkipsWriteSet,
     OccNoWriteLock,
     OccNoVersionBump,
+    DeliveryIgnoresDeleted,
 }
 
 impl Mutant {
@@ -35,6 +36,7 @@ impl Mutant {
             | Mutant::OccValidationSkipsWriteSet
             | Mutant::OccNoWriteLock
             | Mutant::OccNoVersionBump => Some(Cc::Occ),
+            Mutant::DeliveryIgnoresDeleted => None,
         }
     }
 }
@@ -60,4 +62,6 @@ crate::mutant_table!(Mutant {
         "OCC: commit validates and installs without write-locking the write set's pages",
     "occ-no-version-bump" => OccNoVersionBump:
         "OCC: installing a write does not bump the page version, so validation cannot see it",
+    "delivery-ignores-deleted" => DeliveryIgnoresDeleted:
+        "Delivery: an order whose NEW-ORDER row a transaction deleted after this one's index scan is delivered again (the row's deleted mark is not checked)",
 });

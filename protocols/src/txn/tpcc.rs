@@ -1,11 +1,18 @@
-//! TPC-C's schema as this slice uses it (NewOrder, Payment, StockLevel), scaled down (the scenario states the scale): the
-//! tables, their tuple widths (TPC-C's row sizes, clause 1.3, rounded up to words, plus the
-//! version word), the fields NewOrder and Payment touch, the B-link tree's composite keys, and
-//! the initial population.
+//! TPC-C's schema as this slice uses it (all five transactions), scaled down (the scenario states
+//! the scale): the tables, their tuple widths (TPC-C's row sizes, clause 1.3, rounded up to
+//! words, plus the version word), the fields the transactions touch, the B-link tree's composite
+//! keys (plus one secondary index, customer → orders, for OrderStatus), and the initial
+//! population.
 //!
 //! [CHOICE] Each district starts with `initial_orders` orders (TPC-C: 3,000, one per customer)
 //! and their order lines (quantity 5, supplied by the home warehouse, S_YTD left 0 as TPC-C
-//! does), no NEW-ORDER rows (TPC-C: the last 900) and an empty HISTORY.
+//! does); the last `initial_new_orders` of them (TPC-C: 900) are undelivered (a NEW-ORDER row,
+//! no carrier, order lines with an amount and no delivery date), the others delivered (carrier
+//! and delivery date set, amount 0, as clause 4.3.3.1); HISTORY starts empty.
+//!
+//! A NEW-ORDER row is deleted by Delivery in two steps: inside the transaction its NO_O_ID word
+//! is zeroed (a write of the tuple, so concurrent Deliveries conflict on it), and at commit its
+//! index entry is overwritten with [`TOMBSTONE`] (the B-link tree has no delete).
 
 use serde::{Deserialize, Serialize};
 
@@ -21,13 +28,29 @@ pub const ORDER: usize = 6;
 pub const NEW_ORDER: usize = 7;
 pub const ORDER_LINE: usize = 8;
 pub const HISTORY: usize = 9;
+/// Index-only: the secondary index customer → orders (newest first), for OrderStatus.
+pub const CUSTOMER_ORDER: usize = 10;
+
+/// The index value of a deleted row (never a tuple address).
+pub const TOMBSTONE: u64 = u64::MAX;
 
 /// Words per tuple: 1 version word + ceil(TPC-C row bytes / 8): WAREHOUSE 89 B, DISTRICT 95 B,
 /// CUSTOMER 655 B, ITEM 82 B, STOCK 306 B, ORDER 24 B, NEW-ORDER 8 B, ORDER-LINE 54 B, HISTORY 46 B.
-pub const WIDTH: [usize; 10] = [0, 13, 13, 83, 12, 40, 4, 2, 8, 7];
+pub const WIDTH: [usize; 11] = [0, 13, 13, 83, 12, 40, 4, 2, 8, 7, 0];
 
-pub const TABLE_NAMES: [&str; 10] =
-    ["", "warehouse", "district", "customer", "item", "stock", "order", "new-order", "order-line", "history"];
+pub const TABLE_NAMES: [&str; 11] = [
+    "",
+    "warehouse",
+    "district",
+    "customer",
+    "item",
+    "stock",
+    "order",
+    "new-order",
+    "order-line",
+    "history",
+    "customer-order",
+];
 
 // Field positions (word 0 is the version).
 pub const W_YTD: usize = 1;
@@ -39,15 +62,29 @@ pub const C_BALANCE: usize = 1;
 pub const C_YTD_PAYMENT: usize = 2;
 pub const C_PAYMENT_CNT: usize = 3;
 pub const C_DISCOUNT: usize = 4;
+pub const C_DELIVERY_CNT: usize = 5;
 pub const I_PRICE: usize = 1;
 pub const S_QUANTITY: usize = 1;
 pub const S_YTD: usize = 2;
 pub const S_ORDER_CNT: usize = 3;
 pub const S_REMOTE_CNT: usize = 4;
+pub const O_C_ID: usize = 1;
 pub const O_OL_CNT: usize = 2;
+/// O_ALL_LOCAL in bits 0..8, O_CARRIER_ID (0: undelivered) above.
+pub const O_LOCAL_CARRIER: usize = 3;
+pub const NO_O_ID: usize = 1;
 pub const OL_I_ID: usize = 1;
 pub const OL_SUPPLY_W: usize = 2;
 pub const OL_QUANTITY: usize = 3;
+pub const OL_AMOUNT: usize = 4;
+pub const OL_DELIVERY_D: usize = 5;
+
+pub fn carrier(order: &[u64]) -> u64 {
+    order[O_LOCAL_CARRIER] >> 8
+}
+pub fn with_carrier(local_carrier: u64, carrier: u64) -> u64 {
+    (local_carrier & 0xff) | carrier << 8
+}
 
 /// Initial money in cents (TPC-C clause 4.3.3.1).
 pub const W_YTD_INIT: u64 = 30_000_000;
@@ -83,6 +120,13 @@ pub fn new_order_key(w: u64, d: u64, o: u64) -> u64 {
 pub fn order_line_key(w: u64, d: u64, o: u64, ol: u64) -> u64 {
     key(ORDER_LINE, w << 44 | d << 36 | o << 4 | ol)
 }
+/// Orders per district the customer-order key can hold (12 bits).
+pub const MAX_ORDERS: u64 = (1 << 12) - 1;
+/// Newest order first: a scan from `customer_order_key(w, d, c, MAX_ORDERS)` meets it first.
+pub fn customer_order_key(w: u64, d: u64, c: u64, o: u64) -> u64 {
+    debug_assert!(o <= MAX_ORDERS);
+    key(CUSTOMER_ORDER, w << 44 | d << 36 | c << 12 | (MAX_ORDERS - o))
+}
 pub fn table_of(key: u64) -> usize {
     (key >> 60) as usize
 }
@@ -96,9 +140,22 @@ pub struct Mix {
     #[serde(default)]
     pub payment: f64,
     #[serde(default)]
+    pub order_status: f64,
+    #[serde(default)]
+    pub delivery: f64,
+    #[serde(default)]
     pub stock_level: f64,
 }
 
+impl Mix {
+    pub fn total(&self) -> f64 {
+        self.new_order + self.payment + self.order_status + self.delivery + self.stock_level
+    }
+}
+
+fn yes() -> bool {
+    true
+}
 fn ten() -> u32 {
     10
 }
@@ -132,8 +189,15 @@ pub struct TpccWorkload {
     /// Orders per district at load (TPC-C: 3,000); D_NEXT_O_ID starts after them.
     #[serde(default)]
     pub initial_orders: u32,
+    /// Of the loaded orders, the last this many per district are undelivered (TPC-C: 900).
+    #[serde(default)]
+    pub initial_new_orders: u32,
+    /// Keep the secondary index customer → orders that OrderStatus uses (NewOrder adds an entry
+    /// per order). `false` only to keep the schedules of scenarios without OrderStatus.
+    #[serde(default = "yes")]
+    pub customer_order_index: bool,
     /// Weights; TPC-C's standard mix is NewOrder 45 : Payment 43 : OrderStatus 4 : Delivery 4 :
-    /// StockLevel 4 (OrderStatus and Delivery not built).
+    /// StockLevel 4.
     pub mix: Mix,
     /// Order lines per NewOrder, inclusive (TPC-C: 5..=15).
     #[serde(default = "ol_cnt")]
@@ -141,6 +205,11 @@ pub struct TpccWorkload {
     /// Order lines supplied by another warehouse (TPC-C: 1 %).
     #[serde(default = "remote_item")]
     pub remote_item_ratio: f64,
+    /// Fig. 19b's distribution ratio: the fraction of NewOrders with one order line supplied by
+    /// a warehouse of another compute node (the others home; `remote_item_ratio` unused). Unset:
+    /// TPC-C's per-line `remote_item_ratio`.
+    #[serde(default)]
+    pub distributed_ratio: Option<f64>,
     /// Payments of a customer of another warehouse (TPC-C: 15 %).
     #[serde(default = "remote_payment")]
     pub remote_payment_ratio: f64,
@@ -197,14 +266,27 @@ impl TpccWorkload {
             ));
         }
         let m = self.mix;
-        if !(m.new_order >= 0.0
-            && m.payment >= 0.0
-            && m.stock_level >= 0.0
-            && m.new_order + m.payment + m.stock_level > 0.0)
-        {
+        let weights = [m.new_order, m.payment, m.order_status, m.delivery, m.stock_level];
+        if !(weights.iter().all(|x| *x >= 0.0) && m.total() > 0.0) {
             out.push(Problem::new(format!("{w}.mix"), "weights must be non-negative, not all zero"));
         }
+        if m.order_status > 0.0 && !self.customer_order_index {
+            out.push(Problem::new(
+                format!("{w}.customer_order_index"),
+                "OrderStatus finds a customer's last order through this index: it must be true when mix.order_status > 0",
+            ));
+        }
+        if self.initial_new_orders > self.initial_orders {
+            out.push(Problem::new(format!("{w}.initial_new_orders"), "must be at most initial_orders"));
+        }
+        if self.customer_order_index && self.initial_orders as u64 > MAX_ORDERS {
+            out.push(Problem::new(
+                format!("{w}.initial_orders"),
+                format!("the customer-order index holds {MAX_ORDERS} orders per district"),
+            ));
+        }
         for (name, r) in [
+            ("distributed_ratio", self.distributed_ratio.unwrap_or(0.0)),
             ("remote_item_ratio", self.remote_item_ratio),
             ("remote_payment_ratio", self.remote_payment_ratio),
         ] {
@@ -277,21 +359,55 @@ pub fn population(w: &TpccWorkload) -> Vec<(usize, u64, Vec<u64>)> {
     }
     let [lo, hi] = w.ol_cnt;
     let mut lines = Vec::new();
+    let mut queued = Vec::new();
+    let delivered_below = (w.initial_orders - w.initial_new_orders) as u64 + 1;
     for wh in 1..=w.warehouses as u64 {
         for d in 1..=w.districts_per_warehouse as u64 {
             for o in 1..=w.initial_orders as u64 {
                 let id = wh << 40 | d << 32 | o;
                 let n = lo as u64 + hash(id, 6) % (hi - lo + 1) as u64;
                 let c = o % w.customers_per_district as u64 + 1;
-                out.push((ORDER, order_key(wh, d, o), image(ORDER, &[(1, c), (O_OL_CNT, n), (3, 1)])));
+                let delivered = o < delivered_below;
+                let carrier = if delivered { 1 + hash(id, 30) % 10 } else { 0 };
+                let fields = [(O_C_ID, c), (O_OL_CNT, n), (O_LOCAL_CARRIER, with_carrier(1, carrier))];
+                out.push((ORDER, order_key(wh, d, o), image(ORDER, &fields)));
                 for ol in 1..=n {
                     let i = hash(id, 7 + ol) % w.items as u64 + 1;
-                    let fields = [(OL_I_ID, i), (OL_SUPPLY_W, wh), (OL_QUANTITY, 5)];
+                    let (amount, date) =
+                        if delivered { (0, 1) } else { (1 + hash(id, 40 + ol) % 999_999, 0) };
+                    let fields = [
+                        (OL_I_ID, i),
+                        (OL_SUPPLY_W, wh),
+                        (OL_QUANTITY, 5),
+                        (OL_AMOUNT, amount),
+                        (OL_DELIVERY_D, date),
+                    ];
                     lines.push((ORDER_LINE, order_line_key(wh, d, o, ol), image(ORDER_LINE, &fields)));
+                }
+                if !delivered {
+                    queued.push((NEW_ORDER, new_order_key(wh, d, o), image(NEW_ORDER, &[(NO_O_ID, o)])));
                 }
             }
         }
     }
     out.extend(lines);
+    out.extend(queued);
+    out
+}
+
+/// The secondary index's initial entries: (customer-order key, the ORDER row's key).
+pub fn customer_orders(w: &TpccWorkload) -> Vec<(u64, u64)> {
+    if !w.customer_order_index {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for wh in 1..=w.warehouses as u64 {
+        for d in 1..=w.districts_per_warehouse as u64 {
+            for o in 1..=w.initial_orders as u64 {
+                let c = o % w.customers_per_district as u64 + 1;
+                out.push((customer_order_key(wh, d, c, o), order_key(wh, d, o)));
+            }
+        }
+    }
     out
 }
