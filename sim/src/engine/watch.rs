@@ -40,6 +40,14 @@ pub struct Watches {
     next_id: u64,
 }
 
+impl Watches {
+    /// A fresh waiter with its poll grid `t0 + k·period`, not yet woken.
+    fn new_watcher(&mut self, task: u32, t0_ns: u64, period_ns: u64) -> Watcher {
+        self.next_id += 1;
+        Watcher { id: self.next_id, task, t0_ns, period_ns: period_ns.max(1), woken_for_ns: None }
+    }
+}
+
 impl World {
     /// Register `task` as waiting on `(node, offset)` with its poll grid `t0 + k·period`.
     pub fn watch_register(
@@ -50,11 +58,9 @@ impl World {
         t0_ns: u64,
         period_ns: u64,
     ) -> u64 {
-        let w = &mut self.watches;
-        w.next_id += 1;
-        let id = w.next_id;
-        let watcher = Watcher { id, task, t0_ns, period_ns: period_ns.max(1), woken_for_ns: None };
-        w.by_word.entry((node.0, offset)).or_default().push(watcher);
+        let watcher = self.watches.new_watcher(task, t0_ns, period_ns);
+        let id = watcher.id;
+        self.watches.by_word.entry((node.0, offset)).or_default().push(watcher);
         id
     }
 
@@ -97,11 +103,9 @@ impl World {
         t0_ns: u64,
         period_ns: u64,
     ) -> u64 {
-        let w = &mut self.watches;
-        w.next_id += 1;
-        let id = w.next_id;
-        let watcher = Watcher { id, task, t0_ns, period_ns: period_ns.max(1), woken_for_ns: None };
-        w.ranges.push((node.0, lo, hi, watcher));
+        let watcher = self.watches.new_watcher(task, t0_ns, period_ns);
+        let id = watcher.id;
+        self.watches.ranges.push((node.0, lo, hi, watcher));
         id
     }
 
