@@ -40,30 +40,33 @@ impl Clock {
     pub fn to_reference(&self, t: u64, widen_ns: i64) -> i128 {
         t as i128 - self.offset_ns as i128 + widen_ns as i128
     }
+
+    /// An interval of this node's clock on the reference clock, widened by the uncertainty on
+    /// both sides, so the true interval lies inside it (a check stays sound: no false alarm
+    /// from a clock error).
+    pub fn widened(&self, invoke: u64, ret: Option<u64>) -> (i128, Option<i128>) {
+        let u = self.uncertainty_ns as i64;
+        (self.to_reference(invoke, -u), ret.map(|r| self.to_reference(r, u)))
+    }
 }
 
-/// Logged operations of several nodes on one clock, for checkers that compare times across
-/// nodes. Each interval is moved onto the reference clock and widened by its node's uncertainty
-/// on both sides, so the true interval lies inside it (a check stays sound: no false alarm from
-/// a clock error); all times are then shifted by one common amount so that none is negative,
-/// which changes no order. With identity clocks (the simulator) the operations come back as
-/// logged.
+/// Widened intervals ([`Clock::widened`]) shifted by one common amount so that no time is
+/// negative, which changes no order; in input order.
+pub fn rebased(intervals: Vec<(i128, Option<i128>)>) -> impl Iterator<Item = (u64, Option<u64>)> {
+    let base = intervals.iter().map(|i| i.0).min().unwrap_or(0).min(0);
+    intervals.into_iter().map(move |(invoke, ret)| ((invoke - base) as u64, ret.map(|r| (r - base) as u64)))
+}
+
+/// Logged operations of several nodes on one clock ([`Clock::widened`], [`rebased`]), for
+/// checkers that compare times across nodes. With identity clocks (the simulator) the
+/// operations come back as logged.
 pub fn on_reference_clock<'a>(logs: impl IntoIterator<Item = (Clock, &'a [LoggedOp])>) -> Vec<LoggedOp> {
-    let mut moved: Vec<(i128, Option<i128>, LoggedOp)> = Vec::new();
-    for (clock, log) in logs {
-        let u = clock.uncertainty_ns as i64;
-        moved.extend(log.iter().map(|op| {
-            (clock.to_reference(op.invoke_ns, -u), op.return_ns.map(|r| clock.to_reference(r, u)), *op)
-        }));
-    }
-    let base = moved.iter().map(|m| m.0).min().unwrap_or(0).min(0);
-    moved
-        .into_iter()
-        .map(|(invoke, ret, op)| LoggedOp {
-            invoke_ns: (invoke - base) as u64,
-            return_ns: ret.map(|r| (r - base).max(invoke - base) as u64),
-            ..op
-        })
+    let ops: Vec<(Clock, LoggedOp)> =
+        logs.into_iter().flat_map(|(c, log)| log.iter().map(move |op| (c, *op))).collect();
+    let intervals = ops.iter().map(|(c, op)| c.widened(op.invoke_ns, op.return_ns)).collect();
+    ops.into_iter()
+        .zip(rebased(intervals))
+        .map(|((_, op), (invoke_ns, return_ns))| LoggedOp { invoke_ns, return_ns, ..op })
         .collect()
 }
 

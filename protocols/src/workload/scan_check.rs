@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::harness::history::rebased;
 use crate::harness::{Clock, NodeReport};
 
 /// One completed scan as a client saw it.
@@ -104,30 +105,22 @@ pub struct NodeLog {
 /// stays sound — then all shift by one common amount so that none is negative (time 0, e.g. a
 /// bulk load's, still precedes every operation). Identity clocks (the simulator) change nothing.
 pub fn on_reference_clock(nodes: Vec<NodeLog>) -> (Vec<ScanRecord>, Vec<KeyWrite>) {
-    let early = |c: &Clock, t: u64| c.to_reference(t, -(c.uncertainty_ns as i64));
-    let base = nodes
-        .iter()
-        .flat_map(|n| {
-            let scans = n.scans.iter().map(|s| early(&n.clock, s.invoke_ns));
-            scans.chain(n.writes.iter().map(|w| early(&n.clock, w.invoke_ns)))
-        })
-        .min()
-        .unwrap_or(0)
-        .min(0);
+    let mut intervals = Vec::new();
+    for n in &nodes {
+        intervals.extend(n.scans.iter().map(|s| n.clock.widened(s.invoke_ns, Some(s.return_ns))));
+        intervals.extend(n.writes.iter().map(|w| n.clock.widened(w.invoke_ns, w.return_ns)));
+    }
+    let mut at = rebased(intervals);
     let (mut scans, mut writes) = (Vec::new(), Vec::new());
     for n in nodes {
-        let u = n.clock.uncertainty_ns as i64;
-        let at = |t: u64, widen: i64| (n.clock.to_reference(t, widen) - base) as u64;
-        scans.extend(n.scans.into_iter().map(|s| ScanRecord {
-            invoke_ns: at(s.invoke_ns, -u),
-            return_ns: at(s.return_ns, u),
-            ..s
-        }));
-        writes.extend(n.writes.into_iter().map(|w| KeyWrite {
-            invoke_ns: at(w.invoke_ns, -u),
-            return_ns: w.return_ns.map(|r| at(r, u)),
-            ..w
-        }));
+        for s in n.scans {
+            let (invoke_ns, ret) = at.next().expect("one interval per scan");
+            scans.push(ScanRecord { invoke_ns, return_ns: ret.expect("a scan's return"), ..s });
+        }
+        for w in n.writes {
+            let (invoke_ns, return_ns) = at.next().expect("one interval per write");
+            writes.push(KeyWrite { invoke_ns, return_ns, ..w });
+        }
     }
     (scans, writes)
 }

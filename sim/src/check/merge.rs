@@ -41,13 +41,10 @@ pub fn merge(
 ) -> Result<History, Violation> {
     // Shift and widen every interval onto the reference clock. Times are kept non-negative by
     // a common base, which does not change any order.
-    let adjust = |t: u64, clock: &Clock, widen: i64| t as i128 - clock.offset_ns as i128 + widen as i128;
     let mut ops: Vec<(i128, Option<i128>, &LoggedOp)> = Vec::new();
     for (clock, log) in logs {
-        let u = clock.uncertainty_ns as i64;
         for op in log.iter() {
-            let inv = adjust(op.invoke_ns, clock, -u);
-            let ret = op.return_ns.map(|r| adjust(r, clock, u));
+            let (inv, ret) = clock.widened(op.invoke_ns, op.return_ns);
             ops.push((inv, ret, op));
         }
     }

@@ -40,6 +40,18 @@ pub struct Watches {
     next_id: u64,
 }
 
+impl Watcher {
+    /// A write seen at `now`: if not woken yet, the poll time to wake at and the task.
+    fn wake(&mut self, now: u64) -> Option<(u64, u32)> {
+        if self.woken_for_ns.is_some() {
+            return None;
+        }
+        let at = next_poll_ns(self.t0_ns, self.period_ns, now);
+        self.woken_for_ns = Some(at);
+        Some((at, self.task))
+    }
+}
+
 impl Watches {
     /// A fresh waiter with its poll grid `t0 + k·period`, not yet woken.
     fn new_watcher(&mut self, task: u32, t0_ns: u64, period_ns: u64) -> Watcher {
@@ -132,17 +144,11 @@ impl World {
         let range = (node.0, offset)..(node.0, end);
         let mut wakes = Vec::new();
         for (_, ws) in self.watches.by_word.range_mut(range) {
-            for w in ws.iter_mut().filter(|w| w.woken_for_ns.is_none()) {
-                let at = next_poll_ns(w.t0_ns, w.period_ns, now);
-                w.woken_for_ns = Some(at);
-                wakes.push((at, w.task));
-            }
+            wakes.extend(ws.iter_mut().filter_map(|w| w.wake(now)));
         }
         for (n, lo, hi, w) in self.watches.ranges.iter_mut() {
-            if *n == node.0 && *lo < end && offset < *hi && w.woken_for_ns.is_none() {
-                let at = next_poll_ns(w.t0_ns, w.period_ns, now);
-                w.woken_for_ns = Some(at);
-                wakes.push((at, w.task));
+            if *n == node.0 && *lo < end && offset < *hi {
+                wakes.extend(w.wake(now));
             }
         }
         for (at, task) in wakes {
