@@ -14,8 +14,9 @@ use dmsim_protocols::nic::NodeId;
 
 pub type TaskFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
+/// A task's bookkeeping in the world; its future lives in the run loop's slab
+/// ([`crate::engine::world::Slab`]), so polling it needs no world borrow.
 pub struct TaskSlot {
-    pub future: Option<TaskFuture>,
     pub node: NodeId,
     /// A main task keeps the run alive; daemons (handlers, evictors) do not.
     pub main: bool,

@@ -203,6 +203,7 @@ pub fn recover_after_panic(message: String) -> super::Outcome {
     CURRENT_TASK.with(|c| c.set(u32::MAX));
     let installed = WORLD.with(|w| w.try_borrow().map(|w| w.is_some()).unwrap_or(false));
     assert!(installed, "recover_after_panic: no run was in progress on this thread");
-    let mut world = uninstall_after_dropping_tasks();
+    // The run loop's futures came back to the world while the panic unwound (`SlabGuard`).
+    let mut world = uninstall_after_dropping_tasks(Vec::new());
     world.finish(super::StopReason::Violation { message })
 }

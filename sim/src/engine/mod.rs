@@ -40,7 +40,7 @@ use crate::simnic::{Env, SimNic};
 use crate::trace::{Trace, TraceSink};
 pub use fault::{recover_after_panic, FaultPlan};
 pub use world::VerbCounts;
-use world::{with_world, World, WORLD};
+use world::{with_world, Next, Slab, World, WORLD};
 
 /// Everything a run needs besides the tasks.
 pub struct SimConfig {
@@ -242,37 +242,47 @@ impl Sim {
     pub fn run(&mut self) -> Outcome {
         let world = self.world.take().expect("a Sim runs once");
         world::install(world);
-        let stop = run_loop(&mut self.checker);
-        let mut world = world::uninstall_after_dropping_tasks();
+        let mut slab = SlabGuard(Slab::new());
+        let stop = run_loop(&mut self.checker, &mut slab.0);
+        let mut world = world::uninstall_after_dropping_tasks(std::mem::take(&mut slab.0));
         world.finish(stop)
     }
 }
 
-/// The hot loop. See the module docs for its shape.
-fn run_loop(checker: &mut Option<Checker>) -> StopReason {
+/// The run loop's futures. If a panic unwinds out of the loop, they go back to the installed
+/// world instead of being dropped mid-unwind, so [`recover_after_panic`] drops them as it drops
+/// every task: with the world installed, after the executor stopped taking wakes.
+struct SlabGuard(Slab);
+
+impl Drop for SlabGuard {
+    fn drop(&mut self) {
+        let futures = std::mem::take(&mut self.0);
+        // Empty after a normal run; with no world installed they are simply dropped.
+        let _ = world::try_with_world(|w| {
+            let live = futures.into_iter().enumerate().filter_map(|(i, f)| Some((i as u32, f?)));
+            w.spawned.extend(live);
+        });
+    }
+}
+
+/// The hot loop. See the module docs for its shape. Between two polls it touches the world
+/// once ([`World::next`]); the futures live in `slab`, outside the world.
+fn run_loop(checker: &mut Option<Checker>, slab: &mut Slab) -> StopReason {
     let mut wakers = Vec::new();
+    let checking = checker.is_some();
+    let mut finished = None;
     loop {
-        // 1. Ready tasks, in the order the choice source picks.
-        while world::poll_next_ready(&mut wakers) {
-            if let Some(reason) = run_checker(checker) {
-                return reason;
+        match with_world(|w| w.next(finished.take(), slab, checking)) {
+            Next::Poll(task) => {
+                if world::poll_task(task, slab, &mut wakers) {
+                    finished = Some(task);
+                }
             }
+            Next::Check => {}
+            Next::Stop(reason) => return reason,
         }
-        if let Some(reason) = with_world(World::stop_reason) {
+        if let Some(reason) = run_checker(checker) {
             return reason;
-        }
-        // 2. All events at the next instant (verb arrive/exec/done, timer wakes).
-        let writes_before = checker.is_some().then(|| with_world(World::memory_writes));
-        if let world::Step::Stop(reason) = with_world(World::pop_instant) {
-            return reason;
-        }
-        // 3. Invariants after the memory effects of this instant, if it had any: protocol
-        // state changes only in task code (checked after each poll above), so an instant that
-        // wrote no memory cannot change what a checker sees.
-        if writes_before.is_some_and(|before| before != with_world(World::memory_writes)) {
-            if let Some(reason) = run_checker(checker) {
-                return reason;
-            }
         }
     }
 }

@@ -57,44 +57,45 @@ pub fn install(world: Box<World>) {
     });
 }
 
+/// The task futures, indexed by task: owned by the run loop, outside the world, so a poll holds
+/// no world borrow and needs no move in or out of it. Tasks spawned during a poll wait in
+/// [`World::spawned`] until the loop's next world access moves them here.
+pub type Slab = Vec<Option<TaskFuture>>;
+
 /// Drop every task future while the world is still installed (their `Drop`s may look at it),
 /// then take the world out.
-pub fn uninstall_after_dropping_tasks() -> Box<World> {
+pub fn uninstall_after_dropping_tasks(slab: Slab) -> Box<World> {
     READY.with(|r| r.borrow_mut().reset(false));
-    let futures: Vec<TaskFuture> =
-        with_world(|w| w.tasks.iter_mut().filter_map(|t| t.future.take()).collect());
-    drop(futures);
+    drop(slab);
+    let spawned: Vec<(u32, TaskFuture)> = with_world(|w| std::mem::take(&mut w.spawned));
+    drop(spawned);
     WORLD.with(|w| w.borrow_mut().take()).expect("world installed")
 }
 
-/// Pick the next ready task (through the choice source) and poll it, with no world borrow
-/// held during the poll. Returns false when no task is ready.
+/// What the run loop does next ([`World::next`]).
+pub enum Next {
+    /// Poll this task (its future may be gone: a stale wake of a finished task).
+    Poll(u32),
+    /// An instant wrote memory: run the checker.
+    Check,
+    Stop(StopReason),
+}
+
+/// Poll `task`'s future from `slab` with its cached waker; true if it finished (its future is
+/// dropped here, outside any world borrow). No future: a stale wake, nothing to do.
 #[inline]
-/// `wakers` is the run loop's own cache, indexed by task: outside the world, so a poll needs no
-/// reference-count traffic.
-pub fn poll_next_ready(wakers: &mut Vec<Waker>) -> bool {
-    let picked = with_world(|w| {
-        let task = w.pick_ready()?;
-        Some((task, w.tasks[task as usize].future.take()))
-    });
-    let Some((task, taken)) = picked else { return false };
-    let Some(mut future) = taken else {
-        return true; // finished, or a stale wake
-    };
+pub fn poll_task(task: u32, slab: &mut Slab, wakers: &mut Vec<Waker>) -> bool {
+    let Some(future) = slab[task as usize].as_mut() else { return false };
     while wakers.len() <= task as usize {
         wakers.push(waker_for(wakers.len() as u32));
     }
     CURRENT_TASK.with(|c| c.set(task));
     let poll = future.as_mut().poll(&mut Context::from_waker(&wakers[task as usize]));
     CURRENT_TASK.with(|c| c.set(u32::MAX));
-    with_world(|w| {
-        if poll.is_ready() {
-            w.finish_task(task);
-        } else {
-            w.tasks[task as usize].future = Some(future);
-        }
-    });
-    true
+    if poll.is_ready() {
+        slab[task as usize] = None;
+    }
+    poll.is_ready()
 }
 
 pub enum Step {
@@ -135,6 +136,8 @@ pub struct World {
     pub now_ns: u64,
     pub queue: EventQueue,
     pub tasks: Vec<TaskSlot>,
+    /// Futures spawned since the run loop last took them ([`World::next`]).
+    pub spawned: Vec<(u32, TaskFuture)>,
     pub main_alive: usize,
     pub ops: Vec<Op>,
     pub free_ops: Vec<u32>,
@@ -205,6 +208,7 @@ impl World {
             now_ns: 0,
             queue: EventQueue::default(),
             tasks: Vec::new(),
+            spawned: Vec::new(),
             main_alive: 0,
             ops: Vec::new(),
             free_ops: Vec::new(),
@@ -237,7 +241,8 @@ impl World {
 
     pub fn spawn(&mut self, node: NodeId, future: TaskFuture, main: bool) -> u32 {
         let id = self.tasks.len() as u32;
-        self.tasks.push(TaskSlot { future: Some(future), node, main, alive: true });
+        self.tasks.push(TaskSlot { node, main, alive: true });
+        self.spawned.push((id, future));
         if main {
             self.main_alive += 1;
         }
@@ -251,6 +256,39 @@ impl World {
         slot.alive = false;
         if slot.main {
             self.main_alive -= 1;
+        }
+    }
+
+    /// One world access between two polls: record how the last poll ended (`finished`), hand
+    /// new futures to the loop's slab, then pick the next ready task — popping instants until
+    /// one is ready, the run ends, or (with `checking`) an instant wrote memory.
+    #[inline]
+    pub fn next(&mut self, finished: Option<u32>, slab: &mut Slab, checking: bool) -> Next {
+        if let Some(task) = finished {
+            self.finish_task(task);
+        }
+        for (id, future) in self.spawned.drain(..) {
+            if slab.len() <= id as usize {
+                slab.resize_with(id as usize + 1, || None);
+            }
+            slab[id as usize] = Some(future);
+        }
+        loop {
+            if let Some(task) = self.pick_ready() {
+                return Next::Poll(task);
+            }
+            if let Some(reason) = self.stop_reason() {
+                return Next::Stop(reason);
+            }
+            let writes_before = checking.then(|| self.memory_writes());
+            if let Step::Stop(reason) = self.pop_instant() {
+                return Next::Stop(reason);
+            }
+            // An instant that wrote no memory cannot change what a checker sees: protocol
+            // state changes only in task code (checked after each poll).
+            if writes_before.is_some_and(|before| before != self.memory_writes()) {
+                return Next::Check;
+            }
         }
     }
 
@@ -304,11 +342,11 @@ impl World {
             if self.events >= self.events_max {
                 return Step::Stop(StopReason::EventLimit);
             }
-            let event = self.queue.pop().unwrap();
+            let (_, kind) = self.queue.pop().unwrap();
             self.events += 1;
-            let (a, b) = event.kind.hash_words();
+            let (a, b) = kind.hash_words();
             self.trace.hash_event(time_ns, a, b);
-            match event.kind {
+            match kind {
                 EventKind::Wake { task } => executor::wake_task(task),
                 EventKind::Arrive { op, verb } => self.arrive(op, verb as usize),
                 EventKind::Exec { op, verb, chunk } => self.exec(op, verb as usize, chunk),
