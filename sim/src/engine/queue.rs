@@ -193,6 +193,24 @@ impl EventQueue {
             }
         };
         let time = self.slot_time(slot);
+        Some((time, self.pop_slot(slot, time)))
+    }
+
+    /// The earliest event's kind if it is at `time` (one scan where peek-then-pop takes two).
+    #[inline]
+    pub fn pop_at(&mut self, time: u64) -> Option<EventKind> {
+        match self.first_slot() {
+            Some(slot) => (self.slot_time(slot) == time).then(|| self.pop_slot(slot, time)),
+            None => match self.later.peek() {
+                Some(e) if e.time_ns() == time => self.pop().map(|(_, kind)| kind),
+                _ => None,
+            },
+        }
+    }
+
+    /// Take the first event of `slot`, whose events are at `time`.
+    #[inline]
+    fn pop_slot(&mut self, slot: usize, time: u64) -> EventKind {
         if time != self.base {
             self.advance(time);
         }
@@ -207,7 +225,7 @@ impl EventQueue {
             self.slots[slot].0 = next;
         }
         self.in_wheel -= 1;
-        Some((time, kind))
+        kind
     }
 
     /// Move the window to start at `time` and pull in the later events it now covers.
@@ -257,7 +275,8 @@ mod tests {
     fn matches_a_binary_heap_on_interleaved_pushes_and_pops() {
         // Goal: the wheel pops exactly what a (time, seq) min-heap pops, on a long
         // interleaving of pushes (at or after the current time, as the engine does) and pops,
-        // with peeks between them; both the small and the large time differences occur.
+        // with peeks between them, popped by `pop` or `pop_at`; both the small and the large time
+        // differences occur.
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
         let mut q = EventQueue::default();
@@ -283,7 +302,12 @@ mod tests {
             } else {
                 let Reverse((time, _, task)) = reference.pop().unwrap();
                 assert_eq!(q.peek_time(), Some(time));
-                let event = q.pop().unwrap();
+                let event = if r & 8 == 0 {
+                    q.pop().unwrap()
+                } else {
+                    assert_eq!(q.pop_at(time.wrapping_sub(1)), None);
+                    (time, q.pop_at(time).unwrap())
+                };
                 assert_eq!((event.0, task_of(event)), (time, task));
                 now = time;
             }

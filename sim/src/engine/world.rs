@@ -267,11 +267,13 @@ impl World {
         if let Some(task) = finished {
             self.finish_task(task);
         }
-        for (id, future) in self.spawned.drain(..) {
-            if slab.len() <= id as usize {
-                slab.resize_with(id as usize + 1, || None);
+        if !self.spawned.is_empty() {
+            for (id, future) in self.spawned.drain(..) {
+                if slab.len() <= id as usize {
+                    slab.resize_with(id as usize + 1, || None);
+                }
+                slab[id as usize] = Some(future);
             }
-            slab[id as usize] = Some(future);
         }
         loop {
             if let Some(task) = self.pick_ready() {
@@ -338,11 +340,15 @@ impl World {
         assert!(time_ns >= self.now_ns, "time went backwards: {time_ns} < {}", self.now_ns);
         self.now_ns = time_ns;
         NOW_NS.with(|n| n.set(time_ns));
-        while self.queue.peek_time() == Some(time_ns) {
+        loop {
             if self.events >= self.events_max {
-                return Step::Stop(StopReason::EventLimit);
+                // The bound stops the run only when another event of this instant is due.
+                if self.queue.peek_time() == Some(time_ns) {
+                    return Step::Stop(StopReason::EventLimit);
+                }
+                break;
             }
-            let (_, kind) = self.queue.pop().unwrap();
+            let Some(kind) = self.queue.pop_at(time_ns) else { break };
             self.events += 1;
             let (a, b) = kind.hash_words();
             self.trace.hash_event(time_ns, a, b);
