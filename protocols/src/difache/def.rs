@@ -249,17 +249,15 @@ impl DifachePlan {
     }
 
     fn parse(reports: &[NodeReport]) -> Vec<Report> {
-        reports.iter().filter_map(|r| serde_json::from_value::<Report>(r.extra.clone()).ok()).collect()
+        reports.iter().filter_map(|r| r.extra_as::<Report>()).collect()
     }
 
     /// Every client's logged operations on one clock. On hardware each process logs on its
     /// own clock; comparing raw times across processes faked stale reads (the VM test failed
     /// on DiFache and CMCache with "reads" 1-16 ms stale: the processes' clock offsets).
     fn history(reports: &[NodeReport]) -> Vec<LoggedOp> {
-        let logs: Vec<(Clock, Vec<LoggedOp>)> = reports
-            .iter()
-            .filter_map(|r| Some((r.clock, serde_json::from_value::<Report>(r.extra.clone()).ok()?.log)))
-            .collect();
+        let logs: Vec<(Clock, Vec<LoggedOp>)> =
+            reports.iter().filter_map(|r| Some((r.clock, r.extra_as::<Report>()?.log))).collect();
         on_reference_clock(logs.iter().map(|(c, l)| (*c, l.as_slice())))
     }
 }
@@ -470,7 +468,7 @@ mod tests {
         let late = Clock { offset_ns: -50_000, uncertainty_ns: 2_000 };
         let raw: Vec<LoggedOp> = [read.clone(), report(late, vec![write])]
             .iter()
-            .flat_map(|r| serde_json::from_value::<Report>(r.extra.clone()).unwrap().log)
+            .flat_map(|r| r.extra_as::<Report>().expect("a DiFache report").log)
             .collect();
         assert!(check_regular(&raw).is_err(), "the raw times must look stale, or this test shows nothing");
         assert_eq!(DifachePlan::history(&[read.clone(), report(late, vec![write])]).len(), 2);

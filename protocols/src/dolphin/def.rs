@@ -174,7 +174,7 @@ impl DolphinPlan {
     }
 
     fn reports(reports: &[NodeReport]) -> Vec<DolphinReport> {
-        reports.iter().filter_map(|r| serde_json::from_value::<DolphinReport>(r.extra.clone()).ok()).collect()
+        reports.iter().filter_map(|r| r.extra_as::<DolphinReport>()).collect()
     }
 
     fn totals(reports: &[NodeReport]) -> Stats {
@@ -348,11 +348,8 @@ impl Plan for DolphinPlan {
         if let Some(e) = crate::harness::first_error(reports) {
             return Err(Violation::new("no protocol error", e.to_string()));
         }
-        let scans_of = |r: &NodeReport| {
-            serde_json::from_value::<DolphinReport>(r.extra.clone())
-                .map(|d| d.stats.scans)
-                .unwrap_or_default()
-        };
+        let scans_of =
+            |r: &NodeReport| r.extra_as::<DolphinReport>().map(|d| d.stats.scans).unwrap_or_default();
         check_report_scans(reports, scans_of, |v| v != 0 && v & TOMBSTONE == 0, [])
             .map_err(|m| Violation::new("no scan skips a live key", m))?;
         let Some(memory) = memory else { return Ok(()) };

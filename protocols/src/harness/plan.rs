@@ -41,6 +41,14 @@ pub struct NodeReport {
     pub clock: Clock,
 }
 
+impl NodeReport {
+    /// `extra` read as the protocol's report type, without copying the JSON tree (`None`: it is
+    /// another type, e.g. a memory node's report where a compute node's was expected).
+    pub fn extra_as<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        T::deserialize(&self.extra).ok()
+    }
+}
+
 /// A node's first protocol error as a report carries it.
 pub fn report_error(error: Option<crate::common::error::ProtocolError>) -> Option<(u64, String)> {
     error.map(|e| (e.at.0, e.to_string()))

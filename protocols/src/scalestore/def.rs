@@ -145,7 +145,7 @@ impl ScaleStorePlan {
     }
 
     fn parse(reports: &[NodeReport]) -> Vec<Report> {
-        reports.iter().filter_map(|r| serde_json::from_value::<Report>(r.extra.clone()).ok()).collect()
+        reports.iter().filter_map(|r| r.extra_as::<Report>()).collect()
     }
 }
 

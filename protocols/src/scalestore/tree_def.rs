@@ -234,7 +234,7 @@ impl BlinkScaleStorePlan {
     }
 
     fn parse(reports: &[NodeReport]) -> Vec<Report> {
-        reports.iter().filter_map(|r| serde_json::from_value::<Report>(r.extra.clone()).ok()).collect()
+        reports.iter().filter_map(|r| r.extra_as::<Report>()).collect()
     }
 
     /// Memory as the tree's structure check reads it: page `g`'s words from a node holding it
@@ -407,9 +407,7 @@ impl Plan for BlinkScaleStorePlan {
         if let Some(e) = crate::harness::first_error(reports) {
             return Err(Violation::new("no protocol error", e.to_string()));
         }
-        check_tree_scans(reports, |r| {
-            serde_json::from_value::<Report>(r.extra.clone()).map(|s| s.tree.scans).unwrap_or_default()
-        })?;
+        check_tree_scans(reports, |r| r.extra_as::<Report>().map(|s| s.tree.scans).unwrap_or_default())?;
         let Some(memory) = memory else { return Ok(()) };
         let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         if !self.quiesce || states.len() != self.layout.nodes as usize {

@@ -261,8 +261,8 @@ impl SelccPlan {
     fn compute_stats(reports: &[NodeReport]) -> Vec<Stats> {
         reports
             .iter()
-            .filter_map(|r| match serde_json::from_value::<Report>(r.extra.clone()) {
-                Ok(Report::Compute(s)) => Some(*s),
+            .filter_map(|r| match r.extra_as::<Report>() {
+                Some(Report::Compute(s)) => Some(*s),
                 _ => None,
             })
             .collect()

@@ -179,7 +179,7 @@ impl SmartPlan {
     fn totals(reports: &[NodeReport]) -> Stats {
         let mut total = Stats::new();
         for r in reports {
-            if let Ok(SmartReport::Compute(s)) = serde_json::from_value::<SmartReport>(r.extra.clone()) {
+            if let Some(SmartReport::Compute(s)) = r.extra_as::<SmartReport>() {
                 total.merge(&s);
             }
         }
@@ -329,8 +329,8 @@ impl Plan for SmartPlan {
                 return_ns: Some(0),
                 live: true,
             });
-            let scans_of = |r: &NodeReport| match serde_json::from_value::<SmartReport>(r.extra.clone()) {
-                Ok(SmartReport::Compute(s)) => s.scans,
+            let scans_of = |r: &NodeReport| match r.extra_as::<SmartReport>() {
+                Some(SmartReport::Compute(s)) => s.scans,
                 _ => Vec::new(),
             };
             check_report_scans(reports, scans_of, |v| v & TOMBSTONE == 0, loaded)

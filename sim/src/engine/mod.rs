@@ -5,7 +5,7 @@
 //!
 //! ```text
 //!   ┌──────────── run loop ────────────┐
-//!   │ 1. pop all events at time t      │  queue: BinaryHeap ordered by (time_ns, seq)
+//!   │ 1. pop all events at time t      │  queue: timing wheel ordered by (time_ns, seq)
 //!   │    (verb arrive/exec/done, wake) │
 //!   │ 2. while tasks are ready:        │  ready: wake order; the choice source picks which
 //!   │      pick one (choice source),   │         of the ready tasks runs next

@@ -123,14 +123,14 @@ impl EventQueue {
         self.seq += 1;
         let event = Event { key: (time_ns as u128) << 64 | self.seq as u128, kind };
         if time_ns - self.base < WHEEL_NS {
-            self.to_slot(event);
+            self.slot_in(event);
         } else {
             self.later.push(event);
         }
     }
 
     #[inline]
-    fn to_slot(&mut self, event: Event) {
+    fn slot_in(&mut self, event: Event) {
         let node = if self.free != NIL {
             let node = self.free;
             self.free = self.nodes[node as usize].1;
@@ -233,7 +233,7 @@ impl EventQueue {
         self.base = time;
         while self.later.peek().is_some_and(|e| e.time_ns() - time < WHEEL_NS) {
             let event = self.later.pop().unwrap();
-            self.to_slot(event);
+            self.slot_in(event);
         }
     }
 
