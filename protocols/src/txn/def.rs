@@ -33,7 +33,9 @@ use super::client::{run_terminal, Shared, Stats, Terminal, KINDS};
 use super::engine::{Cc, Engine};
 use super::heap::{per_page, TupleRef, PAGE_HEADER};
 use super::mutants::Mutant;
-use super::tpcc::{customer_orders, population, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH};
+use super::tpcc::{
+    customer_orders, population, warehouse_of, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH,
+};
 use super::twopc::{serve, Partitioning, Prepared, SERVER_PORT};
 use super::wal::Wal;
 use crate::blink::bulk::{build, node_count, BulkTree};
@@ -207,17 +209,22 @@ impl TpccPlan {
         let mut heap_pages: Vec<Vec<u64>> = Vec::new();
         // (key, heap page number, slot)
         let mut placed: Vec<(u64, usize, usize)> = Vec::with_capacity(rows.len());
-        let mut open: Option<(usize, usize)> = None; // (table, slot count so far)
+        // (table, partition, slot count so far). Partitioned, a page holds one warehouse's rows:
+        // partitions share no GCL, so no lock unit is shared by two nodes' data (else a
+        // coordinator holding its own stock page would make the participant owning the rest of
+        // that page vote no on every retry of the same transaction).
+        let mut open: Option<(usize, Option<u64>, usize)> = None;
         for (table, key, image) in &rows {
             let per = per_page(page_words, WIDTH[*table]);
+            let part = if partitioned { warehouse_of(*key) } else { None };
             let slot = match open {
-                Some((t, s)) if t == *table && s < per => s,
+                Some((t, p, s)) if t == *table && p == part && s < per => s,
                 _ => {
                     heap_pages.push(vec![0u64; page_words]);
                     0
                 }
             };
-            open = Some((*table, slot + 1));
+            open = Some((*table, part, slot + 1));
             let page = heap_pages.len() - 1;
             let at = PAGE_HEADER + slot * WIDTH[*table];
             heap_pages[page][at..at + image.len()].copy_from_slice(image);
