@@ -31,7 +31,7 @@ use serde_json::Value;
 use super::check::{consistent, serializable, Db};
 use super::client::{run_terminal, Shared, Stats, Terminal, KINDS};
 use super::engine::{Cc, Engine};
-use super::heap::{per_page, TupleRef, PAGE_HEADER};
+use super::heap::{per_page, place, TupleRef, PAGE_HEADER};
 use super::mutants::Mutant;
 use super::tpcc::{
     customer_orders, population, warehouse_of, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH,
@@ -206,30 +206,8 @@ impl TpccPlan {
             return Err(out);
         }
         let rows = population(&w);
-        let mut heap_pages: Vec<Vec<u64>> = Vec::new();
-        // (key, heap page number, slot)
-        let mut placed: Vec<(u64, usize, usize)> = Vec::with_capacity(rows.len());
-        // (table, partition, slot count so far). Partitioned, a page holds one warehouse's rows:
-        // partitions share no GCL, so no lock unit is shared by two nodes' data (else a
-        // coordinator holding its own stock page would make the participant owning the rest of
-        // that page vote no on every retry of the same transaction).
-        let mut open: Option<(usize, Option<u64>, usize)> = None;
-        for (table, key, image) in &rows {
-            let per = per_page(page_words, WIDTH[*table]);
-            let part = if partitioned { warehouse_of(*key) } else { None };
-            let slot = match open {
-                Some((t, p, s)) if t == *table && p == part && s < per => s,
-                _ => {
-                    heap_pages.push(vec![0u64; page_words]);
-                    0
-                }
-            };
-            open = Some((*table, part, slot + 1));
-            let page = heap_pages.len() - 1;
-            let at = PAGE_HEADER + slot * WIDTH[*table];
-            heap_pages[page][at..at + image.len()].copy_from_slice(image);
-            placed.push((*key, page, slot));
-        }
+        let part = |key: u64| if partitioned { warehouse_of(key) } else { None };
+        let (heap_pages, placed) = place(&rows, page_words, part);
         let per_node = ((tree.max_entries(page_words) as f64 * tree.bulk_fill).floor() as usize).max(2);
         let secondary = customer_orders(&w);
         let bulk_nodes = node_count((placed.len() + secondary.len()) as u64, per_node);
