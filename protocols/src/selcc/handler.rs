@@ -110,7 +110,8 @@ impl<N: Nic> Node<N> {
                 let mut meta = f.meta();
                 meta.lease = meta.lease.activate();
                 // A try-latch's message is never memorised: its sender does not wait.
-                if self.config.defer_messages && !msg.no_wait && !meta.acquiring && meta.memo != Memo::Invalid {
+                if self.config.defer_messages && !msg.no_wait && !meta.acquiring && meta.memo != Memo::Invalid
+                {
                     let (slot, dropped) = memorise(meta.pending.take(), msg);
                     meta.pending = slot;
                     dropped

@@ -17,8 +17,8 @@
 //! Metrics: `throughput_ktps` (committed transactions per second / 1,000; `throughput_mops`
 //! the same in millions, for `compare_with`), `committed`,
 //! `aborts`, `abort_rate` (aborts per attempt), `gave_up`, `latency_ns_{avg,p50,p99}`,
-//! `latch_sections_per_txn` (heap-page latch sections per attempt; the index's own latches not
-//! counted), `wal_flushes` (log writes to the storage device), `distributed_committed`
+//! `latch_sections_per_txn` (heap-page latch sections per attempt — for 2PL over SELCC the
+//! latches it takes and holds to commit; the index's own latches not counted), `wal_flushes` (log writes to the storage device), `distributed_committed`
 //! (committed transactions that ran 2PC), the same per kind (`new_order_`, `payment_`, `order_status_`, `delivery_`,
 //! `stock_level_`).
 

@@ -413,7 +413,14 @@ impl<P: TxnPages> Engine<P> {
     }
 
     /// Insert a tuple of `table` at commit, indexed under each of `keys`.
-    pub fn insert(&mut self, x: &mut Txn<P::Guard>, table: usize, keys: Vec<u64>, width: usize, fields: Vec<u64>) {
+    pub fn insert(
+        &mut self,
+        x: &mut Txn<P::Guard>,
+        table: usize,
+        keys: Vec<u64>,
+        width: usize,
+        fields: Vec<u64>,
+    ) {
         x.inserts.push((table, keys, width, fields));
     }
 
