@@ -176,3 +176,24 @@ fn difache_cmcache_fifteen_hundred_schedules() {
     // protocols/src/difache/NEEDS.md). 1,500 to stay inside the CI budget.
     campaign_of("difache/fuzz-cmcache.json", 1_500);
 }
+
+#[test]
+fn tpcc_two_phase_commit_pct_with_faults() {
+    // Partitioned SELCC with 2PC and the WAL under PCT-3 with delayed, dropped (RC resends) and
+    // paused messages. Seed 103 livelocked before partitions got their own heap pages (a
+    // coordinator's stock lock on a page shared with a participant's warehouse: a no vote on
+    // every retry); see `txn::heap::place`. The long campaigns are in protocols/src/txn/NEEDS.md.
+    let scenario = "selcc/tpcc-2pc-fuzz-small.json";
+    let target = ProtocolTarget::from_json(&scenario_text(scenario), &registry::sim()).unwrap();
+    let spec = CampaignSpec {
+        seeds: (1..=200).collect(),
+        strategy: StrategyKind::Pct { depth: 3 },
+        mutant: "none".into(),
+        faults: Faults { delay: true, drop: true, pause: true, crash: false },
+        stop_after: None,
+        progress: false,
+    };
+    let summary = run_campaign(&target, &spec).summary;
+    assert_eq!(summary.schedules, 200);
+    assert_eq!(summary.violations, 0, "{scenario}: {:?}", summary.failures);
+}

@@ -236,10 +236,10 @@ fn blink_sel_split_without_recheck_is_caught() {
 }
 
 /// TPC-C mutants that need one transaction to run inside another's window of a few operations
-/// (`tpcc-fuzz-small.json`; violations in seeds 1..=200: early-release-shared 17,
-/// release-before-install 16, to-no-rts-update 10, to-skip-wts-check 10,
-/// occ-validation-skips-write-set 9; first failing seeds 9, 25, 5, 42, 1, and 2 for
-/// occ-no-version-bump): a budget of 300 misses a 3 % bug with probability 0.97^300 ≈ 10⁻⁴.
+/// (`tpcc-fuzz-small.json`; violations in seeds 1..=200: early-release-shared 35 and
+/// release-before-install 22 with 2PL over SELCC latches (first at seeds 2 and 6),
+/// to-no-rts-update 10, to-skip-wts-check 10, occ-validation-skips-write-set 9 (first at 5, 42,
+/// 1), and occ-no-version-bump first at 2): a budget of 300 misses a 3 % bug with probability 0.97^300 ≈ 10⁻⁴.
 const TPCC_RARE: &[&str] = &[
     "early-release-shared",
     "release-before-install",

@@ -83,6 +83,7 @@ mod tests {
             frame_offset: 0,
             reply_offset: 0,
             seq: 1,
+            no_wait: false,
         }
     }
 

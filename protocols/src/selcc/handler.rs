@@ -7,6 +7,7 @@
 //!   (3) a local thread is using it — or, with `defer_messages`, memorise the message in the
 //!   frame's one slot (highest priority wins, §5.3.2) and serve it when the latch comes free or
 //!   the lease expires; a displaced message is dropped. Every message gets exactly one reply.
+//!   A try-latch's message (`no_wait`) is dropped when busy, never memorised.
 //!
 //! A handler whose verb or message fails releases the frame it holds, records the error on the
 //! node ([`super::node::NodeState::fail`]) and stops; the other handlers go on serving.
@@ -108,7 +109,9 @@ impl<N: Nic> Node<N> {
             let dropped = {
                 let mut meta = f.meta();
                 meta.lease = meta.lease.activate();
-                if self.config.defer_messages && !meta.acquiring && meta.memo != Memo::Invalid {
+                // A try-latch's message is never memorised: its sender does not wait.
+                if self.config.defer_messages && !msg.no_wait && !meta.acquiring && meta.memo != Memo::Invalid
+                {
                     let (slot, dropped) = memorise(meta.pending.take(), msg);
                     meta.pending = slot;
                     dropped

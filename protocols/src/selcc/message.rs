@@ -53,14 +53,20 @@ pub struct InvMsg {
     /// The requester's reply slot; the victim writes word `victim index` of it.
     pub reply_offset: u64,
     pub seq: u32,
+    /// Sent by a try-latch ([`super::node::Node::try_lock`]): a busy victim drops it at once
+    /// instead of memorising it, as the sender will not wait for the holder to finish
+    /// (no-wait 2PL holds latches to commit). Carried in the kind byte's top bit.
+    pub no_wait: bool,
 }
+
+const NO_WAIT_BIT: u8 = 0x80;
 
 pub const INV_MSG_BYTES: usize = 1 + 1 + 1 + 2 + 8 + 8 + 8 + 4;
 
 impl InvMsg {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(INV_MSG_BYTES);
-        out.push(self.kind as u8);
+        out.push(self.kind as u8 | if self.no_wait { NO_WAIT_BIT } else { 0 });
         out.push(self.priority);
         out.push(self.sender.0);
         out.extend_from_slice(&self.gcl.node.0.to_le_bytes());
@@ -77,13 +83,14 @@ impl InvMsg {
         let u16_at = |i: usize| u16::from_le_bytes(bytes[i..i + 2].try_into().unwrap());
         let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
         let msg = InvMsg {
-            kind: InvKind::from_u8(bytes[0]),
+            kind: InvKind::from_u8(bytes[0] & !NO_WAIT_BIT),
             priority: bytes[1],
             sender: ComputeIndex(bytes[2]),
             gcl: RemoteAddr::new(NodeId(u16_at(3)), u64_at(5)),
             frame_offset: u64_at(13),
             reply_offset: u64_at(21),
             seq: u32::from_le_bytes(bytes[29..33].try_into().unwrap()),
+            no_wait: bytes[0] & NO_WAIT_BIT != 0,
         };
         assert!(msg.seq != 0, "sequence numbers start at 1 so that a zero flag means waiting");
         msg
@@ -163,8 +170,11 @@ mod tests {
             frame_offset: 0x800,
             reply_offset: 0x9000,
             seq: 42,
+            no_wait: false,
         };
         assert_eq!(InvMsg::decode(&msg.encode()), msg);
+        let try_msg = InvMsg { no_wait: true, kind: InvKind::WriterVsShared, ..msg };
+        assert_eq!(InvMsg::decode(&try_msg.encode()), try_msg);
     }
 
     #[test]

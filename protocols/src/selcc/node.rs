@@ -137,6 +137,8 @@ pub struct Worker<N: Nic> {
     pub(super) reply_offset: u64,
     pub(super) seq: u32,
     pub(super) op: OpTrace,
+    /// During a try-latch: the global acquire gives up after this many failed attempts.
+    pub(super) try_attempts: Option<u32>,
 }
 
 impl<N: Nic> Worker<N> {
@@ -199,6 +201,7 @@ impl<N: Nic> Node<N> {
             reply_offset: self.layout.reply_slot_offset(thread),
             seq: 0,
             op: OpTrace::new(false, Nanos::ZERO),
+            try_attempts: None,
         }
     }
 
@@ -379,6 +382,7 @@ impl<N: Nic> Node<N> {
             frame_offset: self.frame_offset(frame),
             reply_offset,
             seq: w.seq,
+            no_wait: w.try_attempts.is_some(),
         }
     }
 

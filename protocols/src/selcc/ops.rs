@@ -24,6 +24,10 @@ use super::node::{Handle, Node, Worker};
 use super::sharers::SharerAsks;
 use super::stats::OpCase;
 
+/// Global acquire attempts of a try-latch before it gives up ([REPO]
+/// `global_Wlock_and_read_page_with_INVALID(…, r_times = 5)` behind `TrySELCC_*_Lock`).
+pub const TRY_ATTEMPTS: u32 = 5;
+
 impl<N: Nic> Node<N> {
     // ================================ Table 1 ================================
 
@@ -134,11 +138,45 @@ impl<N: Nic> Node<N> {
         if self.config.sel_per_thread() {
             return self.sel_lock(w, g, mode).await;
         }
+        w.try_attempts = None;
+        let h = self.lock_or_try(w, g, mode).await?;
+        Ok(h.expect("a blocking lock always acquires"))
+    }
+
+    /// `TrySELCC_SLock`/`TrySELCC_XLock` [REPO] (not in the paper's Table 1; spec B12 [GAP]):
+    /// `lock` that never waits on another holder. `None` when the local latch is taken, the cache
+    /// has no free frame, or the global acquire fails [`TRY_ATTEMPTS`] times; its invalidations
+    /// ask busy victims to drop rather than memorise them. No-wait 2PL holds these latches to
+    /// commit (`txn/engine.rs`), so a waiting acquire could deadlock: two nodes each holding the
+    /// line the other's message waits for.
+    pub async fn try_lock(&self, w: &mut Worker<N>, g: Gaddr, mode: Mode) -> ProtocolResult<Option<Handle>> {
+        assert!(self.layout.is_gcl(g), "{g} is not a GCL");
+        assert!(!self.config.sel_per_thread(), "SEL's per-thread buffer holds one latch: no try-latch");
+        self.errors.check()?;
+        w.try_attempts = Some(TRY_ATTEMPTS);
+        let h = self.lock_or_try(w, g, mode).await;
+        w.try_attempts = None;
+        h
+    }
+
+    /// `lock`, or (with `w.try_attempts`) `try_lock`.
+    async fn lock_or_try(&self, w: &mut Worker<N>, g: Gaddr, mode: Mode) -> ProtocolResult<Option<Handle>> {
         w.op = super::stats::OpTrace::new(mode == Mode::Exclusive, w.nic.now());
         w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
-        let frame = self.pin_frame(w, g).await.map_err(|e| self.fail(e))?;
+        let frame = if w.try_attempts.is_some() {
+            match self.try_pin_frame(w, g).await.map_err(|e| self.fail(e))? {
+                Some(frame) => frame,
+                None => return Ok(None),
+            }
+        } else {
+            self.pin_frame(w, g).await.map_err(|e| self.fail(e))?
+        };
         let latch_mode = match self.lock_frame(w, g, frame, mode).await {
-            Ok(latch_mode) => latch_mode,
+            Ok(Some(latch_mode)) => latch_mode,
+            Ok(None) => {
+                self.cache.unpin(frame);
+                return Ok(None);
+            }
             Err(e) => {
                 self.cache.unpin(frame);
                 return Err(self.fail(e));
@@ -165,19 +203,26 @@ impl<N: Nic> Node<N> {
                 }
             }
         }
-        Ok(Handle {
+        Ok(Some(Handle {
             gcl: g,
             mode,
             frame,
             latch_mode,
             data_offset: self.frame_offset(frame) + WORD,
             staged: Vec::new(),
-        })
+        }))
     }
 
     /// `lock` between pinning the frame and building the handle: take the local latch and, if
-    /// needed, global ownership. Returns the local latch mode held; on error holds none.
-    async fn lock_frame(&self, w: &mut Worker<N>, g: Gaddr, frame: u32, mode: Mode) -> ProtocolResult<Mode> {
+    /// needed, global ownership. Returns the local latch mode held; on error, or `None` (a try
+    /// that failed), holds none.
+    async fn lock_frame(
+        &self,
+        w: &mut Worker<N>,
+        g: Gaddr,
+        frame: u32,
+        mode: Mode,
+    ) -> ProtocolResult<Option<Mode>> {
         let f = self.cache.frame(frame);
         let sel = self.config.mode == ProtocolMode::Sel;
         loop {
@@ -195,6 +240,9 @@ impl<N: Nic> Node<N> {
                 }
             };
             let waited = !f.latch.try_lock(want);
+            if waited && w.try_attempts.is_some() {
+                return Ok(None);
+            }
             if waited {
                 f.latch.lock(want).await;
                 w.nic.cpu(Nanos(self.config.cpu.latch_handoff_ns)).await;
@@ -209,30 +257,38 @@ impl<N: Nic> Node<N> {
             }
             if want == Mode::Shared {
                 if f.meta().memo != Memo::Invalid {
-                    return Ok(Mode::Shared);
+                    return Ok(Some(Mode::Shared));
                 }
                 // Invalidated while we waited: go round again for the exclusive path.
                 self.unlock_frame(frame, Mode::Shared);
                 continue;
             }
             let lease_due = self.lease_due(&f.meta());
-            let mut owned = Ok(());
+            let mut owned = Ok(true);
             if lease_due {
-                owned = self.lease_release(&w.nic, frame).await;
+                owned = self.lease_release(&w.nic, frame).await.map(|_| true);
             }
             if owned.is_ok() {
                 owned = self.ensure_ownership(w, frame, g, mode).await;
             }
-            if let Err(e) = owned {
-                f.meta().acquiring = false;
-                self.unlock_frame(frame, Mode::Exclusive);
-                return Err(e);
+            match owned {
+                Ok(true) => {}
+                Ok(false) => {
+                    f.meta().acquiring = false;
+                    self.unlock_frame(frame, Mode::Exclusive);
+                    return Ok(None);
+                }
+                Err(e) => {
+                    f.meta().acquiring = false;
+                    self.unlock_frame(frame, Mode::Exclusive);
+                    return Err(e);
+                }
             }
             if mode == Mode::Shared && !sel {
                 f.latch.downgrade();
-                return Ok(Mode::Shared);
+                return Ok(Some(Mode::Shared));
             }
-            return Ok(Mode::Exclusive);
+            return Ok(Some(Mode::Exclusive));
         }
     }
 
@@ -313,6 +369,30 @@ impl<N: Nic> Node<N> {
         }
     }
 
+    /// `pin_frame` for a try-latch: one eviction attempt, then `None` (a node whose frames are
+    /// all pinned by transactions holding their latches must not wait for one of them).
+    async fn try_pin_frame(&self, w: &mut Worker<N>, g: Gaddr) -> ProtocolResult<Option<u32>> {
+        for attempt in 0..2 {
+            match self.cache.pin_or_assign(g) {
+                Lookup::Found(i) | Lookup::Assigned(i) => {
+                    if self.config.batched_eviction
+                        && self.cache.free_count() < self.config.free_frames_low() as usize
+                    {
+                        self.evict_wanted.notify_all();
+                    }
+                    return Ok(Some(i));
+                }
+                Lookup::Full if self.config.batched_eviction => {
+                    self.evict_wanted.notify_all();
+                    return Ok(None);
+                }
+                Lookup::Full if attempt == 0 => self.evict_sync(w).await?,
+                Lookup::Full => {}
+            }
+        }
+        Ok(None)
+    }
+
     /// The lease is due past γ — and, when messages are memorised, only with one memorised: a
     /// release nobody waits for would give up a line a starved writer won (priority matching)
     /// to no one ([REPO] processes the lease only while a message is buffered). Without
@@ -343,14 +423,14 @@ impl<N: Nic> Node<N> {
     // ================================ ownership ================================
 
     /// Make this node's memo sufficient for `mode` (§3.2 table). Caller holds the local latch
-    /// exclusively.
+    /// exclusively. `false`: a try-latch's global acquire gave up.
     async fn ensure_ownership(
         &self,
         w: &mut Worker<N>,
         frame: u32,
         g: Gaddr,
         mode: Mode,
-    ) -> ProtocolResult<()> {
+    ) -> ProtocolResult<bool> {
         let f = self.cache.frame(frame);
         let memo = f.meta().memo;
         let sufficient =
@@ -358,7 +438,7 @@ impl<N: Nic> Node<N> {
         if sufficient {
             assert!(self.config.mode == ProtocolMode::Selcc, "SEL never keeps ownership across ops");
             w.op.case = OpCase::Hit;
-            return Ok(());
+            return Ok(true);
         }
         // A message memorised while we merely used the copy must not wait behind our global
         // acquire (its sender may hold what we need): serve it first.
@@ -373,21 +453,27 @@ impl<N: Nic> Node<N> {
             self.serve(&w.nic, frame, msg).await?;
         }
         let memo = f.meta().memo;
-        match (mode, memo) {
+        let owned = match (mode, memo) {
             (Mode::Shared, Memo::Shared | Memo::Modified) | (Mode::Exclusive, Memo::Modified) => {
-                w.op.case = OpCase::Hit
+                w.op.case = OpCase::Hit;
+                true
             }
             (Mode::Exclusive, Memo::Shared) => self.upgrade(w, frame, g).await?,
             (Mode::Exclusive, Memo::Invalid) => self.acquire_exclusive(w, frame, g).await?,
             (Mode::Shared, Memo::Invalid) => self.acquire_shared(w, frame, g).await?,
-        }
+        };
         f.meta().acquiring = false;
-        Ok(())
+        Ok(owned)
+    }
+
+    /// A try-latch has failed `retries` global attempts: give up.
+    fn try_exhausted(w: &Worker<N>, retries: u32) -> bool {
+        w.try_attempts.is_some_and(|k| retries >= k)
     }
 
     /// Acquire Modified (§3.4 [P]): `batch[CAS((0,0) → (me,0)), READ]`, resolving conflicts with
-    /// invalidations (Cases 1 and 3) until it succeeds.
-    async fn acquire_exclusive(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) -> ProtocolResult<()> {
+    /// invalidations (Cases 1 and 3) until it succeeds (`false`: a try-latch gave up).
+    async fn acquire_exclusive(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) -> ProtocolResult<bool> {
         let me = self.me;
         let n = self.layout.compute_count();
         let messages = self.config.mode == ProtocolMode::Selcc;
@@ -428,7 +514,7 @@ impl<N: Nic> Node<N> {
             match step {
                 AcquireStep::Acquired => {
                     self.set_owned(frame, Memo::Modified, priority);
-                    return Ok(());
+                    return Ok(true);
                 }
                 AcquireStep::InvalidateOwner(owner) if messages => {
                     w.op.case = OpCase::WriterVsModified;
@@ -440,12 +526,12 @@ impl<N: Nic> Node<N> {
                             // GCL forwarding (§3.5 Case 1): `header | data` is already in our
                             // frame, the header carrying the old owner's dirty bounds.
                             self.set_owned(frame, Memo::Modified, priority);
-                            return Ok(());
+                            return Ok(true);
                         }
                         ReplyStatus::Granted => {
                             self.read_after_grant(w, frame, g).await?;
                             self.set_owned(frame, Memo::Modified, priority);
-                            return Ok(());
+                            return Ok(true);
                         }
                         ReplyStatus::Released => retry_now = true,
                         ReplyStatus::Dropped => {}
@@ -464,6 +550,9 @@ impl<N: Nic> Node<N> {
             retries += 1;
             w.op.retries += 1;
             self.stats.lock().unwrap().latch_retries += 1;
+            if Self::try_exhausted(w, retries) {
+                return Ok(false);
+            }
             assert!(
                 retries < self.config.retry_limit,
                 "exclusive acquire of {g} stuck after {retries} retries"
@@ -479,7 +568,7 @@ impl<N: Nic> Node<N> {
 
     /// Acquire Shared (§3.4 [P]): `batch[FAA(+BIT(me)), READ]`; on a writer, undo the bit and
     /// invalidate it (Case 2).
-    async fn acquire_shared(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) -> ProtocolResult<()> {
+    async fn acquire_shared(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) -> ProtocolResult<bool> {
         let me = self.me;
         let n = self.layout.compute_count();
         let messages = self.config.mode == ProtocolMode::Selcc;
@@ -503,12 +592,12 @@ impl<N: Nic> Node<N> {
             let step = latch::after_shared_faa(old, me, n);
             if step == AcquireStep::Acquired {
                 self.set_owned(frame, Memo::Shared, priority);
-                return Ok(());
+                return Ok(true);
             }
             if self.config.mutant == Mutant::ReadThroughModified {
                 // Planted bug: keep the bit and the stale memory copy despite the writer.
                 self.set_owned(frame, Memo::Shared, priority);
-                return Ok(());
+                return Ok(true);
             }
             // Undo our bit before anyone (the owner's downgrade FAA) may add it again: the undo
             // must land first or the later +BIT carries into a neighbour (S8).
@@ -527,12 +616,12 @@ impl<N: Nic> Node<N> {
                 {
                     ReplyStatus::Forwarded => {
                         self.set_owned(frame, Memo::Shared, priority);
-                        return Ok(());
+                        return Ok(true);
                     }
                     ReplyStatus::Granted => {
                         self.read_after_grant(w, frame, g).await?;
                         self.set_owned(frame, Memo::Shared, priority);
-                        return Ok(());
+                        return Ok(true);
                     }
                     ReplyStatus::Released => retry_now = true,
                     ReplyStatus::Dropped => {}
@@ -541,6 +630,9 @@ impl<N: Nic> Node<N> {
             retries += 1;
             w.op.retries += 1;
             self.stats.lock().unwrap().latch_retries += 1;
+            if Self::try_exhausted(w, retries) {
+                return Ok(false);
+            }
             assert!(retries < self.config.retry_limit, "shared acquire of {g} stuck after {retries} retries");
             if !messages {
                 w.op.case = OpCase::Retried;
@@ -553,7 +645,7 @@ impl<N: Nic> Node<N> {
 
     /// Upgrade Shared → Modified (§3.4 [P]): CAS `(0,BIT(me)) → (me,0)`, K attempts, then the
     /// fallback: release Shared, acquire Modified (avoids the upgrade-upgrade deadlock, L1).
-    async fn upgrade(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) -> ProtocolResult<()> {
+    async fn upgrade(&self, w: &mut Worker<N>, frame: u32, g: Gaddr) -> ProtocolResult<bool> {
         let me = self.me;
         let n = self.layout.compute_count();
         w.op.case = OpCase::Upgrade;
@@ -573,7 +665,7 @@ impl<N: Nic> Node<N> {
                 AcquireStep::Acquired => {
                     // Our Shared copy is current: no READ needed.
                     self.set_owned(frame, Memo::Modified, 0);
-                    return Ok(());
+                    return Ok(true);
                 }
                 AcquireStep::InvalidateSharers(sharers) if attempt + 1 < attempts => {
                     self.invalidate(w, sharers, InvKind::WriterVsShared, g, frame, 0).await?;
@@ -586,11 +678,11 @@ impl<N: Nic> Node<N> {
         w.nic.try_faa(Layout::latch(g), latch::release_shared_delta(me), "upgrade fallback").await?;
         w.op.round_trips += 1;
         self.cache.frame(frame).meta().memo = Memo::Invalid;
-        self.acquire_exclusive(w, frame, g).await?;
+        let owned = self.acquire_exclusive(w, frame, g).await?;
         if w.op.case == OpCase::RemoteFetch {
             w.op.case = OpCase::UpgradeFallback;
         }
-        Ok(())
+        Ok(owned)
     }
 
     /// READ of `header | data` into our frame (batched with the latch atomic).

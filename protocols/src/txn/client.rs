@@ -217,7 +217,7 @@ fn draw(w: &TpccWorkload, home: u64, p: &Partitioning, rng: &mut ChaCha8Rng) -> 
 #[allow(clippy::too_many_arguments)]
 async fn new_order<P: super::pages::TxnPages>(
     e: &mut Engine<P>,
-    x: &mut Txn,
+    x: &mut Txn<P::Guard>,
     w: u64,
     d: u64,
     c: u64,
@@ -269,7 +269,7 @@ async fn new_order<P: super::pages::TxnPages>(
 #[allow(clippy::too_many_arguments)]
 async fn payment<P: super::pages::TxnPages>(
     e: &mut Engine<P>,
-    x: &mut Txn,
+    x: &mut Txn<P::Guard>,
     w: u64,
     d: u64,
     c_w: u64,
@@ -299,7 +299,7 @@ async fn payment<P: super::pages::TxnPages>(
 /// index) and its order lines. Read-only. A customer with no order reads only the customer.
 async fn order_status<P: super::pages::TxnPages>(
     e: &mut Engine<P>,
-    x: &mut Txn,
+    x: &mut Txn<P::Guard>,
     w: u64,
     d: u64,
     c: u64,
@@ -327,7 +327,7 @@ async fn order_status<P: super::pages::TxnPages>(
 /// skipped. Returns the districts delivered.
 async fn delivery<P: super::pages::TxnPages>(
     e: &mut Engine<P>,
-    x: &mut Txn,
+    x: &mut Txn<P::Guard>,
     w: u64,
     districts: u64,
     carrier_id: u64,
@@ -397,7 +397,7 @@ async fn oldest_new_order<P: super::pages::TxnPages>(
 /// an aborted or uncommitted NewOrder never indexed are absent and skipped.
 async fn stock_level<P: super::pages::TxnPages>(
     e: &mut Engine<P>,
-    x: &mut Txn,
+    x: &mut Txn<P::Guard>,
     w: u64,
     d: u64,
     threshold: u64,

@@ -1,13 +1,19 @@
 //! The three concurrency-control engines over heap pages (SELCC §6.4): one [`Txn`] per attempt,
 //! its reads and writes through [`Engine`], which holds the thread's B-link tree (the index) and
-//! its page handle. Every access to a page's words is one short SELCC latch section; the
-//! transaction's *locks* are the page's CC words ([`super::heap`]), so a conflict is seen at once
-//! and the transaction aborts (no-wait) instead of waiting — see NEEDS.md for why the locks are
-//! words in the GCL rather than SELCC latches held to commit.
+//! its page handle.
 //!
-//! * **2PL no-wait**: a read takes a shared lock, a read-for-update an exclusive one, in the same
-//!   latch section that reads the tuple; writes are buffered and installed at commit, then every
-//!   lock is released (strict 2PL).
+//! * **2PL no-wait** over SELCC: the locks *are* SELCC latches, as the paper's ("2PL … uses
+//!   SELCC latches as locks"): a read takes the page's S latch, a read-for-update its X latch,
+//!   with SELCC's try-latch (`TrySELCC_*_Lock`), and holds it to commit; a latch another
+//!   transaction holds (here or on another node) fails the try and the transaction aborts
+//!   (no-wait), so nothing can deadlock. Writes are buffered and installed at commit through the
+//!   held X latches, then every latch is released (strict 2PL). Over SEL, whose per-thread
+//!   buffer holds one page, the locks are the page's CC words instead ([`super::heap`]), each
+//!   access one short latch section.
+//!
+//! TO and OCC keep their state in the page's CC words, each access one short latch section, so
+//! a conflict is seen at once and the transaction aborts:
+//!
 //! * **TO**: a timestamp by FAA at begin; a read checks the page's write timestamp and raises
 //!   its read timestamp (a read is a write of the GCL, hence invalidations); a read-for-update
 //!   also checks the read timestamp and marks the page with a pending write, which others abort
@@ -77,11 +83,15 @@ pub struct TxnRecord {
     pub writes: Vec<(u64, u64)>,
 }
 
-/// One attempt of one transaction.
-pub struct Txn {
+/// One attempt of one transaction; `G` is a held page latch.
+pub struct Txn<G> {
     pub ts: u64,
     owner: u64,
     pages: BTreeMap<PageId, PageHold>,
+    /// 2PL over SELCC: the latches held to commit.
+    latches: BTreeMap<PageId, G>,
+    /// `ignore-lock-conflict` over SELCC: pages written without their latch.
+    unlatched: Vec<PageId>,
     /// Tuples read (image with the version word), and their widths.
     reads: BTreeMap<TupleRef, (usize, Vec<u64>)>,
     writes: BTreeMap<TupleRef, (usize, Vec<u64>)>,
@@ -145,12 +155,14 @@ impl<P: TxnPages> Engine<P> {
         Ok(self.tree.pages.faa(self.timestamps, 1).await? + 1)
     }
 
-    pub async fn begin(&mut self) -> TxnResult<Txn> {
+    pub async fn begin(&mut self) -> TxnResult<Txn<P::Guard>> {
         let ts = if self.cc == Cc::To { self.timestamp().await? } else { 0 };
         Ok(Txn {
             ts,
             owner: self.owner,
             pages: BTreeMap::new(),
+            latches: BTreeMap::new(),
+            unlatched: Vec::new(),
             reads: BTreeMap::new(),
             writes: BTreeMap::new(),
             inserts: Vec::new(),
@@ -163,6 +175,11 @@ impl<P: TxnPages> Engine<P> {
         let v = self.tree.lookup(key).await?;
         assert!(v != 0, "TPC-C: index key {key:#x} of a loaded tuple is missing");
         Ok(TupleRef(v))
+    }
+
+    /// 2PL holds SELCC latches to commit (else its locks are CC words).
+    fn latched(&self) -> bool {
+        self.cc == Cc::TwoPl && self.tree.pages.holds_latches()
     }
 
     async fn lock(&mut self, page: PageId, mode: Latch) -> TxnResult<P::Guard> {
@@ -185,7 +202,7 @@ impl<P: TxnPages> Engine<P> {
     /// The tuple's image (word 0 its version), read-locked, or write-locked when `for_update`.
     pub async fn read(
         &mut self,
-        x: &mut Txn,
+        x: &mut Txn<P::Guard>,
         t: TupleRef,
         width: usize,
         for_update: bool,
@@ -201,6 +218,7 @@ impl<P: TxnPages> Engine<P> {
             }
         }
         let image = match self.cc {
+            Cc::TwoPl if self.latched() => self.read_latched(x, t, width, for_update, hold).await?,
             Cc::TwoPl => self.read_2pl(x, t, width, for_update, hold).await?,
             Cc::To => self.read_to(x, t, width, for_update, hold).await?,
             Cc::Occ => self.read_occ(x, t, width, hold).await?,
@@ -209,9 +227,78 @@ impl<P: TxnPages> Engine<P> {
         Ok(image)
     }
 
+    /// 2PL no-wait over SELCC latches held to commit.
+    async fn read_latched(
+        &mut self,
+        x: &mut Txn<P::Guard>,
+        t: TupleRef,
+        width: usize,
+        for_update: bool,
+        hold: PageHold,
+    ) -> TxnResult<Vec<u64>> {
+        let page = t.page();
+        if hold.exclusive || (hold.shared && !for_update) {
+            if let Some(g) = x.latches.get(&page) {
+                return Ok(self.tuple(g, t, width));
+            }
+        }
+        // A write needs X on a page this transaction holds S on: give S back and try X, then
+        // check that the page's tuples it read are unchanged — as if S had been held (TPC-C
+        // never does it: a transaction reads a table or updates it).
+        let upgrading = hold.shared && for_update;
+        if upgrading {
+            if let Some(g) = x.latches.remove(&page) {
+                self.tree.pages.unlock(g).await?;
+            }
+            x.pages.entry(page).or_default().shared = false;
+        }
+        let mode = if for_update { Latch::X } else { Latch::S };
+        self.latch_sections += 1;
+        let Some(g) = self.tree.pages.try_lock(page, mode).await? else {
+            if self.mutant == Mutant::IgnoreLockConflict {
+                // Planted bug: go on without the lock — read in a short section, install the
+                // write (if any) at commit in another.
+                let g = self.lock(page, Latch::S).await?;
+                let image = self.tuple(&g, t, width);
+                self.tree.pages.unlock(g).await?;
+                if for_update {
+                    x.unlatched.push(page);
+                    x.pages.entry(page).or_default().exclusive = true;
+                }
+                return Ok(image);
+            }
+            return Err(Fail::Abort("2PL: latch held by another transaction"));
+        };
+        let image = self.tuple(&g, t, width);
+        if upgrading {
+            let changed = x
+                .reads
+                .iter()
+                .filter(|(r, _)| r.page() == page)
+                .any(|(r, (w, seen))| self.tuple(&g, *r, *w) != *seen);
+            if changed {
+                self.tree.pages.unlock(g).await?;
+                return Err(Fail::Abort("2PL: page changed during an upgrade"));
+            }
+        }
+        if self.mutant == Mutant::EarlyReleaseShared && !for_update {
+            // Planted bug: the S latch given back right after the read.
+            self.tree.pages.unlock(g).await?;
+            return Ok(image);
+        }
+        x.latches.insert(page, g);
+        let h = x.pages.entry(page).or_default();
+        if for_update {
+            h.exclusive = true;
+        } else {
+            h.shared = true;
+        }
+        Ok(image)
+    }
+
     async fn read_2pl(
         &mut self,
-        x: &mut Txn,
+        x: &mut Txn<P::Guard>,
         t: TupleRef,
         width: usize,
         for_update: bool,
@@ -256,7 +343,7 @@ impl<P: TxnPages> Engine<P> {
 
     async fn read_to(
         &mut self,
-        x: &mut Txn,
+        x: &mut Txn<P::Guard>,
         t: TupleRef,
         width: usize,
         for_update: bool,
@@ -294,7 +381,7 @@ impl<P: TxnPages> Engine<P> {
 
     async fn read_occ(
         &mut self,
-        x: &mut Txn,
+        x: &mut Txn<P::Guard>,
         t: TupleRef,
         width: usize,
         hold: PageHold,
@@ -315,7 +402,7 @@ impl<P: TxnPages> Engine<P> {
     }
 
     /// Buffer a new image (word 0 the version read) of a tuple read for update.
-    pub fn write(&mut self, x: &mut Txn, t: TupleRef, image: Vec<u64>) {
+    pub fn write(&mut self, x: &mut Txn<P::Guard>, t: TupleRef, image: Vec<u64>) {
         let (width, _) = x.reads.get(&t).expect("TPC-C writes only tuples it read for update");
         let width = *width;
         assert_eq!(image.len(), width);
@@ -326,19 +413,26 @@ impl<P: TxnPages> Engine<P> {
     }
 
     /// Insert a tuple of `table` at commit, indexed under each of `keys`.
-    pub fn insert(&mut self, x: &mut Txn, table: usize, keys: Vec<u64>, width: usize, fields: Vec<u64>) {
+    pub fn insert(
+        &mut self,
+        x: &mut Txn<P::Guard>,
+        table: usize,
+        keys: Vec<u64>,
+        width: usize,
+        fields: Vec<u64>,
+    ) {
         x.inserts.push((table, keys, width, fields));
     }
 
     /// Delete index entry `key` at commit (its tuple was written by this transaction, which is
     /// what serializes deleters; the index entry only spares later scans the dead row).
-    pub fn delete_index(&mut self, x: &mut Txn, key: u64) {
+    pub fn delete_index(&mut self, x: &mut Txn<P::Guard>, key: u64) {
         x.deletes.push(key);
     }
 
     /// Commit: validate (OCC), install the writes and inserts, release. The record of what the
     /// transaction read and wrote, for the checker.
-    pub async fn commit(&mut self, mut x: Txn, id: u64) -> TxnResult<TxnRecord> {
+    pub async fn commit(&mut self, mut x: Txn<P::Guard>, id: u64) -> TxnResult<TxnRecord> {
         if self.cc == Cc::Occ {
             if let Err(f) = self.validate_occ(&mut x).await {
                 self.abort(x).await?;
@@ -362,6 +456,10 @@ impl<P: TxnPages> Engine<P> {
         for (t, (width, image)) in std::mem::take(&mut x.writes) {
             record.writes.push((t.0, image[0] + 1));
             by_page.entry(t.page()).or_default().push((t, width, image));
+        }
+        if self.latched() {
+            self.install_latched(&mut x, by_page).await?;
+            return Ok(record);
         }
         let pages: Vec<(PageId, PageHold)> = x.pages.iter().map(|(p, h)| (*p, *h)).collect();
         if self.mutant == Mutant::ReleaseBeforeInstall {
@@ -405,6 +503,38 @@ impl<P: TxnPages> Engine<P> {
         Ok(record)
     }
 
+    /// 2PL over SELCC: install each page's writes through its held X latch, then release every
+    /// latch (strict 2PL).
+    async fn install_latched(
+        &mut self,
+        x: &mut Txn<P::Guard>,
+        by_page: BTreeMap<PageId, Vec<(TupleRef, usize, Vec<u64>)>>,
+    ) -> TxnResult<()> {
+        let mut latches = std::mem::take(&mut x.latches);
+        if self.mutant == Mutant::ReleaseBeforeInstall {
+            // Planted bug: every latch released first, the writes installed after.
+            for (_, g) in std::mem::take(&mut latches) {
+                self.tree.pages.unlock(g).await?;
+            }
+        }
+        for (page, writes) in by_page {
+            match latches.get_mut(&page) {
+                Some(g) => self.install(g, &writes, x.ts),
+                None => {
+                    let planted = self.mutant == Mutant::ReleaseBeforeInstall || x.unlatched.contains(&page);
+                    assert!(planted, "a write on a page the transaction did not latch");
+                    let mut g = self.lock(page, Latch::X).await?;
+                    self.install(&mut g, &writes, x.ts);
+                    self.tree.pages.unlock(g).await?;
+                }
+            }
+        }
+        for (_, g) in latches {
+            self.tree.pages.unlock(g).await?;
+        }
+        Ok(())
+    }
+
     /// Write the tuples, bumping each version; TO sets the page's write timestamp, OCC its version.
     fn install(&self, g: &mut P::Guard, writes: &[(TupleRef, usize, Vec<u64>)], ts: u64) {
         for (t, width, image) in writes {
@@ -424,7 +554,7 @@ impl<P: TxnPages> Engine<P> {
         }
     }
 
-    async fn validate_occ(&mut self, x: &mut Txn) -> TxnResult<()> {
+    async fn validate_occ(&mut self, x: &mut Txn<P::Guard>) -> TxnResult<()> {
         let write_pages: Vec<PageId> = x.writes.keys().map(|t| t.page()).collect();
         if self.mutant != Mutant::OccNoWriteLock {
             for page in write_pages {
@@ -468,7 +598,7 @@ impl<P: TxnPages> Engine<P> {
         Ok(())
     }
 
-    async fn install_inserts(&mut self, x: &mut Txn) -> TxnResult<()> {
+    async fn install_inserts(&mut self, x: &mut Txn<P::Guard>) -> TxnResult<()> {
         for key in std::mem::take(&mut x.deletes) {
             self.tree.store(key, super::tpcc::TOMBSTONE).await?;
         }
@@ -487,9 +617,18 @@ impl<P: TxnPages> Engine<P> {
             let t = TupleRef::new(page, slot);
             let mut words = vec![0u64; width];
             words[1..=fields.len()].copy_from_slice(&fields);
-            let mut g = self.lock(page, Latch::X).await?;
-            self.tree.pages.write(&mut g, t.word(width), &words);
-            self.tree.pages.unlock(g).await?;
+            if let Some(g) = x.latches.get_mut(&page) {
+                // 2PL over SELCC holds this page already (it read a row it appended earlier).
+                assert!(
+                    x.pages.get(&page).is_some_and(|h| h.exclusive),
+                    "an insert into a page the transaction holds shared"
+                );
+                self.tree.pages.write(g, t.word(width), &words);
+            } else {
+                let mut g = self.lock(page, Latch::X).await?;
+                self.tree.pages.write(&mut g, t.word(width), &words);
+                self.tree.pages.unlock(g).await?;
+            }
             for k in keys {
                 self.tree.store(k, t.0).await?;
             }
@@ -498,7 +637,14 @@ impl<P: TxnPages> Engine<P> {
     }
 
     /// Give back whatever the attempt holds.
-    pub async fn abort(&mut self, x: Txn) -> TxnResult<()> {
+    pub async fn abort(&mut self, mut x: Txn<P::Guard>) -> TxnResult<()> {
+        if self.latched() {
+            // Nothing was installed: give the latches back.
+            for (_, g) in std::mem::take(&mut x.latches) {
+                self.tree.pages.unlock(g).await?;
+            }
+            return Ok(());
+        }
         for (page, hold) in &x.pages {
             let release = match self.cc {
                 Cc::TwoPl => hold.exclusive || hold.shared,

@@ -130,6 +130,18 @@ pub fn customer_order_key(w: u64, d: u64, c: u64, o: u64) -> u64 {
 pub fn table_of(key: u64) -> usize {
     (key >> 60) as usize
 }
+/// The warehouse a row's key belongs to (`None`: ITEM, which no warehouse owns).
+pub fn warehouse_of(key: u64) -> Option<u64> {
+    let body = key & ((1 << 60) - 1);
+    match table_of(key) {
+        WAREHOUSE => Some(body),
+        DISTRICT => Some(body >> 8),
+        CUSTOMER | STOCK => Some(body >> 32),
+        ORDER | NEW_ORDER => Some(body >> 40),
+        ORDER_LINE | CUSTOMER_ORDER => Some(body >> 44),
+        _ => None,
+    }
+}
 
 /// Transaction weights of the mix (normalised when drawn).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -22,6 +22,7 @@ use super::tpcc::*;
 use crate::blink::SelccPages;
 use crate::common::error::ProtocolError;
 use crate::nic::{Nic, NicError, NodeId};
+use crate::selcc::Handle;
 
 /// A 2PC failure on this node (a bad message, or a SEND/RECV that failed).
 fn fail<N: Nic>(nic: &N, verb: &'static str, port: u16, source: NicError) -> ProtocolError {
@@ -75,7 +76,7 @@ pub type RemoteLines = Vec<(u64, u64, u64)>;
 /// Commit a distributed NewOrder: prepare every participant, then commit (or abort) everywhere.
 pub async fn commit<N: Nic>(
     e: &mut Engine<SelccPages<N>>,
-    x: Txn,
+    x: Txn<Handle>,
     id: u64,
     thread: u32,
     compute: &[NodeId],
@@ -137,7 +138,7 @@ pub async fn commit<N: Nic>(
 /// What a node's server threads share: the prepared sub-transactions by id.
 #[derive(Default)]
 pub struct Prepared {
-    txns: Mutex<BTreeMap<u64, Txn>>,
+    txns: Mutex<BTreeMap<u64, Txn<Handle>>>,
 }
 
 /// One server thread of a participant node: prepare, commit or abort sub-transactions.
@@ -216,7 +217,7 @@ fn fail_error<N: Nic>(nic: &N, f: Fail) -> ProtocolError {
 
 /// The participant's part of a NewOrder: its stock updates under 2PL locks, then the prepare
 /// record. Returns the prepared (locked, not installed) sub-transaction.
-async fn prepare<N: Nic>(e: &mut Engine<SelccPages<N>>, lines: &[(u64, u64, u64)]) -> TxnResult<Txn> {
+async fn prepare<N: Nic>(e: &mut Engine<SelccPages<N>>, lines: &[(u64, u64, u64)]) -> TxnResult<Txn<Handle>> {
     let mut x = e.begin().await?;
     let body: TxnResult<()> = async {
         for &(w, i, quantity) in lines {
