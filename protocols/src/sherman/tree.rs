@@ -24,11 +24,11 @@ use super::stats::{OpStats, Stats};
 use crate::common::error::{ErrorSlot, NicExt, ProtocolResult};
 use crate::nic::{BatchResult, Nanos, Nic, RemoteAddr, Verb};
 
-/// Local buffer per thread: the node image, the sibling image, the entry write-back, and two
-/// 16-byte lock slots (the one read, the one written; `lock_version`).
-const THREAD_BUFFER_BYTES: u64 = 3 * NODE_BYTES + 32;
-/// Offset of the lock-slot buffers in a thread's local buffer.
-const SLOT_BUFFER: u64 = 3 * NODE_BYTES;
+/// Local buffer words per thread: the node image, the sibling image, the entry write-back.
+const THREAD_BUFFER_BYTES: u64 = 3 * NODE_BYTES;
+/// Two 16-byte lock slots (the one read, the one written; `lock_version`) in the upper half of
+/// the entry write-back kilobyte, which an entry (at most 4 words) never reaches.
+const SLOT_BUFFER: u64 = 2 * NODE_BYTES + NODE_BYTES / 2;
 
 pub fn compute_region_bytes(threads: u32) -> u64 {
     threads as u64 * THREAD_BUFFER_BYTES
