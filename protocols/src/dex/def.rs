@@ -182,6 +182,7 @@ impl DexPlan {
             compute_nodes: point.compute_nodes,
             locks: (frames + 2).min(u32::MAX as u64) as u32,
             on_chip_locks: false,
+            lock_version: false,
         };
         let tree = Arc::new(build(&config, parts, &layout, &keys));
         let cluster = point.cluster(layout.memory_region_bytes(), compute_region_bytes(run.threads_per_node));

@@ -47,6 +47,14 @@ pub struct Config {
     /// writer node). Internal nodes keep the global lock.
     #[serde(default)]
     pub partitioned: bool,
+    /// DEX's Sherman (DEX §8: "we implemented an RDMA-based optimistic locking for correct
+    /// synchronization"; [ART] `LOCK_VERSION` in the DEX artifact's `Common.h`): each lock is a
+    /// 16-byte `[version, lock]` slot, a lock-free node READ is bracketed by two READs of the
+    /// slot (DEX §2: the verification "incurring two RDMA READ operations"), and a global
+    /// write-back reads the version and writes `[version + 1, 0]` with the node. Off: Sherman's
+    /// own lock-free reads (node and entry versions only).
+    #[serde(default)]
+    pub lock_version: bool,
     #[serde(default)]
     pub mutant: Mutant,
 }
@@ -66,6 +74,7 @@ impl Config {
             bulk_fill: 0.5,
             cpu: CpuCosts { node_ns: 200, cache_ns: 100 },
             partitioned: false,
+            lock_version: false,
             mutant: Mutant::None,
         }
     }
@@ -98,6 +107,10 @@ impl Config {
             if n < 3 || n as usize > self.versions.internal_cap() {
                 out.push(format!("internal_split_at: must be in 3..={}", self.versions.internal_cap()));
             }
+        }
+        if self.lock_version && self.on_chip_locks && self.locks > SHERMAN_LOCKS / 2 {
+            // 16-byte slots in the same 256 KiB of device memory.
+            out.push(format!("locks: at most {} with lock_version and on-chip locks", SHERMAN_LOCKS / 2));
         }
         if !(self.bulk_fill > 0.0 && self.bulk_fill <= 1.0) {
             out.push("bulk_fill: must be in (0, 1]".into());

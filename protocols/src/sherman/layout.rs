@@ -148,6 +148,9 @@ pub struct Layout {
     pub locks: u32,
     /// Lock words in NIC device memory (Sherman) or at the end of the host region.
     pub on_chip_locks: bool,
+    /// 16-byte `[version, lock]` slots (DEX's Sherman, `Config::lock_version`) instead of
+    /// 8-byte lock words.
+    pub lock_version: bool,
 }
 
 pub const ROOT_PTR_OFFSET: u64 = 0;
@@ -178,7 +181,7 @@ impl Layout {
         if self.on_chip_locks {
             Some(nodes)
         } else {
-            nodes.checked_add(self.locks as u64 * 8)
+            nodes.checked_add(self.locks as u64 * self.slot_bytes())
         }
     }
 
@@ -187,20 +190,39 @@ impl Layout {
         if self.on_chip_locks {
             nodes
         } else {
-            nodes + self.locks as u64 * 8
+            nodes + self.locks as u64 * self.slot_bytes()
         }
+    }
+
+    /// Bytes of one lock slot: the lock word, preceded by its version word with `lock_version`.
+    pub fn slot_bytes(&self) -> u64 {
+        if self.lock_version {
+            16
+        } else {
+            8
+        }
+    }
+
+    /// The version word beside `page`'s lock word (`lock_version` only).
+    pub fn version_addr(&self, page: Gaddr) -> RemoteAddr {
+        self.slot(page.node(), lock_index(page, self.locks) as u64)
     }
 
     pub fn lock_addr(&self, page: Gaddr) -> RemoteAddr {
         self.lock_word(page.node(), lock_index(page, self.locks) as u64)
     }
 
-    /// Lock word `i` of memory node `mn`.
+    /// Lock word `i` of memory node `mn` (the second word of its slot with `lock_version`).
     pub fn lock_word(&self, mn: NodeId, i: u64) -> RemoteAddr {
+        self.slot(mn, i).add(self.slot_bytes() - 8)
+    }
+
+    /// The start of lock slot `i` of memory node `mn`.
+    fn slot(&self, mn: NodeId, i: u64) -> RemoteAddr {
         if self.on_chip_locks {
-            RemoteAddr::device(mn, i * 8)
+            RemoteAddr::device(mn, i * self.slot_bytes())
         } else {
-            RemoteAddr::new(mn, NODE_BYTES * (1 + self.frames()) + i * 8)
+            RemoteAddr::new(mn, NODE_BYTES * (1 + self.frames()) + i * self.slot_bytes())
         }
     }
 

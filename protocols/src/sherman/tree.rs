@@ -26,6 +26,9 @@ use crate::nic::{BatchResult, Nanos, Nic, RemoteAddr, Verb};
 
 /// Local buffer words per thread: the node image, the sibling image, the entry write-back.
 const THREAD_BUFFER_BYTES: u64 = 3 * NODE_BYTES;
+/// Two 16-byte lock slots (the one read, the one written; `lock_version`) in the upper half of
+/// the entry write-back kilobyte, which an entry (at most 4 words) never reaches.
+const SLOT_BUFFER: u64 = 2 * NODE_BYTES + NODE_BYTES / 2;
 
 pub fn compute_region_bytes(threads: u32) -> u64 {
     threads as u64 * THREAD_BUFFER_BYTES
@@ -155,14 +158,42 @@ impl<N: Nic> Client<N> {
 
     // ---- reading ------------------------------------------------------------------------
 
-    /// READ a node until its versions agree (the mutant accepts the first image).
-    async fn read_node(&mut self, addr: Gaddr) -> ProtocolResult<Node> {
+    /// READ a node until its versions agree (the mutant accepts the first image). `bracket`
+    /// (DEX's Sherman, `lock_version`): READ the node's `[version, lock]` slot before and
+    /// after the node ([ART] `page_search` under `LOCK_VERSION`): READ again while the slot
+    /// is locked before, or if after it the version changed *and* the slot is locked. That is
+    /// the artifact's after-check, kept as the paper ran it (a textbook optimistic lock, DEX's
+    /// [46], retries on either); the node and entry versions still catch a torn image.
+    async fn read_node_checked(&mut self, addr: Gaddr, bracket: bool) -> ProtocolResult<Node> {
         let v = self.config().versions;
+        let slot = self.shared.layout.version_addr(addr);
+        let slot_buf = self.buf + SLOT_BUFFER;
         loop {
+            let before = if bracket {
+                let read = Verb::Read { remote: slot, local_bytes: slot_buf, len_bytes: 16 };
+                self.batch(&[read], "read lock version").await?;
+                let w = self.local_words(slot_buf, 2);
+                if w[1] != 0 {
+                    self.cur.retries += 1;
+                    continue;
+                }
+                Some(w[0])
+            } else {
+                None
+            };
             let read =
                 Verb::Read { remote: addr.remote(), local_bytes: self.buf, len_bytes: NODE_BYTES as u32 };
             self.batch(&[read], "read node").await?;
             self.nic.cpu(Nanos(self.config().cpu.node_ns)).await;
+            if let Some(version) = before {
+                let read = Verb::Read { remote: slot, local_bytes: slot_buf, len_bytes: 16 };
+                self.batch(&[read], "re-read lock version").await?;
+                let w = self.local_words(slot_buf, 2);
+                if w[0] != version && w[1] != 0 && self.mutant() != Mutant::SkipVersionCheck {
+                    self.cur.retries += 1;
+                    continue;
+                }
+            }
             let words = self.local_words(self.buf, NODE_WORDS);
             match Node::decode(v, &words) {
                 Ok(node) => return Ok(node),
@@ -172,6 +203,19 @@ impl<N: Nic> Client<N> {
                 Err(_) => self.cur.retries += 1,
             }
         }
+    }
+
+    /// A lock-free READ of an index node: bracketed by the lock slot with `lock_version`.
+    async fn read_node(&mut self, addr: Gaddr) -> ProtocolResult<Node> {
+        let bracket = self.config().lock_version;
+        self.read_node_checked(addr, bracket).await
+    }
+
+    /// A lock-free READ of a leaf: bracketed with `lock_version` unless P-Sherman, whose
+    /// leaves have no RDMA lock (DEX Table 2: P-Sherman 1.0 READs per lookup).
+    async fn read_leaf(&mut self, addr: Gaddr) -> ProtocolResult<Node> {
+        let bracket = self.config().lock_version && !self.config().partitioned;
+        self.read_node_checked(addr, bracket).await
     }
 
     async fn root(&mut self) -> ProtocolResult<Gaddr> {
@@ -292,7 +336,7 @@ impl<N: Nic> Client<N> {
             None => self.descend(key, 0).await?,
         };
         loop {
-            let node = self.read_node(p).await?;
+            let node = self.read_leaf(p).await?;
             if let Some((_, id)) = from_cache {
                 if self.mutant() == Mutant::StaleCacheEntry {
                     // The planted bug: trust the cached route, neither restart nor move right.
@@ -354,7 +398,7 @@ impl<N: Nic> Client<N> {
             if out.len() >= n || !self.shared.layout.is_frame(leaf.sibling) {
                 return Ok(out);
             }
-            leaf = self.read_node(leaf.sibling).await?;
+            leaf = self.read_node_checked(leaf.sibling, false).await?;
         }
     }
 
@@ -489,6 +533,8 @@ impl<N: Nic> Client<N> {
                 Ok(_) => self.batch(&[write], "write back").await.map(|_| ()),
                 Err(e) => Err(e),
             }
+        } else if self.config().lock_version {
+            self.write_bump_unlock(write, lock_addr).await
         } else if self.config().combine_unlock {
             self.batch(&[write, unlock], "write back + unlock").await.map(|_| ())
         } else {
@@ -501,6 +547,28 @@ impl<N: Nic> Client<N> {
         r
     }
 
+    /// DEX's Sherman (`lock_version`, [ART] `write_page_and_unlock` under `LOCK_VERSION`):
+    /// READ the slot's version, then write the node and `[version + 1, 0]` over the slot, in
+    /// one batch when combining. The version changes before or with the release, so a
+    /// lock-free reader whose READs straddle this write sees a changed or locked slot.
+    async fn write_bump_unlock(&mut self, write: Verb, lock_addr: RemoteAddr) -> ProtocolResult<()> {
+        // The version word precedes the lock word in its slot (`Layout::lock_word`).
+        let slot = RemoteAddr::new(lock_addr.node, lock_addr.offset_bytes - 8);
+        let slot_buf = self.buf + SLOT_BUFFER;
+        let read = Verb::Read { remote: slot, local_bytes: slot_buf, len_bytes: 8 };
+        self.batch(&[read], "read lock version").await?;
+        let version = self.nic.local().load(slot_buf);
+        let out = slot_buf + 16;
+        self.nic.local().write_words(out, &[version.wrapping_add(1), 0]);
+        let bump = Verb::Write { remote: slot, local_bytes: out, len_bytes: 16 };
+        if self.config().combine_unlock {
+            self.batch(&[write, bump], "write back + version + unlock").await.map(|_| ())
+        } else {
+            self.batch(&[write], "write back").await?;
+            self.batch(&[bump], "version + unlock").await.map(|_| ())
+        }
+    }
+
     /// Lock `page` and read it (no writer can be in flight, so the versions agree); a failed
     /// read gives the local lock back before returning its error.
     async fn lock_and_read(
@@ -509,7 +577,7 @@ impl<N: Nic> Client<N> {
         local_only: bool,
     ) -> ProtocolResult<(Arc<LocalLock>, RemoteAddr, Node)> {
         let (local, lock_addr) = self.lock(page, local_only).await?;
-        match self.read_node(page).await {
+        match self.read_node_checked(page, false).await {
             Ok(node) => Ok((local, lock_addr, node)),
             Err(e) => {
                 local.release();
