@@ -12,7 +12,7 @@
 //! * [`latch`] — §3.1 the latch word and the pure acquire transitions;
 //! * [`layout`] — §2 where GCLs, frames, reply slots and ring slots live;
 //! * [`frame`], [`cache`] — §3.2 frames, memos, MSI mapping; §2 sharded hash + LRU;
-//! * [`ops`] — Table 1 API; §3.3–3.4 acquire, upgrade, release;
+//! * [`ops`] — Table 1 API, lock/unlock, frames, release; `ownership.rs`: §3.3–3.4 acquire and upgrade;
 //! * [`message`], [`handler`] — §3.5 invalidations, the three cases, drop/defer/resend;
 //!   `sharers.rs` — Case 3 without waiting: the writer keeps CASing while sharers release;
 //! * [`fairness`] — §5.3 lease, priority slot, priority matching;
@@ -44,6 +44,7 @@ pub mod metrics;
 pub mod mutants;
 pub mod node;
 pub mod ops;
+mod ownership;
 pub mod recorded;
 pub mod recovery;
 pub mod sel;
