@@ -8,8 +8,9 @@
 //! is `seq` order — and a later one to the heap. When `base` moves, heap events that entered the
 //! window move to their slots before anything else can be pushed there, so each slot stays in
 //! `seq` order. Most events of an RDMA model fall within a few microseconds (verb legs, polls),
-//! so a push is an append and a pop a bitmap scan; the binary heap this replaced spent 40–60 % of
-//! the hold model's time in `pop` (`dmsim bench engine`, numbers in ARCHITECTURE.md).
+//! so a push is an append and a pop a bitmap scan. The binary heap this replaced spent ~40 % of
+//! the engine's time in `pop` on the hold model (`dmsim bench engine`); with the wheel the same
+//! figure set of SELCC takes ~14 % fewer CPU-seconds (`results/selcc/REPORT.md`, session 12).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
