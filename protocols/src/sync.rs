@@ -46,14 +46,25 @@ pub enum Mode {
     Exclusive,
 }
 
+/// The waiter queue lives behind a box allocated on the first wait: most latches (a cache of
+/// millions of frames, issue #15) never see one, and an inline `VecDeque` cost 32 bytes each.
 #[derive(Default)]
 struct LatchState {
     readers: u32,
     writer: bool,
-    queue: VecDeque<(Mode, Arc<Slot>)>,
+    queue: Option<Box<VecDeque<(Mode, Arc<Slot>)>>>,
 }
 
 impl LatchState {
+    fn no_waiters(&self) -> bool {
+        self.queue.as_ref().is_none_or(|q| q.is_empty())
+    }
+    fn waiters(&self) -> usize {
+        self.queue.as_ref().map_or(0, |q| q.len())
+    }
+    fn enqueue(&mut self, mode: Mode, slot: Arc<Slot>) {
+        self.queue.get_or_insert_with(Box::default).push_back((mode, slot));
+    }
     fn compatible(&self, mode: Mode) -> bool {
         match mode {
             Mode::Shared => !self.writer,
@@ -68,12 +79,21 @@ impl LatchState {
     }
     /// Hand the latch to the longest-waiting compatible waiters.
     fn hand_off(&mut self) {
-        while let Some((mode, _)) = self.queue.front() {
-            if !self.compatible(*mode) {
+        let LatchState { readers, writer, queue } = self;
+        let Some(queue) = queue.as_mut() else { return };
+        while let Some(&(mode, _)) = queue.front() {
+            let compatible = match mode {
+                Mode::Shared => !*writer,
+                Mode::Exclusive => !*writer && *readers == 0,
+            };
+            if !compatible {
                 break;
             }
-            let (mode, slot) = self.queue.pop_front().unwrap();
-            self.take(mode);
+            let (_, slot) = queue.pop_front().unwrap();
+            match mode {
+                Mode::Shared => *readers += 1,
+                Mode::Exclusive => *writer = true,
+            }
             slot.grant();
         }
     }
@@ -154,13 +174,24 @@ impl TouchSet {
 #[derive(Default)]
 pub struct Latch {
     state: Mutex<LatchState>,
-    /// Set by every operation that may change the state (never by [`Latch::snapshot`]): lets an
-    /// invariant checker that runs after every simulator event look again only at latches that
-    /// may have changed ([`Latch::take_touched`]).
-    touched: TouchMark,
-    /// Also set on every such operation: this latch's mark in a group (a node's cache frames),
-    /// so the checker visits only the latches of a group that were touched.
-    group: Option<(Arc<TouchSet>, u32)>,
+    /// Set by every operation that may change the state (never by [`Latch::snapshot`]), so an
+    /// invariant checker that runs after every simulator event looks again only at latches that
+    /// may have changed.
+    mark: LatchMark,
+}
+
+/// Where a latch records that it may have changed: its own mark ([`Latch::take_touched`]), or
+/// its item's mark in a group (a node's cache frames, [`TouchSet::take`]) — one or the other,
+/// so a cache frame's latch carries no mark of its own (issue #15: frame size).
+enum LatchMark {
+    Own(TouchMark),
+    Group(Arc<TouchSet>, u32),
+}
+
+impl Default for LatchMark {
+    fn default() -> Self {
+        LatchMark::Own(TouchMark::default())
+    }
 }
 
 impl Latch {
@@ -168,30 +199,40 @@ impl Latch {
         Latch::default()
     }
 
-    /// A latch whose operations also mark item `index` of `group` (see [`Latch::take_touched`]).
+    /// A latch whose operations mark item `index` of `group` instead of a mark of its own.
     pub fn in_group(group: Arc<TouchSet>, index: u32) -> Latch {
-        Latch { group: Some((group, index)), ..Latch::default() }
+        Latch { state: Mutex::default(), mark: LatchMark::Group(group, index) }
+    }
+
+    /// Record that this latch, or what it guards, may have changed (also used by the owner of
+    /// a grouped latch for state kept beside it, e.g. a cache frame's metadata).
+    pub fn mark_touched(&self) {
+        match &self.mark {
+            LatchMark::Own(mark) => mark.mark(),
+            LatchMark::Group(group, index) => group.mark(*index),
+        }
     }
 
     /// The state, locked for an operation that may change it.
     fn state(&self) -> std::sync::MutexGuard<'_, LatchState> {
-        self.touched.mark();
-        if let Some((group, index)) = &self.group {
-            group.mark(*index);
-        }
+        self.mark_touched();
         self.state.lock().unwrap()
     }
 
     /// Whether an operation may have changed the state since the last call (and clear that).
+    /// Only for a latch with its own mark; a grouped latch's changes are taken from its group.
     pub fn take_touched(&self) -> bool {
-        self.touched.take()
+        match &self.mark {
+            LatchMark::Own(mark) => mark.take(),
+            LatchMark::Group(..) => panic!("take_touched on a grouped latch: take its group's marks"),
+        }
     }
 
     /// Take the latch now if a new arrival would be granted it at once (compatible, no waiter
     /// queued ahead).
     pub fn try_lock(&self, mode: Mode) -> bool {
         let mut s = self.state();
-        if s.queue.is_empty() && s.compatible(mode) {
+        if s.no_waiters() && s.compatible(mode) {
             s.take(mode);
             true
         } else {
@@ -224,7 +265,7 @@ impl Latch {
     pub fn try_upgrade(&self) -> bool {
         let mut s = self.state();
         assert!(s.readers > 0 && !s.writer, "upgrade without holding the latch shared");
-        if s.readers == 1 && s.queue.is_empty() {
+        if s.readers == 1 && s.no_waiters() {
             s.readers = 0;
             s.writer = true;
             true
@@ -245,7 +286,7 @@ impl Latch {
     /// (readers, writer, waiters): for invariant checks and tests.
     pub fn snapshot(&self) -> (u32, bool, usize) {
         let s = self.state.lock().unwrap();
-        (s.readers, s.writer, s.queue.len())
+        (s.readers, s.writer, s.waiters())
     }
 }
 
@@ -262,14 +303,14 @@ impl Future for LatchWait<'_> {
         assert!(!self.done, "LatchWait polled after completion");
         if self.slot.is_none() {
             let mut s = self.latch.state();
-            if s.queue.is_empty() && s.compatible(self.mode) {
+            if s.no_waiters() && s.compatible(self.mode) {
                 s.take(self.mode);
                 drop(s);
                 self.done = true;
                 return Poll::Ready(());
             }
             let slot = Slot::new();
-            s.queue.push_back((self.mode, slot.clone()));
+            s.enqueue(self.mode, slot.clone());
             drop(s);
             self.slot = Some(slot);
         }
@@ -293,7 +334,9 @@ impl Drop for LatchWait<'_> {
             drop(s);
             self.latch.unlock(self.mode);
         } else {
-            s.queue.retain(|(_, q)| !Arc::ptr_eq(q, &slot));
+            if let Some(queue) = s.queue.as_mut() {
+                queue.retain(|(_, q)| !Arc::ptr_eq(q, &slot));
+            }
             s.hand_off();
         }
     }

@@ -127,7 +127,7 @@ fn check_coherence_with(
                     meta.flushing,
                     meta.section_readers,
                     meta.section_writers,
-                    meta.pending,
+                    meta.pending.as_deref().copied(),
                 )
             };
             let sealed = readers == 0 && writers == 0 && frame.latch.snapshot().1;
@@ -307,7 +307,7 @@ pub fn check_memorised_messages(state: &NodeState) -> Result<(), Violation> {
     for frame in state.cache.frames.iter() {
         let (pending, g) = {
             let meta = frame.peek_meta();
-            (meta.pending, meta.gcl)
+            (meta.pending.as_deref().copied(), meta.gcl)
         };
         let (Some(msg), Some(g)) = (pending, g) else { continue };
         if frame.latch.snapshot() == (0, false, 0) && !queued.contains_key(&g) {

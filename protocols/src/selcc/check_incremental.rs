@@ -278,7 +278,7 @@ fn read_view(me: ComputeIndex, frame: &super::frame::Frame) -> Option<FrameView>
             readers,
             writers,
         },
-        pending: meta.pending,
+        pending: meta.pending.as_deref().copied(),
         latch_idle: latch == (0, false, 0),
     })
 }

@@ -207,7 +207,7 @@ impl<N: Nic> Node<N> {
     /// Answer a memorised message (drop condition 2) and count the eviction.
     async fn before_evict(&self, nic: &N, meta: &FrameMeta) -> ProtocolResult<()> {
         assert_eq!(meta.section_readers + meta.section_writers, 0, "evicting a frame in a critical section");
-        if let Some(msg) = meta.pending {
+        if let Some(&msg) = meta.pending.as_deref() {
             self.reply(nic, &msg, ReplyStatus::Dropped, 0).await?;
         }
         let mut stats = self.stats.lock().unwrap();

@@ -44,8 +44,9 @@ pub struct FrameMeta {
     /// Modified, until the completion arrives (invariant S2's one precise exemption, `check.rs`).
     pub flushing: bool,
     pub lease: Lease,
-    /// The one memorised (deferred) invalidation message (§5.3.2 [P], [REPO] one slot).
-    pub pending: Option<InvMsg>,
+    /// The one memorised (deferred) invalidation message (§5.3.2 [P], [REPO] one slot); boxed
+    /// because few frames hold one at a time and the inline message doubled the frame.
+    pub pending: Option<Box<InvMsg>>,
     /// Reader spin-wait requested by a starved writer's message (0 = none).
     pub spin_priority: u8,
     /// Priority at which the current Modified copy was won after starving (priority matching).
@@ -81,14 +82,15 @@ impl FrameMeta {
     }
 }
 
+/// A cache may hold millions of frames (the paper's 8 GB of 2 KB lines is 4 M per compute
+/// node), so the frame is kept small: the memorised message is boxed, the latch's waiter queue
+/// is allocated on first wait, and the frame's touch mark is its latch's (issue #15).
 pub struct Frame {
+    /// Its operations, and every hand-out of `meta` for possible change, mark this frame in
+    /// the cache's touch set, so the incremental invariant checker (`check_incremental.rs`)
+    /// looks again only at frames touched since its last call.
     pub latch: Latch,
     meta: Mutex<FrameMeta>,
-    /// The cache's marks and this frame's index there: set whenever `meta` is handed out for
-    /// possible change or the local latch is operated, so the incremental invariant checker
-    /// (`check_incremental.rs`) looks again only at frames touched since its last call.
-    group: Arc<TouchSet>,
-    index: u32,
 }
 
 impl Frame {
@@ -98,17 +100,12 @@ impl Frame {
 
     /// Frame `index` of a cache whose touch marks are `group` ([`super::cache::Cache::take_touched`]).
     pub fn in_group(group: Arc<TouchSet>, index: u32) -> Frame {
-        Frame {
-            latch: Latch::in_group(group.clone(), index),
-            meta: Mutex::new(FrameMeta::free()),
-            group,
-            index,
-        }
+        Frame { latch: Latch::in_group(group, index), meta: Mutex::new(FrameMeta::free()) }
     }
 
     /// The frame's state, locked for reading or writing.
     pub fn meta(&self) -> MutexGuard<'_, FrameMeta> {
-        self.group.mark(self.index);
+        self.latch.mark_touched();
         self.meta.lock().unwrap()
     }
 

@@ -112,8 +112,8 @@ impl<N: Nic> Node<N> {
                 // A try-latch's message is never memorised: its sender does not wait.
                 if self.config.defer_messages && !msg.no_wait && !meta.acquiring && meta.memo != Memo::Invalid
                 {
-                    let (slot, dropped) = memorise(meta.pending.take(), msg);
-                    meta.pending = slot;
+                    let (slot, dropped) = memorise(meta.pending.take().map(|m| *m), msg);
+                    meta.pending = slot.map(Box::new);
                     dropped
                 } else {
                     Some(msg)
@@ -134,7 +134,7 @@ impl<N: Nic> Node<N> {
         }
         let (serve, dropped) = {
             let mut meta = f.meta();
-            choose(Some(msg), meta.pending.take())
+            choose(Some(msg), meta.pending.take().map(|m| *m))
         };
         let mut served = Ok(());
         if let Some(d) = dropped {
@@ -159,7 +159,7 @@ impl<N: Nic> Node<N> {
             let f = self.cache.frame(frame);
             let mut served = Ok(());
             if f.meta().pending.is_some() && f.latch.try_lock(Mode::Exclusive) {
-                let pending = f.meta().pending.take();
+                let pending = f.meta().pending.take().map(|m| *m);
                 if let Some(msg) = pending {
                     served = self.serve(&nic, frame, msg).await;
                 }

@@ -97,7 +97,7 @@ impl<N: Nic> Node<N> {
             meta.section_writers -= 1;
             meta.pins -= 1;
             assert_eq!(meta.pins, 0, "Free while another thread uses the GCL");
-            meta.pending.take()
+            meta.pending.take().map(|m| *m)
         };
         let replied = match pending {
             Some(msg) => self.reply(&w.nic, &msg, ReplyStatus::Dropped, 0).await,
@@ -392,7 +392,7 @@ impl<N: Nic> Node<N> {
         let (pending, g) = {
             let mut meta = self.cache.frame(frame).meta();
             meta.lease = Default::default();
-            (meta.pending.take(), meta.gcl.expect("lease on a free frame"))
+            (meta.pending.take().map(|m| *m), meta.gcl.expect("lease on a free frame"))
         };
         self.stats.lock().unwrap().lease_releases += 1;
         match pending {

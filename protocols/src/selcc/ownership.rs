@@ -46,7 +46,7 @@ impl<N: Nic> Node<N> {
         // `stress_many_seeds`, seed 1008: a three-node livelock on one GCL).
         f.meta().acquiring = true;
         loop {
-            let pending = f.meta().pending.take();
+            let pending = f.meta().pending.take().map(|m| *m);
             let Some(msg) = pending else { break };
             self.serve(&w.nic, frame, msg).await?;
         }
