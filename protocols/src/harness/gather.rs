@@ -65,7 +65,8 @@ pub async fn gather<N: Nic>(
             nic.send(zero, CLOCK_REPLY_PORT, nic.now().0.to_le_bytes().to_vec()).await.map_err(err)?;
         }
         recv_watching(nic, GO_PORT, &[zero], None).await?;
-        let mine = collect();
+        let mut mine = collect();
+        mine.materialize();
         let bytes = serde_json::to_vec(&(elapsed.0, &mine)).expect("report serializes");
         nic.send(zero, REPORT_PORT, (bytes.len() as u64).to_le_bytes().to_vec()).await.map_err(err)?;
         for chunk in bytes.chunks(CHUNK_BYTES) {
@@ -98,6 +99,7 @@ pub async fn gather<N: Nic>(
     let mut reports = vec![NodeReport::default(); size];
     let mut slowest = elapsed;
     reports[0] = collect();
+    reports[0].materialize();
     let mut collector = Collector::new(size);
     while !collector.all_complete() {
         let m = recv_watching(nic, REPORT_PORT, &peers, deadline)

@@ -101,7 +101,7 @@ pub struct SelccPlan {
 }
 
 /// A SELCC node's report: a memory node's end-of-run view or a compute node's statistics.
-#[derive(Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 enum Report {
     Memory { latches_held: u64 },
     Compute(Box<Stats>),
@@ -234,10 +234,8 @@ impl SelccPlan {
                 (0..count).map(|g| (g, layout.gcl(g))).filter(|(_, at)| at.node == node).collect();
             let held =
                 mine.iter().filter(|(_, at)| region.load(Layout::latch(*at).offset_bytes) != 0).count();
-            let mut report = NodeReport {
-                extra: to_json(&Report::Memory { latches_held: held as u64 }),
-                ..NodeReport::default()
-            };
+            let mut report = NodeReport::default();
+            report.set_typed_extra(Report::Memory { latches_held: held as u64 });
             report.counters.insert("latches_held_at_end".into(), held as f64);
             if histories {
                 let mut finals = BTreeMap::new();
@@ -261,16 +259,12 @@ impl SelccPlan {
     fn compute_stats(reports: &[NodeReport]) -> Vec<Stats> {
         reports
             .iter()
-            .filter_map(|r| match r.extra_as::<Report>() {
-                Some(Report::Compute(s)) => Some(*s),
+            .filter_map(|r| match r.extra_ref::<Report>().as_deref() {
+                Some(Report::Compute(s)) => Some((**s).clone()),
                 _ => None,
             })
             .collect()
     }
-}
-
-fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
-    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
 }
 
 /// SELCC's check after every event: S8 (no reader bit beyond the compute nodes: a borrow or
@@ -414,11 +408,14 @@ impl Plan for SelccPlan {
             progress: Some(Arc::new(move || watched.stats().ops)),
             mains,
             daemons,
-            collect: Box::new(move || NodeReport {
-                error: report_error(node.first_error()),
-                extra: to_json(&Report::Compute(Box::new(node.stats()))),
-                history: log.map(|l| l.snapshot()).unwrap_or_default(),
-                ..NodeReport::default()
+            collect: Box::new(move || {
+                let mut report = NodeReport {
+                    error: report_error(node.first_error()),
+                    history: log.map(|l| l.snapshot()).unwrap_or_default(),
+                    ..NodeReport::default()
+                };
+                report.set_typed_extra(Report::Compute(Box::new(node.stats())));
+                report
             }),
             state: Some(state),
         }

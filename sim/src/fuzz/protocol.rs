@@ -18,7 +18,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use dmsim_protocols::harness::{CheckLevel, Mutant};
 use dmsim_protocols::nic::NodeId;
@@ -45,7 +45,15 @@ pub struct ProtocolTarget {
     raw: Value,
     pub spec: FuzzSpec,
     protocol: Arc<dyn SimProtocol>,
+    /// Points already resolved, by their overrides' JSON: a swarm draws from few corners, and
+    /// re-parsing the scenario for every schedule was ~4 % of a `fuzz-small` campaign (#15).
+    /// Clones share it: the result is a pure function of the overrides.
+    points: Arc<Mutex<BTreeMap<String, Result<PointConfig, Problem>>>>,
 }
+
+/// Enough for every corner combination a swarm plans in (`COMBINATIONS_CHECKED`) and then
+/// some; a swarm that draws from value ranges stops filling the cache here, not memory.
+const POINTS_CACHED: usize = 4096;
 
 impl ProtocolTarget {
     /// Parse and validate a scenario (its JSON text); every problem carries its field path.
@@ -114,7 +122,7 @@ impl ProtocolTarget {
         if !distinct.is_empty() {
             return Err(distinct.into_problems());
         }
-        Ok(ProtocolTarget { file, raw, spec, protocol })
+        Ok(ProtocolTarget { file, raw, spec, protocol, points: Arc::default() })
     }
 
     /// The swarm configuration of `seed` (a pure function of the seed and the scenario).
@@ -128,7 +136,7 @@ impl ProtocolTarget {
         let resolved: RefCell<Option<Result<PointConfig, Problem>>> = RefCell::new(None);
         // The nodes with clients (compute, then symmetric) of the point the overrides make.
         let clients = |overrides: &[(String, Value)]| {
-            let point = resolve_point(&self.raw, overrides);
+            let point = self.resolve(overrides);
             let nodes = match &point {
                 Ok(point) => {
                     let c = &point.cluster;
@@ -146,7 +154,22 @@ impl ProtocolTarget {
 
     /// The point a seed runs: the scenario with the seed's swarm applied.
     pub fn point_config(&self, swarm: &Swarm) -> Result<PointConfig, Problem> {
-        resolve_point(&self.raw, &swarm.overrides)
+        self.resolve(&swarm.overrides)
+    }
+
+    /// [`resolve_point`] of this scenario, remembered (the result is a pure function of the
+    /// overrides).
+    fn resolve(&self, overrides: &[(String, Value)]) -> Result<PointConfig, Problem> {
+        let key = serde_json::to_string(overrides).expect("overrides are JSON values");
+        if let Some(point) = self.points.lock().unwrap().get(&key) {
+            return point.clone();
+        }
+        let point = resolve_point(&self.raw, overrides);
+        let mut points = self.points.lock().unwrap();
+        if points.len() < POINTS_CACHED {
+            points.insert(key, point.clone());
+        }
+        point
     }
 
     /// Whether `name` is one of this protocol's mutants (or `"none"`).
