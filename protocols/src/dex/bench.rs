@@ -185,7 +185,8 @@ pub async fn run_client<N: Nic>(
     if let Some((first, last, n)) = measured {
         if moved.is_some_and(|m| m.to == cn) {
             let mut k = c.shared.counters.lock().unwrap_or_else(|e| e.into_inner());
-            *k.entry("scaleout_thread_mops".into()).or_insert(0.0) += n as f64 / (last - first).max(1) as f64 * 1e3;
+            *k.entry("scaleout_thread_mops".into()).or_insert(0.0) +=
+                n as f64 / (last - first).max(1) as f64 * 1e3;
         }
         let mut stats = c.shared.stats.lock().unwrap_or_else(|e| e.into_inner());
         stats.thread_rate_sum += n as f64 / (last - first).max(1) as f64;

@@ -83,7 +83,8 @@ impl<N: Nic> Client<N> {
             self.backoff().await;
         }
         let flushed = self.cur.writes - writes_before;
-        self.batch(&[Verb::WriteWord { remote: self.handoff_word(), value: 1 }], "hand the range over").await?;
+        self.batch(&[Verb::WriteWord { remote: self.handoff_word(), value: 1 }], "hand the range over")
+            .await?;
         self.shared.move_state.store(MOVE_DONE, Ordering::SeqCst);
         let end = self.nic.now().0;
         let mut k = self.shared.counters.lock().unwrap_or_else(|e| e.into_inner());
