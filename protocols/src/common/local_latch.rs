@@ -6,7 +6,7 @@
 //! its last holder. A thread entering at virtual time `t` waits for the sections ahead of it,
 //! then holds the latch for its own section plus the hand-off: the latch's cache line moving to
 //! this core, `HandOff::local_ns` from a core on the same socket, `HandOff::remote_ns` from the
-//! other socket, and half of that per thread still queued behind (a test-and-test-and-set
+//! other socket, and half of that per section still reserved when it arrives (a test-and-test-and-set
 //! spinlock: after a release every spinning core re-reads the line and those reads are served
 //! one at a time before the next owner's CAS gets through; Boyd-Wickizer et al., "Non-scalable
 //! locks are dangerous", Linux Symposium 2012). An optimistic reader does not queue: it waits
@@ -119,14 +119,15 @@ mod tests {
         let mut l = LatchTimes::new();
         // First taker: a local transfer.
         assert_eq!(l.acquire(1, 0, 0, H, 10, true, false), Some(Section { start: 0, end: 110 }));
-        // Another socket arrives while held: waits, then a remote transfer.
-        assert_eq!(l.acquire(1, 50, 1, H, 10, true, false), Some(Section { start: 110, end: 320 }));
-        // A third waiter behind one queued section: remote again, plus half a transfer.
-        assert_eq!(l.acquire(1, 60, 0, H, 10, true, false), Some(Section { start: 320, end: 630 }));
+        // Another socket arrives while held: waits, then a remote transfer plus half of one for
+        // the section still reserved.
+        assert_eq!(l.acquire(1, 50, 1, H, 10, true, false), Some(Section { start: 110, end: 420 }));
+        // A third arrives with two sections reserved: remote again, plus two halves.
+        assert_eq!(l.acquire(1, 60, 0, H, 10, true, false), Some(Section { start: 420, end: 830 }));
         // A try-lock while held gives up; a reader waits out every reserved section.
         assert_eq!(l.acquire(1, 100, 0, H, 10, true, true), None);
-        assert_eq!(l.free_at(1, 100), 630);
-        assert_eq!(l.free_at(1, 700), 700);
+        assert_eq!(l.free_at(1, 100), 830);
+        assert_eq!(l.free_at(1, 900), 900);
         assert_eq!(l.free_at(2, 5), 5);
         // Unqueued: only the transfer and the hold, whatever is reserved.
         assert_eq!(l.acquire(3, 0, 1, H, 0, false, false), Some(Section { start: 0, end: 100 }));
