@@ -39,6 +39,17 @@ pub struct LatchTimes {
     latches: BTreeMap<u64, Latch>,
 }
 
+/// How a thread takes a latch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Threads wait for each other (a contended lock).
+    Queued,
+    /// A try-lock: gives up if the latch is held.
+    TryOnly,
+    /// No queueing: the section costs its hand-off and hold only.
+    Unqueued,
+}
+
 /// One reservation: when the thread got the latch and when its section ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Section {
@@ -52,9 +63,7 @@ impl LatchTimes {
     }
 
     /// Reserve a section of `hold_ns` (the holder's own work) on latch `id` for a thread on
-    /// `socket` arriving at `t`. `queued`: whether threads wait for each other (else the
-    /// section costs only its hand-off and hold). `try_only`: a try-lock that gives up (`None`)
-    /// if the latch is held at `t`.
+    /// `socket` arriving at `t`; `None` only for a [`Mode::TryOnly`] that finds it held.
     pub fn acquire(
         &mut self,
         id: u64,
@@ -62,8 +71,7 @@ impl LatchTimes {
         socket: u32,
         hand: HandOff,
         hold_ns: u64,
-        queued: bool,
-        try_only: bool,
+        mode: Mode,
     ) -> Option<Section> {
         let l = self.latches.entry(id).or_default();
         while l.ends.front().is_some_and(|end| *end <= t) {
@@ -74,10 +82,10 @@ impl LatchTimes {
             _ => hand.local_ns,
         };
         l.last_socket = Some(socket);
-        if !queued {
+        if mode == Mode::Unqueued {
             return Some(Section { start: t, end: t + transfer + hold_ns });
         }
-        if try_only && !l.ends.is_empty() {
+        if mode == Mode::TryOnly && !l.ends.is_empty() {
             return None;
         }
         let start = l.ends.back().copied().unwrap_or(t).max(t);
@@ -118,20 +126,20 @@ mod tests {
     fn hand_offs_cost_more_across_sockets_and_queue() {
         let mut l = LatchTimes::new();
         // First taker: a local transfer.
-        assert_eq!(l.acquire(1, 0, 0, H, 10, true, false), Some(Section { start: 0, end: 110 }));
+        assert_eq!(l.acquire(1, 0, 0, H, 10, Mode::Queued), Some(Section { start: 0, end: 110 }));
         // Another socket arrives while held: waits, then a remote transfer plus half of one for
         // the section still reserved.
-        assert_eq!(l.acquire(1, 50, 1, H, 10, true, false), Some(Section { start: 110, end: 420 }));
+        assert_eq!(l.acquire(1, 50, 1, H, 10, Mode::Queued), Some(Section { start: 110, end: 420 }));
         // A third arrives with two sections reserved: remote again, plus two halves.
-        assert_eq!(l.acquire(1, 60, 0, H, 10, true, false), Some(Section { start: 420, end: 830 }));
+        assert_eq!(l.acquire(1, 60, 0, H, 10, Mode::Queued), Some(Section { start: 420, end: 830 }));
         // A try-lock while held gives up; a reader waits out every reserved section.
-        assert_eq!(l.acquire(1, 100, 0, H, 10, true, true), None);
+        assert_eq!(l.acquire(1, 100, 0, H, 10, Mode::TryOnly), None);
         assert_eq!(l.free_at(1, 100), 830);
         assert_eq!(l.free_at(1, 900), 900);
         assert_eq!(l.free_at(2, 5), 5);
         // Unqueued: only the transfer and the hold, whatever is reserved.
-        assert_eq!(l.acquire(3, 0, 1, H, 0, false, false), Some(Section { start: 0, end: 100 }));
-        assert_eq!(l.acquire(3, 0, 0, H, 0, false, false), Some(Section { start: 0, end: 200 }));
+        assert_eq!(l.acquire(3, 0, 1, H, 0, Mode::Unqueued), Some(Section { start: 0, end: 100 }));
+        assert_eq!(l.acquire(3, 0, 0, H, 0, Mode::Unqueued), Some(Section { start: 0, end: 200 }));
         assert_eq!(interleaved_socket(3, 2), 1);
         assert_eq!(interleaved_socket(3, 1), 0);
     }

@@ -22,7 +22,7 @@
 //!   centralized spinlock, DEX §8.4 "Cache Size").
 
 use super::*;
-use crate::common::local_latch::{interleaved_socket, HandOff, LatchTimes};
+use crate::common::local_latch::{interleaved_socket, HandOff, LatchTimes, Mode};
 use crate::dex::config::Cooling;
 
 /// The cooling structure's locks: bucket `b`'s lock is latch `b` (one latch in the
@@ -83,8 +83,12 @@ impl<N: Nic> Client<N> {
         let section = {
             let mut l = self.shared.cooling_locks.lock().unwrap_or_else(|e| e.into_inner());
             let id = if l.single { 0 } else { bucket as u64 };
-            let queued = l.queued;
-            l.latches.acquire(id, t, socket, hand, 0, queued, try_only)
+            let mode = match (l.queued, try_only) {
+                (false, _) => Mode::Unqueued,
+                (true, false) => Mode::Queued,
+                (true, true) => Mode::TryOnly,
+            };
+            l.latches.acquire(id, t, socket, hand, 0, mode)
         };
         match section {
             Some(s) => {
@@ -112,7 +116,7 @@ impl<N: Nic> Client<N> {
             .leaf_latches
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .acquire(leaf.0, t, socket, hand, hold, true, false)
+            .acquire(leaf.0, t, socket, hand, hold, Mode::Queued)
             .expect("a blocking acquire always gets the latch");
         self.cur.lock_wait_ns += s.start - t;
         self.cpu_owed += s.end - t - hold;
