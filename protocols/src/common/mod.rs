@@ -10,11 +10,14 @@
 //! * [`shape`] — the run shape of a benchmark (threads, operations, cache size) from the
 //!   scenario's equivalent spellings, validated with field paths.
 //! * [`lookup`] — lookup-only hash maps with one fixed hasher (never iterated).
+//! * [`local_latch`] — the timing of a compute server's local latches across sockets
+//!   (hand-off per acquisition, waiters queueing, optimistic readers waiting out a holder).
 //! * [`metrics`] — metrics that mean the same for every protocol: per-node throughput and
 //!   fairness, cumulative operations over time, percentiles.
 
 pub mod bench;
 pub mod error;
+pub mod local_latch;
 pub mod lookup;
 pub mod metrics;
 pub mod rpc;

@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::tree::{Client, Shared};
+use super::tree::{Client, Shared, MOVE_NONE};
 use crate::common::bench::write_stamp;
 use crate::nic::Nic;
 use crate::sherman::bench::KvLogger;
@@ -40,10 +40,9 @@ impl Redraw {
     /// The key of request index `index` drawn by the stream, redrawn while another partition
     /// owns it (index `i` names key slot `i / C` of partition `i mod C`, as the bulk load deals).
     fn key(&mut self, parts: Partitions, cn: u16, keyspace: u64, mut index: u64) -> u64 {
-        let c = parts.count.max(1) as u64;
         // Bounded: a keyspace smaller than the partition count leaves a partition no index.
         for _ in 0..10_000 {
-            if index % c == cn as u64 {
+            if parts.owner(parts.load_key(index)) == cn {
                 return parts.load_key(index);
             }
             let rng = &mut self.rng;
@@ -76,13 +75,42 @@ pub async fn run_client<N: Nic>(
     quiesce: bool,
 ) {
     let node = c.nic.node();
-    let parts = c.shared.parts;
     let cn = c.shared.cn;
     let mut sequence = 0u64;
+    // Logical repartitioning: the scale-out server starts once the range is handed over; the
+    // old owner's thread 0 moves it.
+    let moved = c.shared.parts().moved.filter(|_| c.shared.config.repartition.enabled());
+    let mover = moved.is_some_and(|m| m.from == cn) && thread == 0;
+    let old_owner = moved.is_some_and(|m| m.from == cn);
+    if moved.is_some_and(|m| m.to == cn) {
+        if let Err(e) = c.wait_for_range().await {
+            c.shared.errors.record(e);
+            return;
+        }
+    }
     // This thread's measured phase: first start, last end, operations.
     let mut measured: Option<(u64, u64, u64)> = None;
     for op in stream {
+        if mover
+            && c.shared.move_state.load(Ordering::SeqCst) == MOVE_NONE
+            && c.nic.now().0 >= c.shared.config.repartition.at_ns
+        {
+            if let Err(e) = c.repartition_out().await {
+                c.shared.errors.record(e);
+                return;
+            }
+        }
         c.cur = OpStats::default();
+        // Raised before the switch is read, so the mover's drain cannot miss this operation.
+        let mut before_switch = false;
+        if old_owner {
+            c.shared.before_switch.fetch_add(1, Ordering::SeqCst);
+            before_switch = c.shared.move_state.load(Ordering::SeqCst) == MOVE_NONE;
+            if !before_switch {
+                c.shared.before_switch.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let parts = c.shared.parts();
         let index = op.key - 1;
         let key = match op.kind {
             OpKind::Insert => parts.insert_key(cn, index, routing.keyspace, routing.bulk_load),
@@ -142,9 +170,24 @@ pub async fn run_client<N: Nic>(
             m.1 = end;
             m.2 += 1;
         }
+        if before_switch {
+            c.shared.before_switch.fetch_sub(1, Ordering::SeqCst);
+        }
         c.shared.ops_done.fetch_add(1, Ordering::Relaxed);
     }
+    // A server whose operations ended before `at_ns` still hands the range over.
+    if mover && c.shared.move_state.load(Ordering::SeqCst) == MOVE_NONE {
+        if let Err(e) = c.repartition_out().await {
+            c.shared.errors.record(e);
+            return;
+        }
+    }
     if let Some((first, last, n)) = measured {
+        if moved.is_some_and(|m| m.to == cn) {
+            let mut k = c.shared.counters.lock().unwrap_or_else(|e| e.into_inner());
+            *k.entry("scaleout_thread_mops".into()).or_insert(0.0) +=
+                n as f64 / (last - first).max(1) as f64 * 1e3;
+        }
         let mut stats = c.shared.stats.lock().unwrap_or_else(|e| e.into_inner());
         stats.thread_rate_sum += n as f64 / (last - first).max(1) as f64;
         stats.first_op_start_max_ns = stats.first_op_start_max_ns.max(first);

@@ -39,8 +39,7 @@ fn shape(config: &Config, parts: Partitions, keys: &[u64]) -> Vec<Vec<Proto>> {
     let (leaf_fill, inner_fill) = fills(config);
     let mut leaves = Vec::new();
     let mut rest = keys;
-    for c in 0..parts.count {
-        let (lo, hi) = parts.range(c);
+    for (lo, hi) in parts.segments() {
         let n = rest.iter().take_while(|k| **k < hi).count();
         let (mine, after) = rest.split_at(n);
         rest = after;

@@ -105,6 +105,28 @@ pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> 
     Ok(())
 }
 
+/// Repartition safety (spec invariant 13), on the old owner once it handed a range over: every
+/// page it still caches that overlaps the moved range is clean, one crossing the new boundary
+/// is marked shared, and one inside the range is an inner node (the right half of a split of a
+/// boundary node, cached where it was made, as for any partition: never routed to again).
+pub fn check_moved_out(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> {
+    let Some(m) = parts.moved.filter(|m| m.from == cn) else { return Ok(()) };
+    let (mid, hi) = parts.range(m.to);
+    for (i, f) in c.frames.iter().enumerate() {
+        if f.state == State::Free || f.node.highest <= mid || f.node.lowest >= hi {
+            continue;
+        }
+        let inside = f.node.lowest >= mid;
+        if f.dirty || (!inside && !f.shared) || (inside && f.node.is_leaf()) {
+            return Err(format!(
+                "after handing [{mid}, {hi}) to server {} it still caches node {} [{}, {}) (frame {i}, {:?}, shared {}, dirty {})",
+                m.to, f.addr, f.node.lowest, f.node.highest, f.state, f.shared, f.dirty
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn read(layout: &Layout, memory: Memory, addr: Gaddr) -> Result<Node, String> {
     if !layout.is_frame(addr) {
         return Err(format!("pointer {addr} names no node frame"));

@@ -17,8 +17,18 @@ pub struct CpuCosts {
     pub backoff_ns: u64,
     /// One critical section on a cooling-structure lock (a push, an eviction, a probe, a
     /// second chance): the lock's cache line moving to this core (the paper's "~100ns" local
-    /// DRAM access). Waiters make each hand-off slower (`tree::locks`).
+    /// DRAM access). Waiters make each hand-off slower (`tree::locks`). Also the same-socket
+    /// hand-off of a leaf's write latch (`leaf_latch`).
     pub cooling_lock_ns: u64,
+    /// A local latch's cache line moving from a core on the other socket (`common::local_latch`).
+    /// [CHOICE] 2× the same-socket transfer: an estimate (NEEDS.md 'Local latches').
+    pub remote_line_ns: u64,
+    /// Sockets a compute server's threads are spread over, alternately (the paper's testbed:
+    /// 2; its "DEX (18threads)" run pins them to 1).
+    pub sockets: u32,
+    /// Model the write latch of each cached leaf (optimistic lock coupling: writers queue on
+    /// it, readers wait out a holder). Off: leaf writes cost no latch time (before session 13).
+    pub leaf_latch: bool,
 }
 
 /// How the cooling pages are organised and locked (Fig. 4, Fig. 9's first step).
@@ -99,7 +109,35 @@ pub struct Config {
     pub cpu: CpuCosts,
     pub offload: Offload,
     #[serde(default)]
+    pub repartition: Repartition,
+    #[serde(default)]
     pub mutant: Mutant,
+}
+
+/// Logical repartitioning (DEX §4, Fig. 10): at `at_ns` one thread of compute server `from`
+/// flushes its dirty pages and hands the upper half of its key range to a scale-out server (the
+/// last compute server, idle until then; the other servers split the key space as usual).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Repartition {
+    /// Virtual time of the move (0: no repartitioning, every compute server owns a partition).
+    #[serde(default)]
+    pub at_ns: u64,
+    #[serde(default)]
+    pub from: u16,
+    /// How often a waiting scale-out thread READs the hand-off word.
+    #[serde(default = "default_poll_ns")]
+    pub poll_ns: u64,
+}
+
+fn default_poll_ns() -> u64 {
+    5_000
+}
+
+impl Repartition {
+    pub fn enabled(&self) -> bool {
+        self.at_ns > 0
+    }
 }
 
 /// Node layout: Sherman's word-aligned node with a version in every 64-byte line, so a torn
@@ -119,7 +157,15 @@ impl Config {
             internal_split_at: None,
             bulk_fill: 0.5,
             subtree_level: 3,
-            cpu: CpuCosts { node_ns: 40, install_ns: 400, backoff_ns: 200, cooling_lock_ns: 100 },
+            cpu: CpuCosts {
+                node_ns: 40,
+                install_ns: 400,
+                backoff_ns: 200,
+                cooling_lock_ns: 100,
+                remote_line_ns: 200,
+                sockets: 2,
+                leaf_latch: true,
+            },
             offload: Offload {
                 policy: OffloadPolicy::Cost,
                 window: 50,
@@ -130,6 +176,7 @@ impl Config {
                 ms_rpc_ns: 200,
                 ms_node_ns: 400,
             },
+            repartition: Repartition { at_ns: 0, from: 0, poll_ns: default_poll_ns() },
             mutant: Mutant::None,
         }
     }
@@ -175,6 +222,12 @@ impl Config {
             if n < 4 || n as usize > VERSIONS.internal_cap() {
                 out.push(format!("internal_split_at: must be in 4..={}", VERSIONS.internal_cap()));
             }
+        }
+        if self.repartition.poll_ns == 0 {
+            out.push("repartition.poll_ns: must be at least 1".into());
+        }
+        if self.cpu.sockets == 0 || self.cpu.sockets > 8 {
+            out.push("cpu.sockets: must be in 1..=8".into());
         }
         let o = &self.offload;
         if o.ms_threads == 0 || o.ms_threads > 64 {

@@ -17,7 +17,10 @@
 //! | `bulk_fill` | 0.5 | fill of bulk-loaded nodes |
 //! | `subtree_level` | 3 | M: subtrees rooted at level M live on one memory server |
 //! | `cpu.{node_ns, install_ns, backoff_ns}` | 40, 400, 200 | per cached node searched; per page installed; per restart |
-//! | `cpu.cooling_lock_ns` | 100 | one critical section on a cooling lock, more with waiters (`tree/locks.rs`) |
+//! | `cpu.cooling_lock_ns` | 100 | a local latch's hand-off from a core on the same socket: a cooling-lock section, a leaf write latch (`tree/locks.rs`) |
+//! | `cpu.remote_line_ns`, `cpu.sockets` | 200, 2 | the hand-off from the other socket; sockets the threads alternate over |
+//! | `cpu.leaf_latch` | true | time the cached leaves' write latches (writers queue, optimistic readers wait out a holder) |
+//! | `repartition.{at_ns, from, poll_ns}` | 0 (off), 0, 5000 | Fig. 10: at `at_ns` server `from` hands the upper half of its range to the last compute server (`tree/repartition.rs`) |
 //! | `offload.policy` | `cost` | `cost` (§6.1), `always` (Offload-only), `never` |
 //! | `offload.{window, exploration, sample_rate, coefficient}` | 50, 0.01, 0.01, 1.2 | the cost model ([ART]) |
 //! | `offload.ms_threads` | 4 | offload-serving threads per memory server |
@@ -28,12 +31,14 @@
 //! artifact's: each thread's measured operations over its own measured span, summed),
 //! `warmup_skew_us` (how much later the last thread began measuring than the first), `ops`,
 //! `reads_per_op`, `writes_per_op`, `atomics_per_op`, `two_sided_per_op` (offload RPCs),
-//! `bytes_per_op`, `retries_per_op`, `lock_wait_ns_per_op` (waiting for cooling locks),
+//! `bytes_per_op`, `retries_per_op`, `lock_wait_ns_per_op` (waiting for cooling locks and leaf latches),
 //! `inner_fetches_per_op`, `inner_evictions_per_op`, `offloads_level1_per_op` (offloads under
 //! a missed level-1 node),
 //! `cache_hit_ratio` (node visits served by the cache),
 //! `splits`, `latency_ns_{avg,p50,p99}`, and the same per operation type with the prefix
-//! `lookup_`, `update_`, `insert_`, `scan_`, `delete_`.
+//! `lookup_`, `update_`, `insert_`, `scan_`, `delete_`. With repartitioning: `repartition_us`
+//! (switch to hand-over), `repartition_drain_us`, `repartition_flushed_pages`,
+//! `repartition_start_us`, `scaleout_thread_mops` (the scale-out server's thread rates summed).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,7 +46,7 @@ use std::sync::Arc;
 use super::bench::{run_client, Redraw, Routing};
 use super::bulk::{build, frames_needed, BulkTree};
 use super::cache::Cache;
-use super::check::{check_cache, check_leaf_ownership};
+use super::check::{check_cache, check_leaf_ownership, check_moved_out};
 use super::config::{Config, Cooling, VERSIONS};
 use super::offload::serve;
 use super::partition::{Partitions, MAX_PARTITIONS};
@@ -132,7 +137,31 @@ impl DexPlan {
         if !out.is_empty() {
             return Err(out);
         }
-        let parts = Partitions { count: point.compute_nodes };
+        // A repartitioning run keeps the last compute server for the scale-out (Fig. 10).
+        let parts = if config.repartition.enabled() {
+            let count = point.compute_nodes.saturating_sub(1).max(1);
+            if point.compute_nodes < 2 {
+                out.push(Problem::new(
+                    "cluster.compute_nodes",
+                    "repartitioning needs at least 2 compute servers (the last one is the scale-out server)",
+                ));
+            }
+            if config.repartition.from >= count {
+                out.push(Problem::new(
+                    "protocol_options.repartition.from",
+                    format!("must name one of the {count} partitioned compute servers (0..{count})"),
+                ));
+            }
+            if w.keyspace < 2 * count as u64 {
+                out.push(Problem::new("workload.keyspace", "too small to split a partition"));
+            }
+            Partitions::with_move(count, config.repartition.from, w.keyspace)
+        } else {
+            Partitions::fixed(point.compute_nodes)
+        };
+        if !out.is_empty() {
+            return Err(out);
+        }
         let mut keys: Vec<u64> = (0..w.bulk_load()).map(|i| parts.load_key(i)).collect();
         keys.sort_unstable();
         let data_units = (w.bulk_load() * 16).div_ceil(1024).max(1);
@@ -339,7 +368,9 @@ impl Plan for DexPlan {
             collect: Box::new(move || {
                 let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let samples = stats.latencies.concat();
+                let counters = shared.counters.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 NodeReport {
+                    counters,
                     extra: serde_json::to_value(&stats).unwrap_or(serde_json::Value::Null),
                     samples,
                     history: log.map(|l| l.snapshot()).unwrap_or_default(),
@@ -377,6 +408,14 @@ impl Plan for DexPlan {
         if lookups.ops > 0 {
             m.insert("lookup_found_ratio".into(), lookups.found as f64 / lookups.ops as f64);
         }
+        // Repartitioning (Fig. 10): the mover's and the scale-out server's counters.
+        for r in reports {
+            for (name, v) in &r.counters {
+                if name.starts_with("repartition_") || name == "scaleout_thread_mops" {
+                    *m.entry(name.clone()).or_insert(0.0) += v;
+                }
+            }
+        }
         m
     }
 
@@ -391,9 +430,14 @@ impl Plan for DexPlan {
         let states: Vec<Arc<Shared>> = states.into_iter().flatten().collect();
         Some(Box::new(move |_memory| {
             for s in &states {
-                check_cache(&s.cache(), s.parts, s.cn).map_err(|m| {
+                check_cache(&s.cache(), s.parts_for_check(), s.cn).map_err(|m| {
                     Violation::new("cache structure", format!("compute server {}: {m}", s.cn))
                 })?;
+                if s.move_state.load(std::sync::atomic::Ordering::SeqCst) == super::tree::MOVE_DONE {
+                    check_moved_out(&s.cache(), s.parts(), s.cn).map_err(|m| {
+                        Violation::new("repartition safety", format!("compute server {}: {m}", s.cn))
+                    })?;
+                }
                 if let Some(m) = s.torn.lock().unwrap_or_else(|e| e.into_inner()).clone() {
                     return Err(Violation::new(
                         "offload sees no half-done split",
@@ -416,7 +460,7 @@ impl Plan for DexPlan {
         }
         let contents = check_tree(&self.layout, memory).map_err(|m| Violation::new("tree structure", m))?;
         check_locks_free(&self.layout, memory).map_err(|m| Violation::new("locks free at end", m))?;
-        check_leaf_ownership(&self.layout, self.parts, memory)
+        check_leaf_ownership(&self.layout, self.parts.after_move(), memory)
             .map_err(|m| Violation::new("leaf ownership", m))?;
         crate::harness::check_no_lost_key(reports, |key| contents.contains_key(&key))
     }

@@ -19,6 +19,7 @@ pub enum Mutant {
     SplitKeepsFence,
     SplitDropsEntry,
     OffloadCachedSubtree,
+    RepartitionNoDrain,
 }
 
 crate::mutant_table!(Mutant {
@@ -42,4 +43,6 @@ crate::mutant_table!(Mutant {
         "a leaf split forgets to copy the last entry into the new sibling",
     "offload-cached-subtree" => OffloadCachedSubtree:
         "offloading also picks a subtree whose root is cached, so the memory server works on an image with dirty pages and half-done splits still in the cache",
+    "repartition-no-drain" => RepartitionNoDrain:
+        "a repartitioning hands the range over without waiting for the operations already running on it, so their later write-backs land after the new owner read the nodes",
 });

@@ -19,19 +19,109 @@ pub const SLOT_SHIFT: u32 = 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Partitions {
     pub count: u16,
+    /// A planned logical repartitioning (Fig. 10): the upper half of one partition's key slots
+    /// moves to a scale-out server.
+    pub moved: Option<Moved>,
+    /// Whether this view routes by the repartitioned map (`moved` has happened).
+    pub active: bool,
+}
+
+/// The upper half `[mid, hi)` of partition `from` (key slots `half..slots`) moves to server
+/// `to` (a scale-out server, index `count`, idle until then).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moved {
+    pub from: u16,
+    pub to: u16,
+    /// The first moved key: key slot `half` of `from`.
+    pub mid: u64,
+    pub half: u64,
+    /// Key slots per partition (`ceil(keyspace / count)`).
+    pub slots: u64,
 }
 
 impl Partitions {
+    /// Equal-width partitions, no repartitioning.
+    pub fn fixed(count: u16) -> Partitions {
+        Partitions { count, moved: None, active: false }
+    }
+
+    /// `count` partitions whose `from` will give its upper half of `keyspace`'s slots to a
+    /// scale-out server.
+    pub fn with_move(count: u16, from: u16, keyspace: u64) -> Partitions {
+        let slots = keyspace.div_ceil(count.max(1) as u64).max(2);
+        let half = slots / 2;
+        let mut p = Partitions::fixed(count);
+        p.moved = Some(Moved { from, to: count, mid: p.key(from, half), half, slots });
+        p
+    }
+
+    /// The same map after the move.
+    pub fn after_move(self) -> Partitions {
+        Partitions { active: self.moved.is_some(), ..self }
+    }
+
+    fn base_range(self, c: u16) -> (u64, u64) {
+        if c >= self.count {
+            return (u64::MAX, u64::MAX);
+        }
+        let lo = if c == 0 { 0 } else { (c as u64) << PART_SHIFT };
+        let hi = if c + 1 >= self.count { u64::MAX } else { (c as u64 + 1) << PART_SHIFT };
+        (lo, hi)
+    }
+
+    fn active_move(self) -> Option<Moved> {
+        self.moved.filter(|_| self.active)
+    }
+
     /// The partition that owns `key`.
     pub fn owner(self, key: u64) -> u16 {
+        if let Some(m) = self.active_move() {
+            if key >= m.mid && key < self.base_range(m.from).1 {
+                return m.to;
+            }
+        }
         ((key >> PART_SHIFT) as u16).min(self.count.saturating_sub(1))
     }
 
     /// `[lo, hi)` of partition `c`.
     pub fn range(self, c: u16) -> (u64, u64) {
-        let lo = if c == 0 { 0 } else { (c as u64) << PART_SHIFT };
-        let hi = if c + 1 >= self.count { u64::MAX } else { (c as u64 + 1) << PART_SHIFT };
-        (lo, hi)
+        if let Some(m) = self.active_move() {
+            let (lo, hi) = self.base_range(m.from);
+            if c == m.from {
+                return (lo, m.mid);
+            }
+            if c == m.to {
+                return (m.mid, hi);
+            }
+        }
+        self.base_range(c)
+    }
+
+    /// The key ranges the bulk load cuts leaves at: every partition, and a planned move's
+    /// boundary (leaves are never shared, before or after the move).
+    pub fn segments(self) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for c in 0..self.count {
+            let (lo, hi) = self.base_range(c);
+            match self.moved {
+                Some(m) if m.from == c => {
+                    out.push((lo, m.mid));
+                    out.push((m.mid, hi));
+                }
+                _ => out.push((lo, hi)),
+            }
+        }
+        out
+    }
+
+    /// Key slot `j` of server `c`'s share: `(partition, slot)` (after a move the two servers
+    /// of the split partition each draw from their half).
+    fn slot_of(self, c: u16, j: u64) -> (u16, u64) {
+        match self.active_move() {
+            Some(m) if c == m.from => (c, j % m.half),
+            Some(m) if c == m.to => (m.from, m.half + j % (m.slots - m.half)),
+            _ => (c, j),
+        }
     }
 
     /// Whether a node with fences `[lowest, highest)` crosses a partition boundary.
@@ -52,7 +142,8 @@ impl Partitions {
 
     /// A request (lookup, update, scan, delete) for YCSB key index `i` on server `c`.
     pub fn request_key(self, c: u16, i: u64) -> u64 {
-        self.key(c, i / self.count.max(1) as u64)
+        let (p, j) = self.slot_of(c, i / self.count.max(1) as u64);
+        self.key(p, j)
     }
 
     /// An insert of fresh YCSB index `i` (≥ `bulk_load`) on server `c`: just above a hashed
@@ -62,8 +153,8 @@ impl Partitions {
     pub fn insert_key(self, c: u16, i: u64, keyspace: u64, bulk_load: u64) -> u64 {
         let n = i - bulk_load;
         let slots = keyspace.div_ceil(self.count.max(1) as u64).max(1);
-        let slot = crate::workload::ycsb::fnv_hash64(n) % slots;
-        self.key(c, slot) + n % ((1 << SLOT_SHIFT) - 1) + 1
+        let (p, slot) = self.slot_of(c, crate::workload::ycsb::fnv_hash64(n) % slots);
+        self.key(p, slot) + n % ((1 << SLOT_SHIFT) - 1) + 1
     }
 }
 
@@ -73,7 +164,7 @@ mod tests {
 
     #[test]
     fn owners_ranges_and_shared_nodes() {
-        let p = Partitions { count: 3 };
+        let p = Partitions::fixed(3);
         assert_eq!(p.owner(0), 0);
         assert_eq!(p.owner(p.key(1, 5)), 1);
         assert_eq!(p.owner(u64::MAX - 1), 2);
@@ -87,5 +178,28 @@ mod tests {
         assert_eq!(p.owner(k), 1);
         assert_ne!(k & ((1 << SLOT_SHIFT) - 1), 0);
         assert_ne!(k, p.insert_key(1, 101, 30, 90));
+    }
+
+    #[test]
+    fn a_move_gives_the_upper_half_to_the_new_server() {
+        let before = Partitions::with_move(2, 0, 40);
+        let m = before.moved.unwrap();
+        assert_eq!((m.to, m.half, m.slots), (2, 10, 20));
+        assert_eq!(before.owner(before.key(0, 15)), 0);
+        assert_eq!(before.segments().len(), 3);
+        let after = before.after_move();
+        assert_eq!(after.owner(after.key(0, 15)), 2);
+        assert_eq!(after.owner(after.key(0, 9)), 0);
+        assert_eq!(after.owner(after.key(1, 3)), 1);
+        assert_eq!(after.range(0), (0, m.mid));
+        assert_eq!(after.range(2), (m.mid, 1 << PART_SHIFT));
+        assert!(after.is_shared(0, 1 << PART_SHIFT));
+        assert!(!before.is_shared(0, 1 << PART_SHIFT));
+        for i in 0..200 {
+            assert_eq!(after.owner(after.request_key(2, i)), 2);
+            assert_eq!(after.owner(after.request_key(0, i)), 0);
+            assert_eq!(after.owner(after.insert_key(2, 100 + i, 40, 100)), 2);
+            assert_eq!(after.owner(after.insert_key(0, 100 + i, 40, 100)), 0);
+        }
     }
 }

@@ -1,65 +1,67 @@
-//! The cost of the cooling structure's local locks (Fig. 4, Fig. 9's first step).
+//! The cost of DEX's local latches: the cooling structure's locks (Fig. 4, Fig. 9's first
+//! step) and each cached leaf's write latch (Fig. 11(b)), on `common::local_latch`.
 //!
-//! The cache's state changes in synchronous steps (`cache.rs`), so a lock here is a timing
-//! model, not a latch: each lock keeps the end times of the critical sections reserved on it,
-//! and a thread entering one at virtual time `t` waits for the sections ahead of it and then
-//! holds the lock for `cpu.cooling_lock_ns` (its cache line moving to this core) plus half that
-//! per other thread still queued: the artifact's lock ([ART] `util/lock.h`) is a
-//! test-and-test-and-set spinlock, whose every waiter re-reads the line after a release, and
-//! those reads are served one at a time before the next owner's CAS gets through (Boyd-Wickizer
-//! et al., "Non-scalable locks are dangerous", Linux Symposium 2012: the hand-off grows linearly
-//! with the spinning cores, which is how such a lock collapses). The waiting is spinning, so it
-//! is charged as CPU. A victim probe is a try-lock ([ART] `random_evict_to_remote`): a held
-//! bucket is skipped. A cooling-map bucket costs one line transfer and is taken uncontended
-//! (see [`CoolingLocks::contended`]); one lock over every cooling page queues every thread of
-//! the server.
-
-use std::collections::VecDeque;
+//! The cache's state changes in synchronous steps (`cache.rs`), so a latch here is a timing
+//! model, not a wait on another task: a thread entering a section at virtual time `t` (its
+//! clock plus the CPU it owes) waits for the sections reserved ahead of it and holds the latch
+//! for the hand-off (the latch's cache line moving to its core: `cpu.cooling_lock_ns` = the
+//! paper's "~100ns" from a core on the same socket, `cpu.remote_line_ns` from the other one)
+//! plus half of that per thread still queued (the artifact's test-and-test-and-set spinlock,
+//! [ART] `util/lock.h`). The waiting is spinning, so it is charged as CPU. Threads sit on
+//! `cpu.sockets` sockets alternately ([ART] `bindCore(id)`; DEX §8.2: two threads are "one in
+//! each NUMA node").
+//!
+//! * Cooling: a victim probe is a try-lock ([ART] `random_evict_to_remote`): a held bucket is
+//!   skipped. A cooling-map bucket costs its hand-off but is not queued on (see
+//!   [`CoolingLocks::queued`]); one lock over every cooling page (Fig. 4's FIFO queue, Fig. 9's
+//!   single-lock map) queues every thread of the server.
+//! * Leaves (`cpu.leaf_latch`): a write to a cached leaf takes its write latch for the hand-off
+//!   plus its node search (`cpu.node_ns`); a lookup that ends at a cached leaf reads it
+//!   optimistically and waits out the writers reserved on it ([ART] the leaf's
+//!   `typeVersionLockObsolete`: readers spin while the lock bit is set, and the lock is a
+//!   centralized spinlock, DEX §8.4 "Cache Size").
 
 use super::*;
+use crate::common::local_latch::{interleaved_socket, HandOff, LatchTimes, Mode};
 use crate::dex::config::Cooling;
 
-/// Reserved critical sections per lock: the end time of each one not yet over.
+/// The cooling structure's locks: bucket `b`'s lock is latch `b` (one latch in the
+/// single-lock modes).
 pub struct CoolingLocks {
-    locks: Vec<VecDeque<u64>>,
+    latches: LatchTimes,
+    single: bool,
     /// Whether threads queue on the locks. Not for the cooling map: the paper's has ~530 to
     /// ~4,400 buckets per compute server (31 MB to 256 MB caches, 10% cooling, 6 slots), so 36
     /// threads rarely meet on one; our scaled-down caches have 4 to a few hundred, which would
-    /// invent contention the paper's map does not have. Each section still costs its hold.
-    contended: bool,
+    /// invent contention the paper's map does not have. Each section still costs its hand-off.
+    queued: bool,
 }
 
 impl CoolingLocks {
-    pub fn new(cooling: Cooling, buckets: usize) -> CoolingLocks {
-        let (n, contended) = match cooling {
-            Cooling::Map => (buckets, false),
-            Cooling::SingleLockMap | Cooling::Fifo => (1, true),
-        };
-        CoolingLocks { locks: vec![VecDeque::new(); n.max(1)], contended }
-    }
-
-    /// Reserve one critical section on the lock of `bucket` for a thread arriving at `t`;
-    /// returns when it ends. `try_only`: a try-lock, which gives up (`None`) if the lock is held.
-    pub fn enter(&mut self, bucket: usize, t: u64, hold_ns: u64, try_only: bool) -> Option<u64> {
-        if !self.contended {
-            return Some(t + hold_ns);
-        }
-        let n = self.locks.len();
-        let q = &mut self.locks[bucket % n];
-        while q.front().is_some_and(|end| *end <= t) {
-            q.pop_front();
-        }
-        if try_only && !q.is_empty() {
-            return None;
-        }
-        let start = q.back().copied().unwrap_or(t).max(t);
-        let end = start + hold_ns + hold_ns * q.len() as u64 / 2;
-        q.push_back(end);
-        Some(end)
+    pub fn new(cooling: Cooling) -> CoolingLocks {
+        let single = cooling != Cooling::Map;
+        CoolingLocks { latches: LatchTimes::new(), single, queued: single }
     }
 }
 
+/// Every compute server's leaf write latches, by the leaf's remote address.
+pub type LeafLatches = LatchTimes;
+
 impl<N: Nic> Client<N> {
+    fn hand_off(&self) -> HandOff {
+        let cpu = &self.config().cpu;
+        HandOff { local_ns: cpu.cooling_lock_ns, remote_ns: cpu.remote_line_ns }
+    }
+
+    fn socket(&self) -> u32 {
+        interleaved_socket(self.thread, self.config().cpu.sockets)
+    }
+
+    /// Where this thread is in virtual time: its clock plus the CPU it owes.
+    fn virtual_now(&self) -> u64 {
+        self.nic.now().0 + self.cpu_owed
+    }
+
     /// One critical section on the lock of cooling bucket `bucket`, in the synchronous step
     /// now running: the wait and the hold are owed as CPU (the step's other CPU comes first).
     pub(super) fn cooling_section(&mut self, bucket: usize) {
@@ -73,27 +75,61 @@ impl<N: Nic> Client<N> {
     }
 
     fn cooling_lock(&mut self, bucket: usize, try_only: bool) -> bool {
-        let hold = self.config().cpu.cooling_lock_ns;
-        if hold == 0 {
+        let hand = self.hand_off();
+        if hand.local_ns == 0 {
             return true;
         }
-        let t = self.nic.now().0 + self.cpu_owed;
-        let end = self
-            .shared
-            .cooling_locks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .enter(bucket, t, hold, try_only);
-        match end {
-            Some(end) => {
-                self.cur.lock_wait_ns += end - t - hold;
-                self.cpu_owed += end - t;
+        let (t, socket) = (self.virtual_now(), self.socket());
+        let section = {
+            let mut l = self.shared.cooling_locks.lock().unwrap_or_else(|e| e.into_inner());
+            let id = if l.single { 0 } else { bucket as u64 };
+            let mode = match (l.queued, try_only) {
+                (false, _) => Mode::Unqueued,
+                (true, false) => Mode::Queued,
+                (true, true) => Mode::TryOnly,
+            };
+            l.latches.acquire(id, t, socket, hand, 0, mode)
+        };
+        match section {
+            Some(s) => {
+                self.cur.lock_wait_ns += s.start - t;
+                self.cpu_owed += s.end - t;
                 true
             }
             None => {
-                self.cpu_owed += hold;
+                self.cpu_owed += hand.local_ns;
                 false
             }
         }
+    }
+
+    /// A write to cached leaf `leaf` (remote address) takes its write latch: the wait and the
+    /// hand-off are owed as CPU (the node search, already owed by the walk, is the hold).
+    pub(super) fn leaf_write_latch(&mut self, leaf: Gaddr) {
+        if !self.config().cpu.leaf_latch {
+            return;
+        }
+        let (hand, hold) = (self.hand_off(), self.config().cpu.node_ns);
+        let (t, socket) = (self.virtual_now(), self.socket());
+        let s = self
+            .shared
+            .leaf_latches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .acquire(leaf.0, t, socket, hand, hold, Mode::Queued)
+            .expect("a blocking acquire always gets the latch");
+        self.cur.lock_wait_ns += s.start - t;
+        self.cpu_owed += s.end - t - hold;
+    }
+
+    /// An optimistic read of cached leaf `leaf` waits until no writer holds its latch.
+    pub(super) fn leaf_read_latch(&mut self, leaf: Gaddr) {
+        if !self.config().cpu.leaf_latch {
+            return;
+        }
+        let t = self.virtual_now();
+        let free = self.shared.leaf_latches.lock().unwrap_or_else(|e| e.into_inner()).free_at(leaf.0, t);
+        self.cur.lock_wait_ns += free - t;
+        self.cpu_owed += free - t;
     }
 }

@@ -26,7 +26,7 @@
 //!   re-fetches the path and invalidates stale nodes; dropping the subtree keeps the cached
 //!   paths contiguous without patching swizzled pointers).
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rand_chacha::rand_core::Rng;
@@ -47,7 +47,10 @@ use crate::workload::zipf::unit_f64;
 mod cooling;
 mod locks;
 mod offload;
+mod repartition;
 mod split;
+
+pub use repartition::{HANDOFF_OFFSET, MOVE_DONE, MOVE_NONE, MOVE_SWITCHED};
 
 /// Per thread: a READ buffer, a WRITE buffer, a word.
 const THREAD_BUFFER_BYTES: u64 = 3 * NODE_BYTES;
@@ -60,7 +63,15 @@ pub fn compute_region_bytes(threads: u32) -> u64 {
 pub struct Shared {
     pub config: Config,
     pub layout: Layout,
-    pub parts: Partitions,
+    /// The partition map this server started with (a planned move not yet made).
+    parts_before: Partitions,
+    /// Where this server is in a repartitioning ([`MOVE_NONE`], [`MOVE_SWITCHED`]: routing
+    /// changed, flush under way, [`MOVE_DONE`]).
+    pub move_state: AtomicU8,
+    /// Operations that started before this server switched its routing and are still running.
+    pub before_switch: AtomicU64,
+    /// Repartitioning measurements for the node report.
+    pub counters: Mutex<std::collections::BTreeMap<String, f64>>,
     /// This server's index among compute servers (= its partition).
     pub cn: u16,
     pub cache: Mutex<Cache>,
@@ -74,6 +85,8 @@ pub struct Shared {
     pub torn: Mutex<Option<String>>,
     /// The timing of the cooling structure's locks.
     cooling_locks: Mutex<locks::CoolingLocks>,
+    /// The timing of the cached leaves' write latches.
+    leaf_latches: Mutex<locks::LeafLatches>,
 }
 
 impl Shared {
@@ -86,11 +99,14 @@ impl Shared {
         threads: u32,
     ) -> Shared {
         let mns = layout.memory_nodes.len();
-        let cooling_locks = Mutex::new(locks::CoolingLocks::new(config.cooling, cache.buckets.len()));
+        let cooling_locks = Mutex::new(locks::CoolingLocks::new(config.cooling));
         Shared {
             config,
             layout,
-            parts,
+            parts_before: parts,
+            move_state: AtomicU8::new(MOVE_NONE),
+            before_switch: AtomicU64::new(0),
+            counters: Mutex::new(std::collections::BTreeMap::new()),
             cn,
             cache: Mutex::new(cache),
             alloc: Mutex::new(vec![0; mns]),
@@ -100,6 +116,26 @@ impl Shared {
             active: AtomicU64::new(threads as u64),
             torn: Mutex::new(None),
             cooling_locks,
+            leaf_latches: Mutex::new(locks::LeafLatches::new()),
+        }
+    }
+
+    /// The partition map this server routes by now.
+    pub fn parts(&self) -> Partitions {
+        if self.move_state.load(Ordering::Acquire) == MOVE_NONE {
+            self.parts_before
+        } else {
+            self.parts_before.after_move()
+        }
+    }
+
+    /// The map the cache invariants hold against: while a flush is under way the old owner may
+    /// still cache the moving range.
+    pub fn parts_for_check(&self) -> Partitions {
+        if self.move_state.load(Ordering::Acquire) == MOVE_DONE {
+            self.parts_before.after_move()
+        } else {
+            self.parts_before
         }
     }
 
@@ -350,7 +386,7 @@ impl<N: Nic> Client<N> {
         let node_ns = self.config().cpu.node_ns;
         let internal_split = self.config().internal_split();
         let leaf_admission = self.config().leaf_admission;
-        let parts = self.shared.parts;
+        let parts = self.shared.parts();
         let no_io = self.mutant() == Mutant::NoIoFlag;
         let shared = self.shared.clone();
         let mut c = shared.cache();
@@ -500,7 +536,7 @@ impl<N: Nic> Client<N> {
         op: Option<OpCode>,
     ) -> ProtocolResult<Step> {
         self.ensure_free(1).await?;
-        let parts = self.shared.parts;
+        let parts = self.shared.parts();
         match self.walk(key, write, admit_leaf, op) {
             Action::Offload(m, op) => {
                 return Ok(match self.offload(m, op, key).await? {
@@ -515,7 +551,7 @@ impl<N: Nic> Client<N> {
             Action::Split(f) => self.split(f).await?,
             Action::FetchRoot(root) => {
                 self.settle_cpu().await;
-                let node = self.read_remote(root, parts.count > 1).await?;
+                let node = self.read_remote(root, parts.is_shared(0, u64::MAX)).await?;
                 let installed = {
                     let mut c = self.shared.cache();
                     match node {
@@ -593,9 +629,13 @@ impl<N: Nic> Client<N> {
         let v = match leaf {
             Leaf::Offloaded(v) => v,
             Leaf::Cached(f) => {
-                let c = self.shared.cache();
-                let n = &c.frames[f].node;
-                n.find(key).map(|i| n.slots[i].value).unwrap_or(0)
+                let (addr, v) = {
+                    let c = self.shared.cache();
+                    let n = &c.frames[f].node;
+                    (c.frames[f].addr, n.find(key).map(|i| n.slots[i].value).unwrap_or(0))
+                };
+                self.leaf_read_latch(addr);
+                v
             }
             Leaf::Uncached(addr, n) => {
                 Self::clear_io(&mut self.shared.cache(), addr);
@@ -621,6 +661,9 @@ impl<N: Nic> Client<N> {
         frame.node.slots[i] = Slot { key, value, version: 0 };
         frame.version += 1;
         frame.dirty |= dirty;
+        let addr = frame.addr;
+        drop(c);
+        self.leaf_write_latch(addr);
         Some(replaced)
     }
 
@@ -670,7 +713,7 @@ impl<N: Nic> Client<N> {
     /// starting at the leaf's upper fence (leaves are not linked). [CHOICE] a scan stops at the
     /// end of this server's partition.
     pub async fn scan(&mut self, from: u64, n: usize) -> ProtocolResult<Vec<(u64, u64)>> {
-        let (_, part_end) = self.shared.parts.range(self.shared.cn);
+        let (_, part_end) = self.shared.parts().range(self.shared.cn);
         let mut out = Vec::new();
         let mut k = from;
         loop {

@@ -116,7 +116,7 @@ impl<N: Nic> Client<N> {
                     c.frames[p].node = p_node;
                     c.frames[p].version += 1;
                     c.frames[p].dirty |= !p_shared;
-                    let right_shared = self.shared.parts.is_shared(right.lowest, right.highest);
+                    let right_shared = self.shared.parts().is_shared(right.lowest, right.highest);
                     let moved: Vec<Gaddr> = if right.is_leaf() { Vec::new() } else { child_addrs(&right) };
                     c.install(right_f, right_addr, right, Some(p), right_shared);
                     for a in moved {

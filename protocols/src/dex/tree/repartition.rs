@@ -1,0 +1,113 @@
+//! Logical repartitioning (DEX §4, Fig. 10): "the involved compute servers simply flush their
+//! dirty cache pages to the memory pool and adjust the partitioning boundaries", no data moves.
+//!
+//! [CHOICE] (the paper does not say how in-flight operations drain or how routing switches,
+//! spec §8 item 11) One thread of the old owner, at the first operation boundary after
+//! `repartition.at_ns`:
+//!
+//! 1. **switches** its server's routing ([`MOVE_SWITCHED`]): operations that start from now on
+//!    draw keys only in the range the server keeps, and nodes crossing the new boundary are
+//!    *shared* (RDMA lock, three-READ reads) from their next install on;
+//! 2. **drains**: waits until every operation that started before the switch has finished (a
+//!    counter each client raises before it reads the switch, so no operation slips through);
+//! 3. **flushes** the cached tree (every dirty page written back by this one thread, one WRITE
+//!    after another, as the paper's single flushing thread), waits until no write-back or fetch
+//!    overlapping the moving range is in flight, and drops the clean COOLING copies overlapping
+//!    it (they carry the old shared marks);
+//! 4. **hands over**: one 8-byte WRITE of the hand-off word on memory server 0 (on hardware the
+//!    servers share no memory; a scale-out server READs the word every `repartition.poll_ns`
+//!    until it is set, then starts with an empty cache).
+//!
+//! Invariant (`check.rs` 'repartition safety', the spec's invariant 13): once handed over, the
+//! old owner caches nothing in the moved range but nodes that cross the boundary, all marked
+//! shared, and no dirty page among them.
+
+use std::sync::atomic::Ordering;
+
+use super::*;
+use crate::dex::cache::State;
+
+/// The hand-off word's byte offset on memory server 0 (in the first 1 KB, before the frames;
+/// the root pointer is at 0).
+pub const HANDOFF_OFFSET: u64 = 8;
+
+pub const MOVE_NONE: u8 = 0;
+pub const MOVE_SWITCHED: u8 = 1;
+pub const MOVE_DONE: u8 = 2;
+
+impl<N: Nic> Client<N> {
+    fn handoff_word(&self) -> RemoteAddr {
+        RemoteAddr::new(self.shared.layout.memory_nodes[0], HANDOFF_OFFSET)
+    }
+
+    /// The old owner's side of the move (steps 1-4 above), run by one of its client threads
+    /// between two of its operations.
+    pub async fn repartition_out(&mut self) -> ProtocolResult<()> {
+        let start = self.nic.now().0;
+        self.shared.move_state.store(MOVE_SWITCHED, Ordering::SeqCst);
+        let poll = Nanos(self.config().repartition.poll_ns.min(1_000));
+        if self.mutant() != Mutant::RepartitionNoDrain {
+            while self.shared.before_switch.load(Ordering::SeqCst) > 0 {
+                self.nic.sleep(poll).await;
+            }
+        }
+        let drained = self.nic.now().0;
+        let writes_before = self.cur.writes;
+        self.flush_all().await?;
+        let (mid, hi) = {
+            let m = self.shared.parts().moved.expect("a move is planned");
+            self.shared.parts().range(m.to)
+        };
+        loop {
+            let done = {
+                let mut c = self.shared.cache();
+                if c.quiet(mid, hi) {
+                    let stale: Vec<FrameId> = (0..c.frames.len())
+                        .filter(|f| {
+                            let fr = &c.frames[*f];
+                            fr.state == State::Cooling && fr.node.lowest < hi && fr.node.highest > mid
+                        })
+                        .collect();
+                    for f in stale {
+                        let freed = c.release(f);
+                        c.pool.push(freed);
+                    }
+                    true
+                } else {
+                    false
+                }
+            };
+            if done {
+                break;
+            }
+            self.backoff().await;
+        }
+        let flushed = self.cur.writes - writes_before;
+        self.batch(&[Verb::WriteWord { remote: self.handoff_word(), value: 1 }], "hand the range over")
+            .await?;
+        self.shared.move_state.store(MOVE_DONE, Ordering::SeqCst);
+        let end = self.nic.now().0;
+        let mut k = self.shared.counters.lock().unwrap_or_else(|e| e.into_inner());
+        k.insert("repartition_us".into(), (end - start) as f64 / 1e3);
+        k.insert("repartition_drain_us".into(), (drained - start) as f64 / 1e3);
+        k.insert("repartition_flushed_pages".into(), flushed as f64);
+        k.insert("repartition_start_us".into(), start as f64 / 1e3);
+        Ok(())
+    }
+
+    /// The scale-out server's side: wait for the hand-off word, then route by the new map.
+    pub async fn wait_for_range(&mut self) -> ProtocolResult<()> {
+        let word = self.buf + 2 * NODE_BYTES;
+        let poll = Nanos(self.config().repartition.poll_ns);
+        loop {
+            let read = Verb::Read { remote: self.handoff_word(), local_bytes: word, len_bytes: 8 };
+            self.nic.try_batch(&[read], "read the hand-off word").await?;
+            if self.nic.local().load(word) != 0 {
+                break;
+            }
+            self.nic.sleep(poll).await;
+        }
+        self.shared.move_state.store(MOVE_DONE, Ordering::SeqCst);
+        Ok(())
+    }
+}
