@@ -13,7 +13,7 @@ use super::heap::TupleRef;
 use super::mutants::Mutant;
 use super::pages::TxnPages;
 use super::wal::Wal;
-use crate::blink::mem_pages::{MemGuard, MemPages};
+use crate::blink::mem_pages::MemPages;
 use crate::blink::tree::{Shared, Tree, TreeConfig};
 use crate::blink::{Latch, PageId, Pages};
 use crate::common::error::ProtocolResult;
@@ -28,8 +28,9 @@ struct LatchedPages {
     table: Table,
 }
 
+/// A held latch; reads and writes go straight to the page's words (`MemPages`' own latch
+/// admits one holder, these admit many readers).
 struct Guard {
-    mem: MemGuard,
     page: PageId,
     mode: Latch,
 }
@@ -52,6 +53,12 @@ impl LatchedPages {
     fn held(&self, page: PageId) -> (u32, bool) {
         self.table.lock().unwrap().get(&page).copied().unwrap_or_default()
     }
+
+    /// The address of data word `at` of `page` (`MemPages` puts two latch/header words first).
+    fn addr(&self, page: PageId, at: usize) -> RemoteAddr {
+        let base = page.addr();
+        RemoteAddr::new(base.node, base.offset_bytes + 8 * (2 + at) as u64)
+    }
 }
 
 impl Pages for LatchedPages {
@@ -63,7 +70,7 @@ impl Pages for LatchedPages {
 
     async fn lock(&mut self, page: PageId, mode: Latch) -> ProtocolResult<Guard> {
         assert!(self.take(page, mode), "a blocking latch on {page} would wait: the test's sequence is wrong");
-        Ok(Guard { mem: self.mem.lock(page, mode).await?, page, mode })
+        Ok(Guard { page, mode })
     }
 
     async fn unlock(&mut self, g: Guard) -> ProtocolResult<()> {
@@ -75,15 +82,18 @@ impl Pages for LatchedPages {
                 Latch::X => *x = false,
             }
         }
-        self.mem.unlock(g.mem).await
+        Ok(())
     }
 
     fn read(&self, g: &Guard, at: usize, out: &mut [u64]) {
-        self.mem.read(&g.mem, at, out)
+        for (i, w) in out.iter_mut().enumerate() {
+            *w = self.mem.word(self.addr(g.page, at + i));
+        }
     }
 
     fn write(&self, g: &mut Guard, at: usize, words: &[u64]) {
-        self.mem.write(&mut g.mem, at, words)
+        assert_eq!(g.mode, Latch::X, "a write under S");
+        self.mem.store(g.page, at, words)
     }
 
     async fn allocate(&mut self) -> ProtocolResult<Option<PageId>> {
@@ -116,7 +126,7 @@ impl TxnPages for LatchedPages {
         if !self.take(page, mode) {
             return Ok(None);
         }
-        Ok(Some(Guard { mem: self.mem.lock(page, mode).await?, page, mode }))
+        Ok(Some(Guard { page, mode }))
     }
 }
 
@@ -150,15 +160,7 @@ fn setup() -> (LatchedPages, TupleRef, TupleRef, Engine<LatchedPages>, Engine<La
 }
 
 fn words(pages: &LatchedPages, t: TupleRef) -> Vec<u64> {
-    let stride = 8 * (2 + pages.mem.page_words()) as u64;
-    let base = t.page().addr();
-    (0..WIDTH)
-        .map(|i| {
-            let at = base.offset_bytes + 8 * (2 + t.word(WIDTH) + i) as u64;
-            assert!(at < base.offset_bytes + stride);
-            pages.mem.word(RemoteAddr::new(base.node, at))
-        })
-        .collect()
+    (0..WIDTH).map(|i| pages.mem.word(pages.addr(t.page(), t.word(WIDTH) + i))).collect()
 }
 
 fn aborted<T: std::fmt::Debug>(r: Result<T, Fail>) -> bool {
