@@ -179,6 +179,23 @@ fn fig17_selcc_tree_beats_the_sel_tree() {
     assert!(m["splits"] == 0.0 && m["ops"] == 8.0 * 400.0, "updates of loaded keys only: {m:?}");
 }
 
+#[test]
+fn fig17_runs_the_authors_sherman_and_keys() {
+    // Fig. 17's Sherman is the SELCC authors' fork (session 13): a lock-free node READ is
+    // bracketed by READs of its front and rear version words, so a cached-index lookup is three
+    // READs (one in Sherman's own code). And the skewed panel's keys are the authors' unhashed
+    // zipf ranks: the hot keys share the first leaf, whose writers conflict, so the same tree
+    // over SEL collapses on it (here below a fifth of its uniform throughput).
+    let s = load("fig17.json");
+    let p = shrink_ycsb(find(&s, Some("uniform"), Some("Sherman"), Some("100%")), 4, 400);
+    let m = run(&p);
+    assert!((2.99..3.1).contains(&m["reads_per_op"]), "{m:?}");
+    let sel =
+        |panel| run(&shrink_ycsb(find(&s, Some(panel), Some("SEL"), Some("0%")), 4, 400))["throughput_mops"];
+    let (uniform, skewed) = (sel("uniform"), sel("skewed"));
+    assert!(skewed < uniform / 5.0, "SEL uniform {uniform} vs skewed {skewed} Mops");
+}
+
 /// The minimal reproduction of issue #10 item 7 (NEEDS.md figure runs item 1): one compute
 /// node, two reader threads, 40 frames over 200 GCLs, with `batched_eviction` as given.
 fn sync_evict_repro(batched: bool) -> BTreeMap<String, f64> {

@@ -22,8 +22,10 @@
 //!
 //! Metrics: `throughput_mops`, `ops`, `latency_ns_{avg,p50,p99}`, `nodes_per_op`,
 //! `move_rights_per_op`, `splits`, the same per kind with prefixes `lookup_`, `update_`,
-//! `insert_`, `scan_`, and SELCC's own (`invalidations_per_op`, … as in `selcc/metrics.rs`
-//! where meaningful is left out: its ops are latch acquisitions, not tree operations).
+//! `insert_`, `scan_`, and SELCC's own per latch acquisition (warm-up included) with the prefix
+//! `latch_`: hit, invalidation and eviction ratios, messages, round trips, flushed bytes, the
+//! latch latency (`latch_latency_us_avg`), and per §3.2–3.5 path its share of acquisitions
+//! (`latch_share_<path>`) and mean round trips (`latch_rt_<path>`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -369,8 +371,15 @@ impl Plan for BlinkPlan {
             "evictions_per_op",
             "rt_evict_per_op",
             "flushed_bytes_per_op",
+            "latency_us_avg",
         ] {
             if let Some(v) = latch.get(name) {
+                m.insert(format!("latch_{name}"), *v);
+            }
+        }
+        // Which §3.2–3.5 path the latch operations took, and their round trips per path.
+        for (name, v) in &latch {
+            if name.starts_with("share_") || (name.starts_with("rt_") && !name.ends_with("_max")) {
                 m.insert(format!("latch_{name}"), *v);
             }
         }

@@ -55,6 +55,14 @@ pub struct Config {
     /// own lock-free reads (node and entry versions only).
     #[serde(default)]
     pub lock_version: bool,
+    /// The SELCC authors' Sherman (ruihong123/Sherman, commit 57e092e "implementation for
+    /// correct Optimistic latch free", `Tree::page_search`: "we need three RDMA round trips to
+    /// guarantee the correctness here. front version, page content, back version"): a
+    /// lock-free node READ is three synchronous READs, the front node version word, the node,
+    /// the rear node version word, and the image is accepted only if the two agree. Node
+    /// versions only. Off: one READ (Sherman's own `page_search`).
+    #[serde(default)]
+    pub version_reads: bool,
     #[serde(default)]
     pub mutant: Mutant,
 }
@@ -75,6 +83,7 @@ impl Config {
             cpu: CpuCosts { node_ns: 200, cache_ns: 100 },
             partitioned: false,
             lock_version: false,
+            version_reads: false,
             mutant: Mutant::None,
         }
     }
@@ -114,6 +123,9 @@ impl Config {
         }
         if !(self.bulk_fill > 0.0 && self.bulk_fill <= 1.0) {
             out.push("bulk_fill: must be in (0, 1]".into());
+        }
+        if self.version_reads && (self.lock_version || self.versions != Versions::Node) {
+            out.push("version_reads: needs `versions: node` and no `lock_version`".into());
         }
         out
     }

@@ -167,11 +167,20 @@ impl<N: Nic> Client<N> {
     /// is locked before, or if after it the version changed *and* the slot is locked. That is
     /// the artifact's after-check, kept as the paper ran it (a textbook optimistic lock, DEX's
     /// [46], retries on either); the node and entry versions still catch a torn image.
-    async fn read_node_checked(&mut self, addr: Gaddr, bracket: bool) -> ProtocolResult<Node> {
+    /// `split` (`version_reads`, the SELCC authors' Sherman): READ the front node version
+    /// word, then the node, then the rear node version word, one after the other, and READ all
+    /// three again unless the two words agree.
+    async fn read_node_checked(&mut self, addr: Gaddr, bracket: bool, split: bool) -> ProtocolResult<Node> {
         let v = self.config().versions;
         let slot = self.shared.layout.version_addr(addr);
         let slot_buf = self.buf + SLOT_BUFFER;
+        let front = addr.remote();
+        let rear = RemoteAddr::new(front.node, front.offset_bytes + (NODE_BYTES - 8));
         loop {
+            if split {
+                let read = Verb::Read { remote: front, local_bytes: slot_buf, len_bytes: 8 };
+                self.batch(&[read], "read front version").await?;
+            }
             let before = if bracket {
                 let read = Verb::Read { remote: slot, local_bytes: slot_buf, len_bytes: 16 };
                 self.batch(&[read], "read lock version").await?;
@@ -187,7 +196,18 @@ impl<N: Nic> Client<N> {
             let read =
                 Verb::Read { remote: addr.remote(), local_bytes: self.buf, len_bytes: NODE_BYTES as u32 };
             self.batch(&[read], "read node").await?;
+            if split {
+                let read = Verb::Read { remote: rear, local_bytes: slot_buf + 8, len_bytes: 8 };
+                self.batch(&[read], "read rear version").await?;
+            }
             self.nic.cpu(Nanos(self.config().cpu.node_ns)).await;
+            if split {
+                let w = self.local_words(slot_buf, 2);
+                if w[0] != w[1] && self.mutant() != Mutant::SkipVersionCheck {
+                    self.cur.retries += 1;
+                    continue;
+                }
+            }
             if let Some(version) = before {
                 let read = Verb::Read { remote: slot, local_bytes: slot_buf, len_bytes: 16 };
                 self.batch(&[read], "re-read lock version").await?;
@@ -211,14 +231,14 @@ impl<N: Nic> Client<N> {
     /// A lock-free READ of an index node: bracketed by the lock slot with `lock_version`.
     async fn read_node(&mut self, addr: Gaddr) -> ProtocolResult<Node> {
         let bracket = self.config().lock_version;
-        self.read_node_checked(addr, bracket).await
+        self.read_node_checked(addr, bracket, self.config().version_reads).await
     }
 
     /// A lock-free READ of a leaf: bracketed with `lock_version` unless P-Sherman, whose
     /// leaves have no RDMA lock (DEX Table 2: P-Sherman 1.0 READs per lookup).
     async fn read_leaf(&mut self, addr: Gaddr) -> ProtocolResult<Node> {
         let bracket = self.config().lock_version && !self.config().partitioned;
-        self.read_node_checked(addr, bracket).await
+        self.read_node_checked(addr, bracket, self.config().version_reads).await
     }
 
     async fn root(&mut self) -> ProtocolResult<Gaddr> {
@@ -401,7 +421,7 @@ impl<N: Nic> Client<N> {
             if out.len() >= n || !self.shared.layout.is_frame(leaf.sibling) {
                 return Ok(out);
             }
-            leaf = self.read_node_checked(leaf.sibling, false).await?;
+            leaf = self.read_node_checked(leaf.sibling, false, false).await?;
         }
     }
 
@@ -580,7 +600,7 @@ impl<N: Nic> Client<N> {
         local_only: bool,
     ) -> ProtocolResult<(Arc<LocalLock>, RemoteAddr, Node)> {
         let (local, lock_addr) = self.lock(page, local_only).await?;
-        match self.read_node_checked(page, false).await {
+        match self.read_node_checked(page, false, false).await {
             Ok(node) => Ok((local, lock_addr, node)),
             Err(e) => {
                 local.release();

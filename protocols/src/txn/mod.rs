@@ -31,4 +31,7 @@ pub mod tpcc;
 pub mod twopc;
 pub mod wal;
 
+#[cfg(test)]
+mod upgrade_tests;
+
 pub use def::{Tpcc, TpccPlan};

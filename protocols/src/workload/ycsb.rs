@@ -11,6 +11,11 @@
 //!   `ScrambledZipfianGenerator`, `Utils.fnvhash64`), so hot keys are spread over the key range
 //!   instead of clustered at its start. Ranks are drawn over the keyspace by default (as the
 //!   Sherman and DEX benchmarks do) or over YCSB's fixed 10¹⁰ items (`zipf_items: ycsb`).
+//!   `zipf_keys: {"ranks_over": n}` instead draws ranks over `n` items and takes the rank
+//!   itself, `mod keyspace`, as the key index (the SELCC authors' `benchmark_btree.cpp` and
+//!   their Sherman fork: `key = mehcached_zipf_next(&state)`, no hashing), so with
+//!   `key_order: ordered` the hot keys are clustered at the start of the key range, in the
+//!   first leaves, and `n` = the paper's keyspace gives those leaves the paper's share.
 //! * **Latest** (workload D): rank 0 is the newest inserted key, ranks are plain (unscrambled)
 //!   zipf over the keys inserted so far (YCSB's `SkewedLatestGenerator`).
 //! * **Keys**: key index `i` names the 8-byte key `name(i)`; with `key_order: hashed` (YCSB's
@@ -119,6 +124,17 @@ pub enum ZipfItems {
     Ycsb,
 }
 
+/// How a zipf rank becomes a key index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ZipfKeys {
+    /// `fnv64(rank) mod keyspace` (YCSB's `ScrambledZipfianGenerator`).
+    #[default]
+    Scrambled,
+    /// Ranks drawn over this many items, the rank itself `mod keyspace` (no hashing).
+    RanksOver(u64),
+}
+
 /// How long a scan is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -144,6 +160,8 @@ pub struct YcsbWorkload {
     pub zipf_theta: f64,
     #[serde(default)]
     pub zipf_items: ZipfItems,
+    #[serde(default)]
+    pub zipf_keys: ZipfKeys,
     /// Key indices requests choose from.
     pub keyspace: u64,
     /// Indices `0..bulk_load` exist before the run (default: the whole keyspace, 0 for LOAD).
@@ -229,6 +247,12 @@ impl YcsbWorkload {
 
     /// Problems of a partitioned run (P-Sherman, P-SMART) with this workload.
     pub fn check_partitioned(&self, out: &mut Vec<Problem>) {
+        if self.zipf_keys != ZipfKeys::Scrambled {
+            out.push(Problem::new(
+                "workload.zipf_keys",
+                "partitioned runs draw scrambled ranks per partition",
+            ));
+        }
         if self.key_order == KeyOrder::Ordered && self.proportions().insert > 0.0 {
             out.push(Problem::new(
                 "workload.key_order",
@@ -264,6 +288,20 @@ impl YcsbWorkload {
         }
         if !(self.zipf_theta > 0.0 && self.zipf_theta.is_finite()) {
             out.push(Problem::new("workload.zipf_theta", "must be positive and finite"));
+        }
+        if let ZipfKeys::RanksOver(n) = self.zipf_keys {
+            if n == 0 || n > YCSB_ITEM_COUNT {
+                out.push(Problem::new(
+                    "workload.zipf_keys",
+                    format!("ranks_over must be in 1..={YCSB_ITEM_COUNT}"),
+                ));
+            }
+            if self.zipf_items != ZipfItems::Keyspace {
+                out.push(Problem::new(
+                    "workload.zipf_keys",
+                    "ranks_over sets the item count: leave zipf_items out",
+                ));
+            }
         }
         match self.scan_length() {
             ScanLength::Fixed(0) | ScanLength::Uniform(0) => {
@@ -336,6 +374,8 @@ pub struct YcsbStream {
     cumulative: [f64; 5],
     distribution: Distribution,
     zipf: Option<Zipf>,
+    /// Whether a zipf rank is hashed into a key index (else taken as it is).
+    scramble: bool,
     theta: f64,
     keyspace: u64,
     bulk_load: u64,
@@ -377,9 +417,10 @@ impl YcsbStream {
             *c = acc;
         }
         let distribution = w.distribution();
-        let items = match w.zipf_items {
-            ZipfItems::Keyspace => w.keyspace,
-            ZipfItems::Ycsb => YCSB_ITEM_COUNT,
+        let items = match (w.zipf_keys, w.zipf_items) {
+            (ZipfKeys::RanksOver(n), _) => n,
+            (_, ZipfItems::Keyspace) => w.keyspace,
+            (_, ZipfItems::Ycsb) => YCSB_ITEM_COUNT,
         };
         YcsbStream {
             rng,
@@ -387,6 +428,7 @@ impl YcsbStream {
             cumulative,
             distribution,
             zipf: (distribution == Distribution::Zipfian).then(|| Zipf::new(items, w.zipf_theta)),
+            scramble: w.zipf_keys == ZipfKeys::Scrambled,
             theta: w.zipf_theta,
             keyspace: w.keyspace,
             bulk_load: w.bulk_load(),
@@ -462,7 +504,11 @@ impl YcsbStream {
                 let z = self.zipf.as_ref().expect("zipfian stream has a sampler");
                 let rng = &mut self.rng;
                 let rank = z.sample(|| rng.next_u64()) - 1;
-                fnv_hash64(rank) % self.keyspace
+                if self.scramble {
+                    fnv_hash64(rank) % self.keyspace
+                } else {
+                    rank % self.keyspace
+                }
             }
             Distribution::Latest => {
                 // [CHOICE] every thread assumes the others inserted as many keys as it did (they
@@ -535,6 +581,7 @@ mod tests {
             distribution: None,
             zipf_theta: 0.99,
             zipf_items: ZipfItems::Keyspace,
+            zipf_keys: ZipfKeys::Scrambled,
             keyspace: 10_000,
             bulk_load: None,
             key_order: KeyOrder::Hashed,
@@ -614,6 +661,28 @@ mod tests {
             *ucounts.entry(o.key).or_insert(0u64) += 1;
         }
         assert!(*ucounts.values().max().unwrap() < 30, "uniform has no hot key");
+    }
+
+    #[test]
+    fn ranks_over_keeps_hot_keys_at_the_start() {
+        // Ranks over 10^6 items folded onto 10k ordered keys: key 1 (rank 0) is the hottest,
+        // the first 100 keys take the head's share (H(100)/H(10^6) ≈ 0.36 at θ = 0.99), and the
+        // tail lands everywhere.
+        let w = YcsbWorkload {
+            zipf_keys: ZipfKeys::RanksOver(1_000_000),
+            key_order: KeyOrder::Ordered,
+            ..workload(Mix::C)
+        };
+        let all = ops(&w, 50_000, 5);
+        let head = all.iter().filter(|o| o.key <= 100).count() as f64 / 50_000.0;
+        assert!((0.3..0.45).contains(&head), "head share {head}");
+        let first = all.iter().filter(|o| o.key == 1).count();
+        assert!(all.iter().all(|o| (1..=10_000).contains(&o.key)));
+        assert!(first > all.iter().filter(|o| o.key == 2).count(), "rank 0 is key 1");
+        assert!(all.iter().filter(|o| o.key > 5_000).count() > 5_000, "the tail is spread");
+        let mut bad = Vec::new();
+        YcsbWorkload { zipf_keys: ZipfKeys::RanksOver(0), ..workload(Mix::C) }.check(&mut bad);
+        assert_eq!(bad.len(), 1);
     }
 
     #[test]
