@@ -52,8 +52,11 @@ pub enum Mode {
 struct LatchState {
     readers: u32,
     writer: bool,
-    queue: Option<Box<VecDeque<(Mode, Arc<Slot>)>>>,
+    queue: Option<Box<Waiters>>,
 }
+
+/// Queued waiters, oldest first.
+type Waiters = VecDeque<(Mode, Arc<Slot>)>;
 
 impl LatchState {
     fn no_waiters(&self) -> bool {
