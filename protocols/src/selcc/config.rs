@@ -270,7 +270,7 @@ impl Config {
             ));
         }
         // Every thread may pin one frame and the evictor keeps L free: leave headroom.
-        let needed = 2 * self.threads_per_node + 2 * self.free_frames_min;
+        let needed = self.threads_per_node.saturating_add(self.free_frames_min).saturating_mul(2);
         if self.cache_frames < needed {
             problems.push(format!(
                 "cache_frames: {} is too small for {} threads (need at least {needed})",
@@ -296,11 +296,11 @@ impl Config {
         if self.heartbeat_ns == 0 {
             problems.push("heartbeat_ns: must be at least 1".into());
         }
-        if self.lease_ns < 4 * self.heartbeat_ns {
+        if self.lease_ns < self.heartbeat_ns.saturating_mul(4) {
             problems.push(format!(
                 "lease_ns: {} must be at least 4 heartbeats ({} ns): a live node would be declared dead",
                 self.lease_ns,
-                4 * self.heartbeat_ns
+                self.heartbeat_ns.saturating_mul(4)
             ));
         }
         if !(0.0..=0.5).contains(&self.free_frames_ratio) {
