@@ -55,6 +55,14 @@ struct LatchState {
     queue: Option<Box<Waiters>>,
 }
 
+/// Whether a latch held by `readers` readers and `writer` admits a holder in `mode`.
+fn grants(readers: u32, writer: bool, mode: Mode) -> bool {
+    match mode {
+        Mode::Shared => !writer,
+        Mode::Exclusive => !writer && readers == 0,
+    }
+}
+
 /// Queued waiters, oldest first.
 type Waiters = VecDeque<(Mode, Arc<Slot>)>;
 
@@ -69,10 +77,7 @@ impl LatchState {
         self.queue.get_or_insert_with(Box::default).push_back((mode, slot));
     }
     fn compatible(&self, mode: Mode) -> bool {
-        match mode {
-            Mode::Shared => !self.writer,
-            Mode::Exclusive => !self.writer && self.readers == 0,
-        }
+        grants(self.readers, self.writer, mode)
     }
     fn take(&mut self, mode: Mode) {
         match mode {
@@ -85,11 +90,7 @@ impl LatchState {
         let LatchState { readers, writer, queue } = self;
         let Some(queue) = queue.as_mut() else { return };
         while let Some(&(mode, _)) = queue.front() {
-            let compatible = match mode {
-                Mode::Shared => !*writer,
-                Mode::Exclusive => !*writer && *readers == 0,
-            };
-            if !compatible {
+            if !grants(*readers, *writer, mode) {
                 break;
             }
             let (_, slot) = queue.pop_front().unwrap();
