@@ -428,21 +428,28 @@ impl Plan for DexPlan {
             return None;
         }
         let states: Vec<Arc<Shared>> = states.into_iter().flatten().collect();
+        // The partition maps each server's cache was last checked against: a server whose cache
+        // was not handed out since, under the same maps, is not checked again (the checks read
+        // nothing else).
+        let mut checked: Vec<Option<(Partitions, Partitions)>> = vec![None; states.len()];
         Some(Box::new(move |_memory| {
-            for s in &states {
-                check_cache(&s.cache(), s.parts_for_check(), s.cn).map_err(|m| {
-                    Violation::new("cache structure", format!("compute server {}: {m}", s.cn))
-                })?;
-                if s.move_state.load(std::sync::atomic::Ordering::SeqCst) == super::tree::MOVE_DONE {
-                    check_moved_out(&s.cache(), s.parts(), s.cn).map_err(|m| {
-                        Violation::new("repartition safety", format!("compute server {}: {m}", s.cn))
-                    })?;
-                }
+            for (s, last) in states.iter().zip(checked.iter_mut()) {
                 if let Some(m) = s.torn.lock().unwrap_or_else(|e| e.into_inner()).clone() {
                     return Err(Violation::new(
                         "offload sees no half-done split",
                         format!("compute server {}: {m}", s.cn),
                     ));
+                }
+                let parts = (s.parts_for_check(), s.parts());
+                let Some(cache) = s.cache_for_check(*last != Some(parts)) else { continue };
+                *last = Some(parts);
+                check_cache(&cache, parts.0, s.cn).map_err(|m| {
+                    Violation::new("cache structure", format!("compute server {}: {m}", s.cn))
+                })?;
+                if s.move_state.load(std::sync::atomic::Ordering::SeqCst) == super::tree::MOVE_DONE {
+                    check_moved_out(&cache, parts.1, s.cn).map_err(|m| {
+                        Violation::new("repartition safety", format!("compute server {}: {m}", s.cn))
+                    })?;
                 }
             }
             Ok(())

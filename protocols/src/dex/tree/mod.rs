@@ -29,6 +29,8 @@
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::sync::TouchMark;
+
 use rand_chacha::rand_core::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -74,7 +76,10 @@ pub struct Shared {
     pub counters: Mutex<std::collections::BTreeMap<String, f64>>,
     /// This server's index among compute servers (= its partition).
     pub cn: u16,
-    pub cache: Mutex<Cache>,
+    cache: Mutex<Cache>,
+    /// Set on every hand-out of the cache ([`Shared::cache`]): the per-event invariant check
+    /// looks again only at a server whose cache may have changed (most events are the fabric's).
+    cache_touched: TouchMark,
     alloc: Mutex<Vec<u64>>,
     pub errors: ErrorSlot,
     pub stats: Mutex<Stats>,
@@ -109,6 +114,11 @@ impl Shared {
             counters: Mutex::new(std::collections::BTreeMap::new()),
             cn,
             cache: Mutex::new(cache),
+            cache_touched: {
+                let mark = TouchMark::default();
+                mark.mark();
+                mark
+            },
             alloc: Mutex::new(vec![0; mns]),
             errors: ErrorSlot::new(),
             stats: Mutex::new(Stats::new()),
@@ -139,8 +149,17 @@ impl Shared {
         }
     }
 
+    /// The cache, locked for a step that may change it.
     pub fn cache(&self) -> MutexGuard<'_, Cache> {
+        self.cache_touched.mark();
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The cache for the invariant checker, which changes nothing: `None` if it was not handed
+    /// out since the last call and `again` is false.
+    pub fn cache_for_check(&self, again: bool) -> Option<MutexGuard<'_, Cache>> {
+        let touched = self.cache_touched.take();
+        (touched || again).then(|| self.cache.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// A fresh frame on memory node `mn` (the splitting node's: [ART] keeps a level-M subtree on
