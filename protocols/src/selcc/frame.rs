@@ -121,3 +121,27 @@ impl Default for Frame {
         Frame::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::size_of;
+
+    #[test]
+    fn a_frame_stays_small() {
+        // Goal: paper-scale caches (4.2 M frames per compute node) stay in memory: a frame is
+        // 112 bytes since issue #15 (192 before); the cache adds an 8-byte LRU link per frame
+        // and its index entry per cached GCL.
+        eprintln!(
+            "Frame {} = Latch {} + Mutex<FrameMeta> {} (FrameMeta {}: Option<Gaddr> {}, Lease {}, Memo {})",
+            size_of::<Frame>(),
+            size_of::<Latch>(),
+            size_of::<Mutex<FrameMeta>>(),
+            size_of::<FrameMeta>(),
+            size_of::<Option<Gaddr>>(),
+            size_of::<Lease>(),
+            size_of::<Memo>()
+        );
+        assert!(size_of::<Frame>() <= 112, "a cache frame grew to {} bytes", size_of::<Frame>());
+    }
+}
