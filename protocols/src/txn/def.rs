@@ -414,6 +414,7 @@ impl Plan for TpccPlan {
             let tree = Tree::new(SelccPages::new(node.clone(), t), tree_shared.clone());
             let mut engine = Engine::new(tree, self.cc, self.mutant, self.timestamp_word(), owner);
             engine.customer_order_index = self.workload.customer_order_index;
+            engine.replicated_items = self.workload.replicated_items;
             engine.wal = wal.clone();
             engine.servers = self.servers;
             engine

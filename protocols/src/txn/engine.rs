@@ -122,6 +122,8 @@ pub struct Engine<P: Pages> {
     pub latch_sections: u64,
     /// NewOrder adds each order to the customer-order index (the workload's switch).
     pub customer_order_index: bool,
+    /// NewOrder reads its home warehouse's copy of ITEM (the workload's switch).
+    pub replicated_items: bool,
     /// The node's write-ahead log (Fig. 19b), if logging.
     pub wal: Option<Arc<Wal>>,
     /// Partitioned SELCC: the 2PC server threads per node (0: fully shared).
@@ -140,6 +142,7 @@ impl<P: TxnPages> Engine<P> {
             local_ts: 0,
             latch_sections: 0,
             customer_order_index: true,
+            replicated_items: false,
             wal: None,
             servers: 0,
         }
