@@ -251,8 +251,9 @@ impl TpccPlan {
         }
         let txns = run.ops_per_thread * terminals;
         let lines = w.ol_cnt[1] as u64;
-        let tuples_pages =
-            |table: usize, n: u64| n.div_ceil(per_page(page_words, stored_width(cc, WIDTH[table])).max(1) as u64);
+        let tuples_pages = |table: usize, n: u64| {
+            n.div_ceil(per_page(page_words, stored_width(cc, WIDTH[table])).max(1) as u64)
+        };
         let insert_pages = tuples_pages(ORDER, txns)
             + tuples_pages(NEW_ORDER, txns)
             + tuples_pages(ORDER_LINE, txns * lines)

@@ -587,7 +587,13 @@ impl<P: TxnPages> Engine<P> {
 
     /// TO: restore the write timestamp of this attempt's marked tuples on `page` that `writes`
     /// does not install (all of them when aborting).
-    fn unmark(&self, g: &mut P::Guard, x: &Txn<P::Guard>, page: PageId, writes: &[(TupleRef, usize, Vec<u64>)]) {
+    fn unmark(
+        &self,
+        g: &mut P::Guard,
+        x: &Txn<P::Guard>,
+        page: PageId,
+        writes: &[(TupleRef, usize, Vec<u64>)],
+    ) {
         for (t, (width, before)) in x.marked.iter().filter(|(t, _)| t.page() == page) {
             if writes.iter().any(|w| w.0 == *t) {
                 continue;
