@@ -24,8 +24,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::client::Stats;
-use super::engine::TxnRecord;
-use super::heap::{TupleRef, CC};
+use super::engine::{Cc, TxnRecord};
+use super::heap::{stored_width, TupleRef, CC, X_BIT};
 use super::tpcc::*;
 use crate::harness::Memory;
 use crate::selcc::Layout;
@@ -140,6 +140,8 @@ fn find_cycle(edges: &[BTreeSet<usize>], indegree: &[usize]) -> Vec<usize> {
 pub struct Db<'a> {
     pub memory: Memory<'a>,
     pub index: &'a BTreeMap<u64, u64>,
+    /// The engine that ran (TO's tuples are wider: their timestamps follow the fields).
+    pub cc: Cc,
 }
 
 impl Db<'_> {
@@ -156,12 +158,26 @@ impl Db<'_> {
         let t = TupleRef(v);
         let data = Layout::data(t.page().addr());
         let width = WIDTH[table];
-        Ok((0..width).map(|i| (self.memory)(data.add(((t.word(width) + i) * 8) as u64))).collect())
+        let at = t.word(stored_width(self.cc, width));
+        Ok((0..width).map(|i| (self.memory)(data.add(((at + i) * 8) as u64))).collect())
     }
 
     fn cc_free(&self, key: u64) -> Result<(), String> {
         let t = TupleRef(*self.index.get(&key).ok_or("missing key")?);
         let g = t.page().addr();
+        if self.cc == Cc::To {
+            // TO's per-tuple pending mark, in the write-timestamp word after the fields.
+            let width = WIDTH[table_of(key)];
+            let at = t.word(stored_width(self.cc, width)) + width;
+            let wts = (self.memory)(Layout::data(g).add((at * 8) as u64));
+            if wts & X_BIT != 0 {
+                return Err(format!(
+                    "{} key {key:#x}: pending TO write mark {wts:#x} left",
+                    TABLE_NAMES[table_of(key)]
+                ));
+            }
+            return Ok(());
+        }
         let cc = (self.memory)(Layout::data(g).add((CC * 8) as u64));
         if cc != 0 {
             return Err(format!(

@@ -235,7 +235,7 @@ async fn new_order<P: super::pages::TxnPages>(
     let _discount = e.read(x, ct, WIDTH[CUSTOMER], false).await?[C_DISCOUNT];
     let all_local = lines.iter().all(|l| l.1 == w) as u64;
     for (n, &(i, supply, quantity)) in lines.iter().enumerate() {
-        let it = e.locate(item_key(i)).await?;
+        let it = e.locate(item_key(i, if e.replicated_items { w } else { 0 })).await?;
         let price = e.read(x, it, WIDTH[ITEM], false).await?[I_PRICE];
         match &mut remote {
             Some((p, mine, out)) if p.owner(supply) != *mine => {

@@ -31,7 +31,7 @@ use serde_json::Value;
 use super::check::{consistent, serializable, Db};
 use super::client::{run_terminal, Shared, Stats, Terminal, KINDS};
 use super::engine::{Cc, Engine};
-use super::heap::{per_page, place, TupleRef, PAGE_HEADER};
+use super::heap::{per_page, place, stored_width, TupleRef, PAGE_HEADER};
 use super::mutants::Mutant;
 use super::tpcc::{
     customer_orders, population, warehouse_of, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH,
@@ -187,12 +187,12 @@ impl TpccPlan {
             };
             out.push(Problem::new(join_path(&at, field), reason));
         }
-        if per_page(page_words, WIDTH[3]) == 0 {
+        if per_page(page_words, stored_width(cc, WIDTH[3])) == 0 {
             out.push(Problem::new(
                 "protocol_options.gcl_size_bytes",
                 format!(
                     "a page must hold a CUSTOMER tuple ({} bytes with the header)",
-                    (PAGE_HEADER + WIDTH[3]) * 8
+                    (PAGE_HEADER + stored_width(cc, WIDTH[3])) * 8
                 ),
             ));
         }
@@ -205,7 +205,11 @@ impl TpccPlan {
         if !out.is_empty() {
             return Err(out);
         }
-        let rows = population(&w);
+        let mut rows = population(&w);
+        // TO's tuples carry their write and read timestamps (0: loaded, never read).
+        for (_, _, image) in &mut rows {
+            image.resize(stored_width(cc, image.len()), 0);
+        }
         let part = |key: u64| if partitioned { warehouse_of(key) } else { None };
         let (heap_pages, placed) = place(&rows, page_words, part);
         let per_node = ((tree.max_entries(page_words) as f64 * tree.bulk_fill).floor() as usize).max(2);
@@ -247,8 +251,9 @@ impl TpccPlan {
         }
         let txns = run.ops_per_thread * terminals;
         let lines = w.ol_cnt[1] as u64;
-        let tuples_pages =
-            |table: usize, n: u64| n.div_ceil(per_page(page_words, WIDTH[table]).max(1) as u64);
+        let tuples_pages = |table: usize, n: u64| {
+            n.div_ceil(per_page(page_words, stored_width(cc, WIDTH[table])).max(1) as u64)
+        };
         let insert_pages = tuples_pages(ORDER, txns)
             + tuples_pages(NEW_ORDER, txns)
             + tuples_pages(ORDER_LINE, txns * lines)
@@ -410,6 +415,7 @@ impl Plan for TpccPlan {
             let tree = Tree::new(SelccPages::new(node.clone(), t), tree_shared.clone());
             let mut engine = Engine::new(tree, self.cc, self.mutant, self.timestamp_word(), owner);
             engine.customer_order_index = self.workload.customer_order_index;
+            engine.replicated_items = self.workload.replicated_items;
             engine.wal = wal.clone();
             engine.servers = self.servers;
             engine
@@ -550,7 +556,7 @@ impl Plan for TpccPlan {
         let page_words = (self.config.gcl_size_bytes / 8) as usize;
         let index =
             check_tree(memory, self.meta(), page_words).map_err(|m| Violation::new("index structure", m))?;
-        let db = Db { memory, index: &index };
+        let db = Db { memory, index: &index, cc: self.cc };
         consistent(&db, &self.workload, &s).map_err(|m| Violation::new("TPC-C consistency", m))
     }
 }

@@ -14,10 +14,13 @@
 //! TO and OCC keep their state in the page's CC words, each access one short latch section, so
 //! a conflict is seen at once and the transaction aborts:
 //!
-//! * **TO**: a timestamp by FAA at begin; a read checks the page's write timestamp and raises
-//!   its read timestamp (a read is a write of the GCL, hence invalidations); a read-for-update
-//!   also checks the read timestamp and marks the page with a pending write, which others abort
-//!   on; commit installs the writes and sets the write timestamp.
+//! * **TO**: a timestamp by FAA at begin; every access X-latches the page for one short section
+//!   (as the authors' `TxnManagerTo.cpp`, which takes `SELCC_Exclusive_Lock` for reads too) and
+//!   works on the *tuple's* timestamps ([`super::heap::TO_WORDS`]): a read checks the tuple's
+//!   write timestamp and raises its read timestamp (a read is a write of the GCL, hence
+//!   invalidations); a read-for-update also checks the read timestamp and marks the tuple with
+//!   a pending write, which others abort on; commit installs the writes and sets each tuple's
+//!   write timestamp.
 //! * **OCC**: reads under S latches remember each page's version; commit write-locks the write
 //!   set's pages, takes a commit timestamp by FAA, validates every read page's version under an
 //!   S latch (the second latch per page the paper counts), then installs and bumps versions.
@@ -27,7 +30,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::heap::{per_page, TupleRef, CC, RTS, WTS, X_BIT};
+use super::heap::{per_page, stored_width, TupleRef, CC, WTS, X_BIT};
 use super::mutants::Mutant;
 use super::pages::TxnPages;
 use super::wal::Wal;
@@ -97,6 +100,9 @@ pub struct Txn<G> {
     writes: BTreeMap<TupleRef, (usize, Vec<u64>)>,
     /// Tuples to insert at commit: (table, index keys, width, fields).
     inserts: Vec<(usize, Vec<u64>, usize, Vec<u64>)>,
+    /// TO: tuples this attempt marked pending, with their width and the write timestamp the
+    /// mark replaced (restored if the attempt aborts or leaves the tuple unwritten).
+    marked: BTreeMap<TupleRef, (usize, u64)>,
     /// Index entries to delete at commit (overwritten with a tombstone).
     deletes: Vec<u64>,
 }
@@ -116,6 +122,8 @@ pub struct Engine<P: Pages> {
     pub latch_sections: u64,
     /// NewOrder adds each order to the customer-order index (the workload's switch).
     pub customer_order_index: bool,
+    /// NewOrder reads its home warehouse's copy of ITEM (the workload's switch).
+    pub replicated_items: bool,
     /// The node's write-ahead log (Fig. 19b), if logging.
     pub wal: Option<Arc<Wal>>,
     /// Partitioned SELCC: the 2PC server threads per node (0: fully shared).
@@ -134,6 +142,7 @@ impl<P: TxnPages> Engine<P> {
             local_ts: 0,
             latch_sections: 0,
             customer_order_index: true,
+            replicated_items: false,
             wal: None,
             servers: 0,
         }
@@ -167,6 +176,7 @@ impl<P: TxnPages> Engine<P> {
             writes: BTreeMap::new(),
             inserts: Vec::new(),
             deletes: Vec::new(),
+            marked: BTreeMap::new(),
         })
     }
 
@@ -193,9 +203,14 @@ impl<P: TxnPages> Engine<P> {
         w[0]
     }
 
+    /// The words a tuple of `width` occupies in its page (TO adds its timestamps).
+    fn stored(&self, width: usize) -> usize {
+        stored_width(self.cc, width)
+    }
+
     fn tuple(&self, g: &P::Guard, t: TupleRef, width: usize) -> Vec<u64> {
         let mut out = vec![0u64; width];
-        self.tree.pages.read(g, t.word(width), &mut out);
+        self.tree.pages.read(g, t.word(self.stored(width)), &mut out);
         out
     }
 
@@ -212,8 +227,10 @@ impl<P: TxnPages> Engine<P> {
         }
         let page = t.page();
         let hold = x.pages.get(&page).copied().unwrap_or_default();
+        // TO marks tuples, not pages: a tuple read before is write-ready only if it was marked.
+        let ready = if self.cc == Cc::To { x.marked.contains_key(&t) } else { hold.exclusive };
         if let Some((_, r)) = x.reads.get(&t) {
-            if !for_update || hold.exclusive || self.cc == Cc::Occ {
+            if !for_update || ready || self.cc == Cc::Occ {
                 return Ok(r.clone());
             }
         }
@@ -347,13 +364,16 @@ impl<P: TxnPages> Engine<P> {
         t: TupleRef,
         width: usize,
         for_update: bool,
-        hold: PageHold,
+        _hold: PageHold,
     ) -> TxnResult<Vec<u64>> {
         let page = t.page();
+        let (wts_at, rts_at) = (t.word(self.stored(width)) + width, t.word(self.stored(width)) + width + 1);
         let mut g = self.lock(page, Latch::X).await?;
-        let (cc, wts, rts) = (self.word(&g, CC), self.word(&g, WTS), self.word(&g, RTS));
+        let (wts_word, rts) = (self.word(&g, wts_at), self.word(&g, rts_at));
+        let mine = wts_word == X_BIT | x.ts;
+        let wts = wts_word & !X_BIT;
         let mut verdict = None;
-        if cc != 0 && cc != x.ts {
+        if wts_word & X_BIT != 0 && !mine {
             verdict = Some("TO: a pending write of another transaction");
         } else if x.ts < wts && self.mutant != Mutant::ToSkipWtsCheck {
             verdict = Some("TO: read after a later write");
@@ -362,11 +382,12 @@ impl<P: TxnPages> Engine<P> {
         }
         let image = self.tuple(&g, t, width);
         if verdict.is_none() {
-            if for_update && !hold.exclusive {
-                self.tree.pages.write(&mut g, CC, &[x.ts]);
+            if for_update && !mine {
+                self.tree.pages.write(&mut g, wts_at, &[X_BIT | x.ts]);
+                x.marked.insert(t, (width, wts_word));
             }
             if x.ts > rts && self.mutant != Mutant::ToNoRtsUpdate {
-                self.tree.pages.write(&mut g, RTS, &[x.ts]);
+                self.tree.pages.write(&mut g, rts_at, &[x.ts]);
             }
         }
         self.tree.pages.unlock(g).await?;
@@ -406,7 +427,9 @@ impl<P: TxnPages> Engine<P> {
         let (width, _) = x.reads.get(&t).expect("TPC-C writes only tuples it read for update");
         let width = *width;
         assert_eq!(image.len(), width);
-        if self.cc != Cc::Occ {
+        if self.cc == Cc::To {
+            assert!(x.marked.contains_key(&t), "TO: a write of a tuple not marked pending");
+        } else if self.cc != Cc::Occ {
             assert!(x.pages.get(&t.page()).is_some_and(|h| h.exclusive), "write without a write lock");
         }
         x.writes.insert(t, (width, image));
@@ -489,7 +512,11 @@ impl<P: TxnPages> Engine<P> {
                 continue;
             }
             let mut g = self.lock(page, Latch::X).await?;
-            if hold.exclusive {
+            if self.cc == Cc::To {
+                self.install(&mut g, &writes, x.ts);
+                // Marked tuples left unwritten get their write timestamp back.
+                self.unmark(&mut g, &x, page, &writes);
+            } else if hold.exclusive {
                 self.install(&mut g, &writes, x.ts);
                 self.tree.pages.write(&mut g, CC, &[0]);
             } else {
@@ -540,16 +567,40 @@ impl<P: TxnPages> Engine<P> {
         for (t, width, image) in writes {
             let mut words = image.clone();
             words[0] += 1;
-            self.tree.pages.write(g, t.word(*width), &words);
+            let at = t.word(self.stored(*width));
+            self.tree.pages.write(g, at, &words);
+            if self.cc == Cc::To {
+                // The tuple's write timestamp, its pending mark cleared.
+                self.tree.pages.write(g, at + width, &[ts]);
+            }
         }
         match self.cc {
-            Cc::TwoPl => {}
-            Cc::To => self.tree.pages.write(g, WTS, &[ts]),
+            Cc::TwoPl | Cc::To => {}
             Cc::Occ => {
                 if self.mutant != Mutant::OccNoVersionBump {
                     let v = self.word(g, WTS);
                     self.tree.pages.write(g, WTS, &[v + 1]);
                 }
+            }
+        }
+    }
+
+    /// TO: restore the write timestamp of this attempt's marked tuples on `page` that `writes`
+    /// does not install (all of them when aborting).
+    fn unmark(
+        &self,
+        g: &mut P::Guard,
+        x: &Txn<P::Guard>,
+        page: PageId,
+        writes: &[(TupleRef, usize, Vec<u64>)],
+    ) {
+        for (t, (width, before)) in x.marked.iter().filter(|(t, _)| t.page() == page) {
+            if writes.iter().any(|w| w.0 == *t) {
+                continue;
+            }
+            let at = t.word(self.stored(*width)) + width;
+            if self.word(g, at) == X_BIT | x.ts {
+                self.tree.pages.write(g, at, &[*before]);
             }
         }
     }
@@ -603,7 +654,8 @@ impl<P: TxnPages> Engine<P> {
             self.tree.store(key, super::tpcc::TOMBSTONE).await?;
         }
         for (table, keys, width, fields) in std::mem::take(&mut x.inserts) {
-            let per = per_page(self.tree.pages.page_words(), width);
+            let stored = self.stored(width);
+            let per = per_page(self.tree.pages.page_words(), stored);
             let (page, slot) = match self.open.get(&table) {
                 Some(&(p, s)) if s < per => (p, s),
                 _ => {
@@ -615,18 +667,22 @@ impl<P: TxnPages> Engine<P> {
             };
             self.open.insert(table, (page, slot + 1));
             let t = TupleRef::new(page, slot);
-            let mut words = vec![0u64; width];
+            let mut words = vec![0u64; stored];
             words[1..=fields.len()].copy_from_slice(&fields);
+            if self.cc == Cc::To {
+                // Written by this transaction: its timestamp (the authors' `PutWTS(start_ts)`).
+                words[width] = x.ts;
+            }
             if let Some(g) = x.latches.get_mut(&page) {
                 // 2PL over SELCC holds this page already (it read a row it appended earlier).
                 assert!(
                     x.pages.get(&page).is_some_and(|h| h.exclusive),
                     "an insert into a page the transaction holds shared"
                 );
-                self.tree.pages.write(g, t.word(width), &words);
+                self.tree.pages.write(g, t.word(stored), &words);
             } else {
                 let mut g = self.lock(page, Latch::X).await?;
-                self.tree.pages.write(&mut g, t.word(width), &words);
+                self.tree.pages.write(&mut g, t.word(stored), &words);
                 self.tree.pages.unlock(g).await?;
             }
             for k in keys {
@@ -645,6 +701,15 @@ impl<P: TxnPages> Engine<P> {
             }
             return Ok(());
         }
+        if self.cc == Cc::To {
+            let pages: std::collections::BTreeSet<PageId> = x.marked.keys().map(|t| t.page()).collect();
+            for page in pages {
+                let mut g = self.lock(page, Latch::X).await?;
+                self.unmark(&mut g, &x, page, &[]);
+                self.tree.pages.unlock(g).await?;
+            }
+            return Ok(());
+        }
         for (page, hold) in &x.pages {
             let release = match self.cc {
                 Cc::TwoPl => hold.exclusive || hold.shared,
@@ -658,7 +723,6 @@ impl<P: TxnPages> Engine<P> {
             let new = match self.cc {
                 Cc::TwoPl if hold.exclusive => 0,
                 Cc::TwoPl => cc.saturating_sub(1),
-                Cc::To if cc == x.ts => 0,
                 Cc::Occ if cc == x.owner => 0,
                 _ => cc,
             };

@@ -2,14 +2,19 @@
 //! tuples in insertion order behind three concurrency-control words, which every protocol reads
 //! and writes under a SELCC latch on the page (the lock *granularity* is the GCL, as the paper's):
 //!
-//! | word | 2PL no-wait | TO | OCC |
+//! | word | 2PL no-wait (over SEL) | TO | OCC |
 //! |---|---|---|---|
-//! | `CC` | 0, S-holder count, or `X_BIT \| owner` | pending writer's timestamp | write-lock owner |
-//! | `WTS` | — | last committed writer's timestamp | page version |
-//! | `RTS` | — | largest reader timestamp | — |
+//! | `CC` | 0, S-holder count, or `X_BIT \| owner` | — | write-lock owner |
+//! | `WTS` | — | — | page version |
+//! | `RTS` | — | — | — |
 //!
 //! A tuple's word 0 is its version (bumped by every committed write; what the serializability
-//! checker reads), its other words the table's fields.
+//! checker reads), its other words the table's fields. Under TO a tuple carries two more words
+//! after its fields ([`TO_WORDS`]), its own write and read timestamps, as the authors' records
+//! carry `Wts_` and `Rts_` in their meta column under TO (`storage/ColumnInfo.h` `MetaColumn`,
+//! `txn/TxnManagerTo.cpp`): TO's conflicts are per tuple, only its latches per GCL. The write
+//! timestamp word holds `X_BIT | ts` while a transaction with timestamp `ts` has a pending
+//! (buffered) write of the tuple.
 
 use crate::blink::PageId;
 
@@ -17,8 +22,19 @@ pub const CC: usize = 0;
 pub const WTS: usize = 1;
 pub const RTS: usize = 2;
 pub const PAGE_HEADER: usize = 3;
-/// The exclusive-holder flag of a 2PL lock word.
+/// The exclusive-holder flag of a 2PL lock word, and TO's pending-write flag.
 pub const X_BIT: u64 = 1 << 63;
+/// TO's per-tuple words after the fields: write timestamp (`X_BIT | ts` while pending), read
+/// timestamp.
+pub const TO_WORDS: usize = 2;
+
+/// The words a tuple of `width` words (version + fields) occupies in its page under `cc`.
+pub fn stored_width(cc: super::engine::Cc, width: usize) -> usize {
+    match cc {
+        super::engine::Cc::To => width + TO_WORDS,
+        _ => width,
+    }
+}
 
 /// A tuple's address: its page and its slot (bits 40..48). Never 0, so it is a valid value for
 /// the B-link tree (0 = absent).

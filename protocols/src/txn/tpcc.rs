@@ -105,8 +105,10 @@ pub fn district_key(w: u64, d: u64) -> u64 {
 pub fn customer_key(w: u64, d: u64, c: u64) -> u64 {
     key(CUSTOMER, w << 32 | d << 24 | c)
 }
-pub fn item_key(i: u64) -> u64 {
-    key(ITEM, i)
+/// Item `i`; `copy`: the copy of warehouse `copy` when ITEM is replicated per warehouse
+/// (`replicated_items`), 0 for the single table.
+pub fn item_key(i: u64, copy: u64) -> u64 {
+    key(ITEM, copy << 32 | i)
 }
 pub fn stock_key(w: u64, i: u64) -> u64 {
     key(STOCK, w << 32 | i)
@@ -208,6 +210,12 @@ pub struct TpccWorkload {
     /// per order). `false` only to keep the schedules of scenarios without OrderStatus.
     #[serde(default = "yes")]
     pub customer_order_index: bool,
+    /// ITEM replicated in every warehouse and loaded item by item (all warehouses' copies of
+    /// item 1, then of item 2, …), NewOrder reading its home warehouse's copy — as the authors'
+    /// TPC-C (`tpcc/TpccPopulator.h` "replicate in every warehouse", `GetItemPrimaryKey(i_id,
+    /// w_id)`). `false`: one ITEM table (TPC-C's schema).
+    #[serde(default)]
+    pub replicated_items: bool,
     /// Weights; TPC-C's standard mix is NewOrder 45 : Payment 43 : OrderStatus 4 : Delivery 4 :
     /// StockLevel 4.
     pub mix: Mix,
@@ -358,7 +366,14 @@ pub fn population(w: &TpccWorkload) -> Vec<(usize, u64, Vec<u64>)> {
         }
     }
     for i in 1..=w.items as u64 {
-        out.push((ITEM, item_key(i), image(ITEM, &[(I_PRICE, 100 + hash(i, 4) % 9_901)])));
+        let price = image(ITEM, &[(I_PRICE, 100 + hash(i, 4) % 9_901)]);
+        if w.replicated_items {
+            for wh in ws.clone() {
+                out.push((ITEM, item_key(i, wh), price.clone()));
+            }
+        } else {
+            out.push((ITEM, item_key(i, 0), price));
+        }
     }
     for wh in ws {
         for i in 1..=w.items as u64 {
