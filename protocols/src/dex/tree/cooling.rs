@@ -7,8 +7,33 @@ use super::*;
 
 impl<N: Nic> Client<N> {
     /// Fill the thread-local free-page set to `n` frames.
+    ///
+    /// Once the cache has filled, a thread whose set is empty first samples
+    /// (`samples_per_round` frames cooled; a cooled page pushed into a full bucket evicts that
+    /// bucket's head into the set), and only if that freed nothing evicts the head of a random
+    /// bucket: [ART] `opportunistic_sample` (`leanstore_cache.h`, called from
+    /// `new_get_mem_node` on every access through an unswizzled pointer: `state == 1 &&
+    /// local_page_set.empty()` samples 2 pages) followed by `try_get_empty_page` (local set,
+    /// else `random_evict_to_remote`, else sample). This keeps the cooling map full, as the
+    /// paper describes ("If the array is already full, shifting would cause the head page to
+    /// be evicted from the cache. The evicted page is then inserted into a thread-local free
+    /// page set"), so a cooled page stays in it for ~the map's capacity of installs and gets
+    /// its second chance. [CHOICE] sampled here, before the traversal that may need a frame,
+    /// rather than at the unswizzled access itself: the set empties only by an install, so
+    /// the rounds per install are the artifact's; only which traversal pays the round differs.
     pub(super) async fn ensure_free(&mut self, n: usize) -> ProtocolResult<()> {
+        let mut sampled = false;
         while self.free.len() < n {
+            let filled = {
+                let mut c = self.shared.cache();
+                c.filled |= c.pool.is_empty();
+                c.filled
+            };
+            if filled && !sampled && self.free.is_empty() {
+                sampled = true;
+                self.cool_round().await?;
+                continue;
+            }
             let got = {
                 let shared = self.shared.clone();
                 let mut c = shared.cache();

@@ -18,9 +18,10 @@
 //!   root split flushes the cache's tree, splits under the root's lock and swings the root
 //!   pointer by CAS.
 //! * **Cooling** (`ensure_free`): when a thread's free-page set runs low it takes a never-used
-//!   frame, else evicts the head of a random cooling-map bucket (probing a few), else samples
-//!   frames and cools the end of their cached path (path-aware delegation), writing dirty pages
-//!   back first.
+//!   frame; once the cache has filled it first samples frames and cools the end of their
+//!   cached path (path-aware delegation, dirty pages written back first; a push into a full
+//!   bucket frees that bucket's head), as the artifact's `opportunistic_sample`, and only if
+//!   that freed nothing evicts the head of a random cooling-map bucket (probing a few).
 //! * **Refresh** of a stale cached node flushes its whole cached subtree (dirty pages written
 //!   back, frames freed) so the next traversal fetches fresh copies ([CHOICE]: the paper
 //!   re-fetches the path and invalidates stale nodes; dropping the subtree keeps the cached
