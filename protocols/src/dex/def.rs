@@ -428,9 +428,9 @@ impl Plan for DexPlan {
             return None;
         }
         let states: Vec<Arc<Shared>> = states.into_iter().flatten().collect();
-        // The partition maps each server's cache was last checked against: a server whose cache
-        // was not handed out since, under the same maps, is not checked again (the checks read
-        // nothing else).
+        // The partition maps each server's cache was last checked against (`None`: never
+        // checked): a server whose cache was not handed out since, under the same maps, is not
+        // checked again (the checks read nothing else).
         let mut checked: Vec<Option<(Partitions, Partitions)>> = vec![None; states.len()];
         Some(Box::new(move |_memory| {
             for (s, last) in states.iter().zip(checked.iter_mut()) {

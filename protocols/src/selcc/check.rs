@@ -395,15 +395,9 @@ impl Oracle {
         }
     }
 
-    pub fn check_read(&self, node: NodeId, g: Gaddr, word: u32, value: u64, at: Nanos) {
-        *self.reads_checked.lock().unwrap() += 1;
-        let expected = self.shadow.lock().unwrap().get(&g).map_or(0, |w| w[word as usize]);
-        self.judge_read(node, g, word, value, expected, at);
-    }
-
-    /// [`Oracle::check_read`] for the words `first..` of `g` read as `values`, except those
-    /// `skip` says the reader staged itself: one lookup of the shadow for the whole span (a
-    /// B-link page read is hundreds of words; per-word lookups were a tenth of fuzzing time).
+    /// S4 read-latest: the words `first..` of `g` read as `values` are the latest writes, except
+    /// those `skip` says the reader staged itself. One lookup of the shadow for the whole span
+    /// (a B-link page read is hundreds of words; per-word lookups were a tenth of fuzzing time).
     pub fn check_read_span(
         &self,
         node: NodeId,

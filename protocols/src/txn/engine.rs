@@ -237,7 +237,7 @@ impl<P: TxnPages> Engine<P> {
         let image = match self.cc {
             Cc::TwoPl if self.latched() => self.read_latched(x, t, width, for_update, hold).await?,
             Cc::TwoPl => self.read_2pl(x, t, width, for_update, hold).await?,
-            Cc::To => self.read_to(x, t, width, for_update, hold).await?,
+            Cc::To => self.read_to(x, t, width, for_update).await?,
             Cc::Occ => self.read_occ(x, t, width, hold).await?,
         };
         x.reads.entry(t).or_insert((width, image.clone()));
@@ -364,10 +364,10 @@ impl<P: TxnPages> Engine<P> {
         t: TupleRef,
         width: usize,
         for_update: bool,
-        _hold: PageHold,
     ) -> TxnResult<Vec<u64>> {
         let page = t.page();
-        let (wts_at, rts_at) = (t.word(self.stored(width)) + width, t.word(self.stored(width)) + width + 1);
+        let wts_at = t.word(self.stored(width)) + width;
+        let rts_at = wts_at + 1;
         let mut g = self.lock(page, Latch::X).await?;
         let (wts_word, rts) = (self.word(&g, wts_at), self.word(&g, rts_at));
         let mine = wts_word == X_BIT | x.ts;

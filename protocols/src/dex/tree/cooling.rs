@@ -24,12 +24,12 @@ impl<N: Nic> Client<N> {
     pub(super) async fn ensure_free(&mut self, n: usize) -> ProtocolResult<()> {
         let mut sampled = false;
         while self.free.len() < n {
-            let filled = {
+            // (`filled` is also set below, where the pool is found empty.)
+            if !sampled && self.free.is_empty() && {
                 let mut c = self.shared.cache();
                 c.filled |= c.pool.is_empty();
                 c.filled
-            };
-            if filled && !sampled && self.free.is_empty() {
+            } {
                 sampled = true;
                 self.cool_round().await?;
                 continue;

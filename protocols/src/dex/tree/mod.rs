@@ -115,11 +115,7 @@ impl Shared {
             counters: Mutex::new(std::collections::BTreeMap::new()),
             cn,
             cache: Mutex::new(cache),
-            cache_touched: {
-                let mark = TouchMark::default();
-                mark.mark();
-                mark
-            },
+            cache_touched: TouchMark::default(),
             alloc: Mutex::new(vec![0; mns]),
             errors: ErrorSlot::new(),
             stats: Mutex::new(Stats::new()),
