@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use super::frame::{Frame, FrameMeta, Memo};
+use super::frame::{Frame, FrameMeta, Memo, PackedGcl};
 use super::layout::Gaddr;
 use crate::common::lookup::LookupMap;
 use crate::sync::TouchSet;
@@ -132,7 +132,8 @@ impl Lru {
 
 #[derive(Default)]
 struct Shard {
-    index: LookupMap<Gaddr, u32>,
+    /// Keyed by the packed GCL: a 16-byte entry instead of 24 (issue #15: bytes per frame).
+    index: LookupMap<PackedGcl, u32>,
     lru: Lru,
 }
 
@@ -195,10 +196,10 @@ impl Cache {
     /// Find `g`'s frame and pin it, without assigning one.
     pub fn pin(&self, g: Gaddr) -> Option<u32> {
         let mut shard = self.shards[shard_of(g, self.shards.len())].lock().unwrap();
-        let i = *shard.index.get(&g)?;
+        let i = *shard.index.get(&PackedGcl::pack(g))?;
         shard.lru.touch(&self.links, i);
         let mut meta = self.frames[i as usize].meta();
-        assert_eq!(meta.gcl, Some(g), "index and frame disagree");
+        assert_eq!(meta.gcl(), Some(g), "index and frame disagree");
         meta.pins += 1;
         Some(i)
     }
@@ -206,10 +207,11 @@ impl Cache {
     /// Find `g`'s frame, or assign a free one; pin it either way.
     pub fn pin_or_assign(&self, g: Gaddr) -> Lookup {
         let mut shard = self.shards[shard_of(g, self.shards.len())].lock().unwrap();
-        if let Some(&i) = shard.index.get(&g) {
+        let key = PackedGcl::pack(g);
+        if let Some(&i) = shard.index.get(&key) {
             shard.lru.touch(&self.links, i);
             let mut meta = self.frames[i as usize].meta();
-            assert_eq!(meta.gcl, Some(g), "index and frame disagree");
+            assert_eq!(meta.gcl(), Some(g), "index and frame disagree");
             meta.pins += 1;
             return Lookup::Found(i);
         }
@@ -219,7 +221,7 @@ impl Cache {
             meta.assign(g);
             meta.pins = 1;
         }
-        shard.index.insert(g, i);
+        shard.index.insert(key, i);
         shard.lru.push_front(&self.links, i);
         Lookup::Assigned(i)
     }
@@ -257,8 +259,8 @@ impl Cache {
                 {
                     continue;
                 }
-                let g = meta.gcl.expect("an indexed frame caches a GCL");
-                shard.index.remove(&g);
+                let g = meta.gcl().expect("an indexed frame caches a GCL");
+                shard.index.remove(&PackedGcl::pack(g));
                 shard.lru.remove(&self.links, i);
                 let taken = std::mem::replace(&mut *meta, FrameMeta::free());
                 // Keep the frame visibly busy until the caller frees it.
@@ -275,7 +277,7 @@ impl Cache {
         {
             let mut meta = self.frames[i as usize].meta();
             assert_eq!(meta.pins, 1, "releasing frame {i} that someone still uses");
-            assert!(meta.gcl.is_none());
+            assert!(meta.gcl().is_none());
             meta.pins = 0;
         }
         self.free.lock().unwrap().push(i);
@@ -284,18 +286,18 @@ impl Cache {
     /// Drop `g` from the index (used by `Free`). The caller holds the frame pinned and latched.
     pub fn forget(&self, g: Gaddr, i: u32) {
         let mut shard = self.shards[shard_of(g, self.shards.len())].lock().unwrap();
-        assert_eq!(shard.index.remove(&g), Some(i));
+        assert_eq!(shard.index.remove(&PackedGcl::pack(g)), Some(i));
         shard.lru.remove(&self.links, i);
         let mut meta = self.frames[i as usize].meta();
         assert_eq!(meta.memo, Memo::Invalid, "forgetting a frame that still owns its line");
-        meta.gcl = None;
+        meta.clear_gcl();
     }
 
     /// Return a frame dropped with `forget` once its last pin goes away.
     pub fn recycle(&self, i: u32) {
         {
             let meta = self.frames[i as usize].meta();
-            assert!(meta.gcl.is_none() && meta.pins == 0);
+            assert!(meta.gcl().is_none() && meta.pins == 0);
         }
         self.free.lock().unwrap().push(i);
     }
@@ -337,7 +339,7 @@ mod tests {
         cache.unpin(f2);
         cache.unpin(f2); // g(2) idle; g(1) stays pinned
         let victims = cache.take_victims(3);
-        let taken: Vec<_> = victims.iter().map(|(_, m)| m.gcl.unwrap()).collect();
+        let taken: Vec<_> = victims.iter().map(|(_, m)| m.gcl().unwrap()).collect();
         assert_eq!(taken.len(), 2);
         assert!(!taken.contains(&g(1)));
         assert_eq!(cache.pin(g(0)), None);

@@ -118,7 +118,7 @@ fn check_coherence_with(
         for frame in state.cache.frames.iter() {
             let (g, memo, transit, acquiring, flushing, readers, writers, pending) = {
                 let meta = frame.peek_meta();
-                let Some(g) = meta.gcl else { continue };
+                let Some(g) = meta.gcl() else { continue };
                 (
                     g,
                     meta.memo,
@@ -146,8 +146,8 @@ fn check_coherence_with(
                 acquiring,
                 flushing,
                 sealed,
-                readers,
-                writers,
+                readers: readers.into(),
+                writers: writers.into(),
             });
         }
         drop(queued);
@@ -307,7 +307,7 @@ pub fn check_memorised_messages(state: &NodeState) -> Result<(), Violation> {
     for frame in state.cache.frames.iter() {
         let (pending, g) = {
             let meta = frame.peek_meta();
-            (meta.pending.as_deref().copied(), meta.gcl)
+            (meta.pending.as_deref().copied(), meta.gcl())
         };
         let (Some(msg), Some(g)) = (pending, g) else { continue };
         if frame.latch.snapshot() == (0, false, 0) && !queued.contains_key(&g) {

@@ -261,7 +261,7 @@ impl IncrementalCheck {
 /// The frame as the full check reads it.
 fn read_view(me: ComputeIndex, frame: &super::frame::Frame) -> Option<FrameView> {
     let meta = frame.peek_meta();
-    let gcl = meta.gcl?;
+    let gcl = meta.gcl()?;
     let latch = frame.latch.snapshot();
     let (readers, writers) = (meta.section_readers, meta.section_writers);
     let sealed = readers == 0 && writers == 0 && latch.1;
@@ -275,8 +275,8 @@ fn read_view(me: ComputeIndex, frame: &super::frame::Frame) -> Option<FrameView>
             acquiring: meta.acquiring,
             flushing: meta.flushing && meta.memo == Memo::Modified && sealed,
             sealed,
-            readers,
-            writers,
+            readers: readers.into(),
+            writers: writers.into(),
         },
         pending: meta.pending.as_deref().copied(),
         latch_idle: latch == (0, false, 0),

@@ -65,14 +65,14 @@ impl<N: Nic> Node<N> {
     async fn evict_batched(self: &Arc<Self>, nic: &N, victims: Vec<(u32, FrameMeta)>) -> ProtocolResult<()> {
         let mut groups: BTreeMap<usize, Vec<(u32, FrameMeta)>> = BTreeMap::new();
         for (frame, meta) in victims {
-            let g = meta.gcl.expect("victim without GCL");
+            let g = meta.gcl().expect("victim without GCL");
             groups.entry(self.layout.memory_position(g.node)).or_default().push((frame, meta));
         }
         for (position, group) in groups {
             let mut batch =
                 Batch { position, verbs: Vec::new(), slots: Vec::new(), gcls: Vec::new(), credits: 0 };
             for (frame, meta) in group {
-                let g = meta.gcl.unwrap();
+                let g = meta.gcl().unwrap();
                 self.before_evict(nic, &meta).await?;
                 if meta.memo == Memo::Invalid {
                     self.recycle_victim(frame);
@@ -180,7 +180,7 @@ impl<N: Nic> Node<N> {
             w.op.evict_round_trips += 1; // the DROPPED reply `before_evict` waited for
         }
         if meta.memo != Memo::Invalid {
-            let g = meta.gcl.unwrap();
+            let g = meta.gcl().unwrap();
             let frame_offset = self.frame_offset(frame);
             let dirty = Dirty::from_header(self.nic.local().load(frame_offset));
             let verbs = self.release_verbs(g, meta.memo, dirty, frame_offset + WORD);
@@ -198,7 +198,7 @@ impl<N: Nic> Node<N> {
         let victims = self.cache.take_victims(max);
         for (_, meta) in &victims {
             if meta.memo != Memo::Invalid {
-                self.begin_release(meta.gcl.expect("victim without GCL"));
+                self.begin_release(meta.gcl().expect("victim without GCL"));
             }
         }
         victims
@@ -238,7 +238,7 @@ impl<N: Nic> Node<N> {
             for (frame, meta) in victims {
                 self.before_evict(nic, &meta).await?;
                 if meta.memo != Memo::Invalid {
-                    let g = meta.gcl.unwrap();
+                    let g = meta.gcl().unwrap();
                     let frame_offset = self.frame_offset(frame);
                     let dirty = Dirty::from_header(self.nic.local().load(frame_offset));
                     let verbs = self.release_verbs(g, meta.memo, dirty, frame_offset + WORD);

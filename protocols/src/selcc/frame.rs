@@ -6,6 +6,7 @@
 //! while the frame's local latch is held exclusively (by an acquiring thread, a handler, a lease
 //! release or the evictor), which is what keeps one global acquire per frame at a time (spec B6).
 
+use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::sync::{Latch, TouchSet};
@@ -13,6 +14,36 @@ use crate::sync::{Latch, TouchSet};
 use super::fairness::Lease;
 use super::layout::Gaddr;
 use super::message::InvMsg;
+use crate::nic::NodeId;
+
+/// A GCL address in one word (issue #15: frame size): the node plus one in the top 16 bits, the
+/// byte offset below, so `Option<PackedGcl>` is 8 bytes where `Option<Gaddr>` is 24. Also the
+/// key of the cache's index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PackedGcl(NonZeroU64);
+
+impl PackedGcl {
+    const OFFSET_BITS: u32 = 48;
+
+    pub fn pack(g: Gaddr) -> PackedGcl {
+        assert!(
+            g.offset_bytes >> Self::OFFSET_BITS == 0,
+            "GCL offset {:#x} needs more than 48 bits",
+            g.offset_bytes
+        );
+        let node = g.node.0 as u64 + 1;
+        assert!(node < 1 << 16, "node {} cannot be packed", g.node.0);
+        PackedGcl(NonZeroU64::new(node << Self::OFFSET_BITS | g.offset_bytes).expect("node + 1 > 0"))
+    }
+
+    pub fn unpack(self) -> Gaddr {
+        let v = self.0.get();
+        Gaddr {
+            node: NodeId((v >> Self::OFFSET_BITS) as u16 - 1),
+            offset_bytes: v & ((1 << Self::OFFSET_BITS) - 1),
+        }
+    }
+}
 
 /// The ownership memo of a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,11 +57,12 @@ pub enum Memo {
 /// across an await).
 #[derive(Clone, Debug)]
 pub struct FrameMeta {
-    /// The GCL this frame caches; `None` while free.
-    pub gcl: Option<Gaddr>,
+    /// The GCL this frame caches; `None` while free ([`FrameMeta::gcl`]).
+    gcl: Option<PackedGcl>,
     pub memo: Memo,
     /// Local users (threads between lookup and unlock, handlers) — a pinned frame is not evicted.
-    pub pins: u32,
+    /// 16 bits, like the section counters: a node runs far fewer threads and handlers.
+    pub pins: u16,
     /// A local thread holds the latch exclusively and runs a global acquire. Messages that meet
     /// such a frame are dropped, never memorised, or two acquirers could wait on each other.
     pub acquiring: bool,
@@ -52,8 +84,8 @@ pub struct FrameMeta {
     /// Priority at which the current Modified copy was won after starving (priority matching).
     pub starved_priority: u8,
     /// Threads inside a critical section (for invariant S1).
-    pub section_readers: u32,
-    pub section_writers: u32,
+    pub section_readers: u16,
+    pub section_writers: u16,
 }
 
 impl FrameMeta {
@@ -76,9 +108,19 @@ impl FrameMeta {
 
     /// Reset for caching `gcl` (memo I, nothing pending).
     pub fn assign(&mut self, gcl: Gaddr) {
-        assert!(self.gcl.is_none(), "assigning a frame that still caches {:?}", self.gcl);
+        assert!(self.gcl.is_none(), "assigning a frame that still caches {:?}", self.gcl());
         assert_eq!(self.pins, 0);
-        *self = FrameMeta { gcl: Some(gcl), ..FrameMeta::free() };
+        *self = FrameMeta { gcl: Some(PackedGcl::pack(gcl)), ..FrameMeta::free() };
+    }
+
+    /// The GCL this frame caches; `None` while free.
+    pub fn gcl(&self) -> Option<Gaddr> {
+        self.gcl.map(PackedGcl::unpack)
+    }
+
+    /// The frame no longer caches a GCL (it left the index).
+    pub fn clear_gcl(&mut self) {
+        self.gcl = None;
     }
 }
 
@@ -130,18 +172,29 @@ mod tests {
     #[test]
     fn a_frame_stays_small() {
         // Goal: paper-scale caches (4.2 M frames per compute node) stay in memory: a frame is
-        // 112 bytes since issue #15 (192 before); the cache adds an 8-byte LRU link per frame
-        // and its index entry per cached GCL.
+        // 88 bytes since issue #15 (192, then 112 before the GCL was packed in one word); the
+        // cache adds an 8-byte LRU link per frame and its index entry per cached GCL.
         eprintln!(
-            "Frame {} = Latch {} + Mutex<FrameMeta> {} (FrameMeta {}: Option<Gaddr> {}, Lease {}, Memo {})",
+            "Frame {} = Latch {} + Mutex<FrameMeta> {} (FrameMeta {}: Option<PackedGcl> {}, Lease {}, Memo {})",
             size_of::<Frame>(),
             size_of::<Latch>(),
             size_of::<Mutex<FrameMeta>>(),
             size_of::<FrameMeta>(),
-            size_of::<Option<Gaddr>>(),
+            size_of::<Option<PackedGcl>>(),
             size_of::<Lease>(),
             size_of::<Memo>()
         );
-        assert!(size_of::<Frame>() <= 112, "a cache frame grew to {} bytes", size_of::<Frame>());
+        assert!(size_of::<Frame>() <= 88, "a cache frame grew to {} bytes", size_of::<Frame>());
+    }
+
+    #[test]
+    fn a_packed_gcl_round_trips() {
+        for g in [
+            Gaddr::new(NodeId(0), 64),
+            Gaddr::new(NodeId(15), 0),
+            Gaddr::new(NodeId(u16::MAX - 1), (1 << 48) - 8),
+        ] {
+            assert_eq!(PackedGcl::pack(g).unpack(), g);
+        }
     }
 }

@@ -189,7 +189,7 @@ impl<N: Nic> Node<N> {
         }
         let (memo, starved) = {
             let meta = self.cache.frame(frame).meta();
-            assert_eq!(meta.gcl, Some(msg.gcl), "serving a message for another GCL");
+            assert_eq!(meta.gcl(), Some(msg.gcl), "serving a message for another GCL");
             (meta.memo, meta.starved_priority)
         };
         let must_wait = reader_must_wait(&msg, starved, self.config.priority_matching);

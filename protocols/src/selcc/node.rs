@@ -281,7 +281,7 @@ impl<N: Nic> Node<N> {
         let f = self.cache.frame(frame);
         let pending = {
             let meta = f.meta();
-            meta.pending.as_ref().and(meta.gcl)
+            meta.pending.as_ref().and(meta.gcl())
         };
         if let Some(g) = pending {
             if f.latch.snapshot() == (0, false, 0) {

@@ -178,7 +178,7 @@ impl<N: Nic> Node<N> {
         let f = self.cache.frame(frame);
         {
             let mut meta = f.meta();
-            assert_eq!(meta.gcl, Some(g), "a pinned frame changed GCL");
+            assert_eq!(meta.gcl(), Some(g), "a pinned frame changed GCL");
             match mode {
                 Mode::Shared => {
                     assert!(meta.memo != Memo::Invalid, "shared section without ownership");
@@ -392,7 +392,7 @@ impl<N: Nic> Node<N> {
         let (pending, g) = {
             let mut meta = self.cache.frame(frame).meta();
             meta.lease = Default::default();
-            (meta.pending.take().map(|m| *m), meta.gcl.expect("lease on a free frame"))
+            (meta.pending.take().map(|m| *m), meta.gcl().expect("lease on a free frame"))
         };
         self.stats.lock().unwrap().lease_releases += 1;
         match pending {
@@ -471,7 +471,7 @@ impl<N: Nic> Node<N> {
     pub(super) async fn release_global(&self, nic: &N, frame: u32, g: Gaddr) -> ProtocolResult<()> {
         let memo = {
             let mut meta = self.cache.frame(frame).meta();
-            assert_eq!(meta.gcl, Some(g));
+            assert_eq!(meta.gcl(), Some(g));
             if meta.memo != Memo::Invalid {
                 meta.transit = true;
             }
