@@ -73,6 +73,33 @@ impl LatchTimes {
         hold_ns: u64,
         mode: Mode,
     ) -> Option<Section> {
+        self.reserve(id, t, socket, hand, |_| hold_ns, mode)
+    }
+
+    /// [`LatchTimes::acquire`] for a section whose work is writing `lines` more cache lines that
+    /// the previous holder wrote (a linked list's head, tail and neighbour links): each moves
+    /// to this core at the lock line's own cost.
+    pub fn acquire_lines(
+        &mut self,
+        id: u64,
+        t: u64,
+        socket: u32,
+        hand: HandOff,
+        lines: u64,
+        mode: Mode,
+    ) -> Option<Section> {
+        self.reserve(id, t, socket, hand, |transfer| lines * transfer, mode)
+    }
+
+    fn reserve(
+        &mut self,
+        id: u64,
+        t: u64,
+        socket: u32,
+        hand: HandOff,
+        hold: impl FnOnce(u64) -> u64,
+        mode: Mode,
+    ) -> Option<Section> {
         let l = self.latches.entry(id).or_default();
         while l.ends.front().is_some_and(|end| *end <= t) {
             l.ends.pop_front();
@@ -82,6 +109,7 @@ impl LatchTimes {
             _ => hand.local_ns,
         };
         l.last_socket = Some(socket);
+        let hold_ns = hold(transfer);
         if mode == Mode::Unqueued {
             return Some(Section { start: t, end: t + transfer + hold_ns });
         }
@@ -140,6 +168,8 @@ mod tests {
         // Unqueued: only the transfer and the hold, whatever is reserved.
         assert_eq!(l.acquire(3, 0, 1, H, 0, Mode::Unqueued), Some(Section { start: 0, end: 100 }));
         assert_eq!(l.acquire(3, 0, 0, H, 0, Mode::Unqueued), Some(Section { start: 0, end: 200 }));
+        // Two list lines behind a lock last held on the other socket: three remote transfers.
+        assert_eq!(l.acquire_lines(3, 500, 1, H, 2, Mode::Queued), Some(Section { start: 500, end: 1100 }));
         assert_eq!(interleaved_socket(3, 2), 1);
         assert_eq!(interleaved_socket(3, 1), 0);
     }

@@ -35,12 +35,20 @@ pub struct CoolingLocks {
     /// threads rarely meet on one; our scaled-down caches have 4 to a few hundred, which would
     /// invent contention the paper's map does not have. Each section still costs its hand-off.
     queued: bool,
+    /// Cache lines a section writes besides the lock's own, each last written by another
+    /// holder. A bucket is one line with its lock ([ART] `hash_table.h`: the lock beside the
+    /// slots), so 0 for the maps. The FIFO queue is a linked list ([16] LeanStore's cooling
+    /// list): a push writes the tail pointer and the old tail's link, a pop the head pointer
+    /// and the new head's link — the "intensive updates of the head/tail pointers" that DEX
+    /// §5.2 blames for the queue's cache-line ping-pong.
+    list_lines: u64,
 }
 
 impl CoolingLocks {
     pub fn new(cooling: Cooling) -> CoolingLocks {
         let single = cooling != Cooling::Map;
-        CoolingLocks { latches: LatchTimes::new(), single, queued: single }
+        let list_lines = if cooling == Cooling::Fifo { 2 } else { 0 };
+        CoolingLocks { latches: LatchTimes::new(), single, queued: single, list_lines }
     }
 }
 
@@ -88,7 +96,8 @@ impl<N: Nic> Client<N> {
                 (true, false) => Mode::Queued,
                 (true, true) => Mode::TryOnly,
             };
-            l.latches.acquire(id, t, socket, hand, 0, mode)
+            let lines = l.list_lines;
+            l.latches.acquire_lines(id, t, socket, hand, lines, mode)
         };
         match section {
             Some(s) => {

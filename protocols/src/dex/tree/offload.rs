@@ -36,9 +36,8 @@ impl<N: Nic> Client<N> {
                 let fetch = (level as f64 + 1.0) * (self.collector.fetch.mean() + l_s) * o.coefficient;
                 let mut offload = self.collector.rpc.mean() < fetch;
                 if unit_f64(self.rng.next_u64()) < o.exploration {
-                    // [CHOICE] the contrary action is always timed: exploring is how the
-                    // estimate of the action not taken gets refreshed ([ART] times it only
-                    // with the 1% sampling, so one bad window can stick for ~10^4 decisions).
+                    // [ART] `caching_or_push`: the contrary action is always timed, which
+                    // is how the estimate of the action not taken gets refreshed.
                     offload = !offload;
                     sample = true;
                 }
