@@ -62,7 +62,7 @@ fn entry(log: &Log, label: &str) -> (OpTrace, u64) {
 
 fn memo(node: &Node<SimNic>) -> Memo {
     let g = node.layout.gcl(0);
-    node.cache.frames.iter().find(|f| f.meta().gcl == Some(g)).map_or(Memo::Invalid, |f| f.meta().memo)
+    node.cache.frames.iter().find(|f| f.meta().gcl() == Some(g)).map_or(Memo::Invalid, |f| f.meta().memo)
 }
 
 #[test]

@@ -142,6 +142,8 @@ pub struct Db<'a> {
     pub index: &'a BTreeMap<u64, u64>,
     /// The engine that ran (TO's tuples are wider: their timestamps follow the fields).
     pub cc: Cc,
+    /// Words per tuple of each table (the workload's WAREHOUSE padding included).
+    pub widths: [usize; 11],
 }
 
 impl Db<'_> {
@@ -157,7 +159,7 @@ impl Db<'_> {
             .ok_or_else(|| format!("{} key {key:#x} is not in the index", TABLE_NAMES[table]))?;
         let t = TupleRef(v);
         let data = Layout::data(t.page().addr());
-        let width = WIDTH[table];
+        let width = self.widths[table];
         let at = t.word(stored_width(self.cc, width));
         Ok((0..width).map(|i| (self.memory)(data.add(((at + i) * 8) as u64))).collect())
     }
@@ -167,7 +169,7 @@ impl Db<'_> {
         let g = t.page().addr();
         if self.cc == Cc::To {
             // TO's per-tuple pending mark, in the write-timestamp word after the fields.
-            let width = WIDTH[table_of(key)];
+            let width = self.widths[table_of(key)];
             let at = t.word(stored_width(self.cc, width)) + width;
             let wts = (self.memory)(Layout::data(g).add((at * 8) as u64));
             if wts & X_BIT != 0 {

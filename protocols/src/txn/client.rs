@@ -212,8 +212,11 @@ fn draw(w: &TpccWorkload, home: u64, p: &Partitioning, rng: &mut ChaCha8Rng) -> 
     }
 }
 
-/// NewOrder (clause 2.4). Partitioned (`remote` given): the stock of another node's warehouse
-/// is not touched here but collected per owner node for 2PC.
+/// NewOrder (clause 2.4), in the authors' access order (`tpcc/TpccProcedure.h`
+/// NewOrderProcedure): the ITEMs, then the STOCKs, and only then WAREHOUSE (S), DISTRICT (X,
+/// next order id) and CUSTOMER (S), then the inserts — so the WAREHOUSE and DISTRICT latches are
+/// held only for the transaction's tail. Partitioned (`remote` given): the stock of another
+/// node's warehouse is not touched here but collected per owner node for 2PC.
 #[allow(clippy::too_many_arguments)]
 async fn new_order<P: super::pages::TxnPages>(
     e: &mut Engine<P>,
@@ -224,36 +227,41 @@ async fn new_order<P: super::pages::TxnPages>(
     lines: &[(u64, u64, u64)],
     mut remote: Option<(&Partitioning, u64, &mut BTreeMap<u64, RemoteLines>)>,
 ) -> TxnResult<()> {
-    let wt = e.locate(warehouse_key(w)).await?;
-    let _tax = e.read(x, wt, WIDTH[WAREHOUSE], false).await?[W_TAX];
-    let dt = e.locate(district_key(w, d)).await?;
-    let mut district = e.read(x, dt, WIDTH[DISTRICT], true).await?;
-    let o = district[D_NEXT_O_ID];
-    district[D_NEXT_O_ID] += 1;
-    e.write(x, dt, district);
-    let ct = e.locate(customer_key(w, d, c)).await?;
-    let _discount = e.read(x, ct, WIDTH[CUSTOMER], false).await?[C_DISCOUNT];
-    let all_local = lines.iter().all(|l| l.1 == w) as u64;
-    for (n, &(i, supply, quantity)) in lines.iter().enumerate() {
+    let mut prices = Vec::with_capacity(lines.len());
+    for &(i, _, _) in lines {
         let it = e.locate(item_key(i, if e.replicated_items { w } else { 0 })).await?;
-        let price = e.read(x, it, WIDTH[ITEM], false).await?[I_PRICE];
+        prices.push(e.read(x, it, e.widths[ITEM], false).await?[I_PRICE]);
+    }
+    for &(i, supply, quantity) in lines {
         match &mut remote {
             Some((p, mine, out)) if p.owner(supply) != *mine => {
                 out.entry(p.owner(supply)).or_default().push((supply, i, quantity));
             }
             _ => {
                 let st = e.locate(stock_key(supply, i)).await?;
-                let mut stock = e.read(x, st, WIDTH[STOCK], true).await?;
+                let mut stock = e.read(x, st, e.widths[STOCK], true).await?;
                 update_stock(&mut stock, quantity, supply != w);
                 e.write(x, st, stock);
             }
         }
+    }
+    let wt = e.locate(warehouse_key(w)).await?;
+    let _tax = e.read(x, wt, e.widths[WAREHOUSE], false).await?[W_TAX];
+    let dt = e.locate(district_key(w, d)).await?;
+    let mut district = e.read(x, dt, e.widths[DISTRICT], true).await?;
+    let o = district[D_NEXT_O_ID];
+    district[D_NEXT_O_ID] += 1;
+    e.write(x, dt, district);
+    let ct = e.locate(customer_key(w, d, c)).await?;
+    let _discount = e.read(x, ct, e.widths[CUSTOMER], false).await?[C_DISCOUNT];
+    let all_local = lines.iter().all(|l| l.1 == w) as u64;
+    for (n, (&(i, supply, quantity), price)) in lines.iter().zip(prices).enumerate() {
         let ol = n as u64 + 1;
         e.insert(
             x,
             ORDER_LINE,
             vec![order_line_key(w, d, o, ol)],
-            WIDTH[ORDER_LINE],
+            e.widths[ORDER_LINE],
             vec![i, supply, quantity, quantity * price],
         );
     }
@@ -261,8 +269,8 @@ async fn new_order<P: super::pages::TxnPages>(
     if e.customer_order_index {
         keys.push(customer_order_key(w, d, c, o));
     }
-    e.insert(x, ORDER, keys, WIDTH[ORDER], vec![c, lines.len() as u64, all_local]);
-    e.insert(x, NEW_ORDER, vec![new_order_key(w, d, o)], WIDTH[NEW_ORDER], vec![o]);
+    e.insert(x, ORDER, keys, e.widths[ORDER], vec![c, lines.len() as u64, all_local]);
+    e.insert(x, NEW_ORDER, vec![new_order_key(w, d, o)], e.widths[NEW_ORDER], vec![o]);
     Ok(())
 }
 
@@ -278,20 +286,20 @@ async fn payment<P: super::pages::TxnPages>(
     amount: u64,
 ) -> TxnResult<()> {
     let wt = e.locate(warehouse_key(w)).await?;
-    let mut warehouse = e.read(x, wt, WIDTH[WAREHOUSE], true).await?;
+    let mut warehouse = e.read(x, wt, e.widths[WAREHOUSE], true).await?;
     warehouse[W_YTD] += amount;
     e.write(x, wt, warehouse);
     let dt = e.locate(district_key(w, d)).await?;
-    let mut district = e.read(x, dt, WIDTH[DISTRICT], true).await?;
+    let mut district = e.read(x, dt, e.widths[DISTRICT], true).await?;
     district[D_YTD] += amount;
     e.write(x, dt, district);
     let ct = e.locate(customer_key(c_w, c_d, c)).await?;
-    let mut customer = e.read(x, ct, WIDTH[CUSTOMER], true).await?;
+    let mut customer = e.read(x, ct, e.widths[CUSTOMER], true).await?;
     customer[C_BALANCE] = customer[C_BALANCE].wrapping_sub(amount);
     customer[C_YTD_PAYMENT] += amount;
     customer[C_PAYMENT_CNT] += 1;
     e.write(x, ct, customer);
-    e.insert(x, HISTORY, vec![], WIDTH[HISTORY], vec![c, c_w, amount, w | d << 16]);
+    e.insert(x, HISTORY, vec![], e.widths[HISTORY], vec![c, c_w, amount, w | d << 16]);
     Ok(())
 }
 
@@ -305,7 +313,7 @@ async fn order_status<P: super::pages::TxnPages>(
     c: u64,
 ) -> TxnResult<()> {
     let ct = e.locate(customer_key(w, d, c)).await?;
-    let _balance = e.read(x, ct, WIDTH[CUSTOMER], false).await?[C_BALANCE];
+    let _balance = e.read(x, ct, e.widths[CUSTOMER], false).await?[C_BALANCE];
     let from = customer_order_key(w, d, c, MAX_ORDERS);
     let newest = e.tree.scan(from, 1).await?;
     let Some(&(k, v)) = newest.first() else { return Ok(()) };
@@ -313,10 +321,10 @@ async fn order_status<P: super::pages::TxnPages>(
         return Ok(());
     }
     let o = MAX_ORDERS - (k & MAX_ORDERS);
-    let order = e.read(x, super::heap::TupleRef(v), WIDTH[ORDER], false).await?;
+    let order = e.read(x, super::heap::TupleRef(v), e.widths[ORDER], false).await?;
     for ol in 1..=order[O_OL_CNT] {
         let lt = e.locate(order_line_key(w, d, o, ol)).await?;
-        let _line = e.read(x, lt, WIDTH[ORDER_LINE], false).await?;
+        let _line = e.read(x, lt, e.widths[ORDER_LINE], false).await?;
     }
     Ok(())
 }
@@ -335,7 +343,7 @@ async fn delivery<P: super::pages::TxnPages>(
     let mut done = Vec::new();
     for d in 1..=districts {
         let Some((nk, nt)) = oldest_new_order(e, w, d).await? else { continue };
-        let mut row = e.read(x, nt, WIDTH[NEW_ORDER], true).await?;
+        let mut row = e.read(x, nt, e.widths[NEW_ORDER], true).await?;
         if row[NO_O_ID] == 0 && e.mutant != super::mutants::Mutant::DeliveryIgnoresDeleted {
             // Delivered by a transaction that committed after our index scan: retry.
             return Err(super::engine::Fail::Abort("Delivery: the oldest new order was delivered meanwhile"));
@@ -345,20 +353,20 @@ async fn delivery<P: super::pages::TxnPages>(
         e.write(x, nt, row);
         e.delete_index(x, nk);
         let ot = e.locate(order_key(w, d, o)).await?;
-        let mut order = e.read(x, ot, WIDTH[ORDER], true).await?;
+        let mut order = e.read(x, ot, e.widths[ORDER], true).await?;
         order[O_LOCAL_CARRIER] = with_carrier(order[O_LOCAL_CARRIER], carrier_id);
         let (c, lines) = (order[O_C_ID], order[O_OL_CNT]);
         e.write(x, ot, order);
         let mut amount = 0u64;
         for ol in 1..=lines {
             let lt = e.locate(order_line_key(w, d, o, ol)).await?;
-            let mut line = e.read(x, lt, WIDTH[ORDER_LINE], true).await?;
+            let mut line = e.read(x, lt, e.widths[ORDER_LINE], true).await?;
             amount += line[OL_AMOUNT];
             line[OL_DELIVERY_D] = 1 + e.tree.pages.now() / 1_000;
             e.write(x, lt, line);
         }
         let ct = e.locate(customer_key(w, d, c)).await?;
-        let mut customer = e.read(x, ct, WIDTH[CUSTOMER], true).await?;
+        let mut customer = e.read(x, ct, e.widths[CUSTOMER], true).await?;
         customer[C_BALANCE] = customer[C_BALANCE].wrapping_add(amount);
         customer[C_DELIVERY_CNT] += 1;
         e.write(x, ct, customer);
@@ -403,7 +411,7 @@ async fn stock_level<P: super::pages::TxnPages>(
     threshold: u64,
 ) -> TxnResult<u64> {
     let dt = e.locate(district_key(w, d)).await?;
-    let next = e.read(x, dt, WIDTH[DISTRICT], false).await?[D_NEXT_O_ID];
+    let next = e.read(x, dt, e.widths[DISTRICT], false).await?[D_NEXT_O_ID];
     let mut items = std::collections::BTreeSet::new();
     for o in next.saturating_sub(20).max(1)..next {
         for ol in 1..=15 {
@@ -411,14 +419,14 @@ async fn stock_level<P: super::pages::TxnPages>(
             if v == 0 {
                 break;
             }
-            let line = e.read(x, super::heap::TupleRef(v), WIDTH[ORDER_LINE], false).await?;
+            let line = e.read(x, super::heap::TupleRef(v), e.widths[ORDER_LINE], false).await?;
             items.insert(line[OL_I_ID]);
         }
     }
     let mut low = 0;
     for i in items {
         let st = e.locate(stock_key(w, i)).await?;
-        low += (e.read(x, st, WIDTH[STOCK], false).await?[S_QUANTITY] < threshold) as u64;
+        low += (e.read(x, st, e.widths[STOCK], false).await?[S_QUANTITY] < threshold) as u64;
     }
     Ok(low)
 }

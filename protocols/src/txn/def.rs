@@ -31,10 +31,10 @@ use serde_json::Value;
 use super::check::{consistent, serializable, Db};
 use super::client::{run_terminal, Shared, Stats, Terminal, KINDS};
 use super::engine::{Cc, Engine};
-use super::heap::{per_page, place, stored_width, TupleRef, PAGE_HEADER};
+use super::heap::{per_page, place_per_node, stored_width, TupleRef, PAGE_HEADER};
 use super::mutants::Mutant;
 use super::tpcc::{
-    customer_orders, population, warehouse_of, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WIDTH,
+    customer_orders, population, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WAREHOUSE, WIDTH,
 };
 use super::twopc::{serve, Partitioning, Prepared, SERVER_PORT};
 use super::wal::Wal;
@@ -196,6 +196,17 @@ impl TpccPlan {
                 ),
             ));
         }
+        let widths = w.widths();
+        if per_page(page_words, stored_width(cc, widths[WAREHOUSE])) == 0 {
+            out.push(Problem::new(
+                "workload.warehouse_padding_bytes",
+                format!(
+                    "a page must hold a padded WAREHOUSE tuple ({} bytes with the header, the page {} bytes)",
+                    (PAGE_HEADER + stored_width(cc, widths[WAREHOUSE])) * 8,
+                    page_words * 8
+                ),
+            ));
+        }
         if partitioned && (cc != Cc::TwoPl || sel) {
             out.push(Problem::new(
                 "protocol_options.partitioned",
@@ -210,8 +221,15 @@ impl TpccPlan {
         for (_, _, image) in &mut rows {
             image.resize(stored_width(cc, image.len()), 0);
         }
-        let part = |key: u64| if partitioned { warehouse_of(key) } else { None };
-        let (heap_pages, placed) = place(&rows, page_words, part);
+        let threads = {
+            let mut ignored = Vec::new();
+            shape::resolve(&w.shape_fields(), point.compute_nodes, 0, false, &mut ignored).threads_per_node
+        };
+        let owners = Partitioning {
+            terminals: (threads as u64 * point.compute_nodes as u64).max(1),
+            threads: threads.max(1) as u64,
+        };
+        let (heap_pages, placed) = place_per_node(&mut rows, page_words, owners, partitioned);
         let per_node = ((tree.max_entries(page_words) as f64 * tree.bulk_fill).floor() as usize).max(2);
         let secondary = customer_orders(&w);
         let bulk_nodes = node_count((placed.len() + secondary.len()) as u64, per_node);
@@ -416,6 +434,7 @@ impl Plan for TpccPlan {
             let mut engine = Engine::new(tree, self.cc, self.mutant, self.timestamp_word(), owner);
             engine.customer_order_index = self.workload.customer_order_index;
             engine.replicated_items = self.workload.replicated_items;
+            engine.widths = self.workload.widths();
             engine.wal = wal.clone();
             engine.servers = self.servers;
             engine
@@ -556,7 +575,7 @@ impl Plan for TpccPlan {
         let page_words = (self.config.gcl_size_bytes / 8) as usize;
         let index =
             check_tree(memory, self.meta(), page_words).map_err(|m| Violation::new("index structure", m))?;
-        let db = Db { memory, index: &index, cc: self.cc };
+        let db = Db { memory, index: &index, cc: self.cc, widths: self.workload.widths() };
         consistent(&db, &self.workload, &s).map_err(|m| Violation::new("TPC-C consistency", m))
     }
 }

@@ -124,6 +124,8 @@ pub struct Engine<P: Pages> {
     pub customer_order_index: bool,
     /// NewOrder reads its home warehouse's copy of ITEM (the workload's switch).
     pub replicated_items: bool,
+    /// Words per tuple of each table (the workload's WAREHOUSE padding included).
+    pub widths: [usize; 11],
     /// The node's write-ahead log (Fig. 19b), if logging.
     pub wal: Option<Arc<Wal>>,
     /// Partitioned SELCC: the 2PC server threads per node (0: fully shared).
@@ -143,6 +145,7 @@ impl<P: TxnPages> Engine<P> {
             latch_sections: 0,
             customer_order_index: true,
             replicated_items: false,
+            widths: super::tpcc::WIDTH,
             wal: None,
             servers: 0,
         }

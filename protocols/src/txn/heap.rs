@@ -16,6 +16,8 @@
 //! timestamp word holds `X_BIT | ts` while a transaction with timestamp `ts` has a pending
 //! (buffered) write of the tuple.
 
+use super::tpcc::{row_warehouse, warehouse_of};
+use super::twopc::Partitioning;
 use crate::blink::PageId;
 
 pub const CC: usize = 0;
@@ -110,21 +112,49 @@ pub fn place(
     (pages, placed)
 }
 
+/// Lay the population out as the authors load it: each compute node loads its own warehouses'
+/// rows, table by table (`tpcc/TpccPopulator.h` over the node's warehouse range,
+/// `tpcc/TpccParams.cpp` FillScaleParams), so no page mixes two nodes' rows. Rows are grouped
+/// (stably) by the node owning their warehouse — ITEM's per-warehouse copies by their
+/// warehouse's node, item by item over the node's warehouses; a single ITEM table (no
+/// `replicated_items`) first, shared — and a page ends at every change of node. Partitioned:
+/// a page holds one warehouse's rows (see [`place`]), ITEM's copies one node's.
+pub fn place_per_node(
+    rows: &mut [(usize, u64, Vec<u64>)],
+    page_words: usize,
+    owners: Partitioning,
+    partitioned: bool,
+) -> Placed {
+    let owner = |key: u64| row_warehouse(key).map(|w| owners.owner(w));
+    rows.sort_by_key(|(_, key, _)| owner(*key));
+    let part = |key: u64| match (partitioned, warehouse_of(key)) {
+        (true, Some(w)) => Some(w),
+        (true, None) => owner(key).map(|n| 1 << 32 | n),
+        (false, _) => owner(key),
+    };
+    place(rows, page_words, part)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txn::tpcc::{population, warehouse_of, TpccWorkload, STOCK, WIDTH};
+    use crate::txn::tpcc::{population, table_of, TpccWorkload, ITEM, STOCK, WAREHOUSE, WIDTH};
+
+    fn workload(extra: &str) -> TpccWorkload {
+        let text = format!(
+            r#"{{"warehouses": 6, "districts_per_warehouse": 1, "customers_per_district": 3,
+            "items": 20, "initial_orders": 4, "initial_new_orders": 2, {extra}
+            "mix": {{"new_order": 1}}}}"#
+        );
+        serde_json::from_str(&text).expect("a workload")
+    }
 
     fn rows() -> Vec<(usize, u64, Vec<u64>)> {
-        let text = r#"{"warehouses": 6, "districts_per_warehouse": 1, "customers_per_district": 3,
-            "items": 20, "initial_orders": 4, "initial_new_orders": 2,
-            "mix": {"new_order": 1}}"#;
-        let w: TpccWorkload = serde_json::from_str(text).expect("a workload");
-        population(&w)
+        population(&workload(r#""warehouse_padding_bytes": 0,"#))
     }
 
     /// The warehouses whose rows share each page.
-    fn owners(placed: &[(u64, usize, usize)]) -> Vec<std::collections::BTreeSet<u64>> {
+    fn owners_of(placed: &[(u64, usize, usize)]) -> Vec<std::collections::BTreeSet<u64>> {
         let pages = placed.iter().map(|p| p.1).max().unwrap_or(0) + 1;
         let mut out = vec![std::collections::BTreeSet::new(); pages];
         for (key, page, _) in placed {
@@ -144,13 +174,62 @@ mod tests {
         let rows = rows();
         let (_, shared) = place(&rows, 128, |_| None);
         assert_eq!(per_page(128, WIDTH[STOCK]), 3);
-        assert!(owners(&shared).iter().any(|o| o.len() > 1), "the unpartitioned layout shares pages");
+        assert!(owners_of(&shared).iter().any(|o| o.len() > 1), "the unpartitioned layout shares pages");
         let (pages, placed) = place(&rows, 128, warehouse_of);
-        assert!(owners(&placed).iter().all(|o| o.len() <= 1), "a page holds two warehouses' rows");
+        assert!(owners_of(&placed).iter().all(|o| o.len() <= 1), "a page holds two warehouses' rows");
         for ((table, key, image), (k, page, slot)) in rows.iter().zip(&placed) {
             assert_eq!(key, k);
             let at = PAGE_HEADER + slot * WIDTH[*table];
             assert_eq!(&pages[*page][at..at + image.len()], &image[..]);
+        }
+    }
+
+    #[test]
+    fn padded_warehouses_and_per_node_pages() {
+        // Goal: the authors' layout (issue 18): with the default 1,024-byte padding a 2 KiB
+        // page holds one WAREHOUSE row (19 without), and with 3 nodes x 2 terminals over 6
+        // warehouses (node n owns warehouses 2n+1, 2n+2) no page holds two nodes' rows, ITEM's
+        // copies included; the partitioned layout keeps one warehouse per page.
+        let w = workload(r#""replicated_items": true,"#);
+        assert_eq!(w.warehouse_padding_bytes, 1024);
+        assert_eq!(per_page(256, w.widths()[WAREHOUSE]), 1);
+        assert_eq!(per_page(256, WIDTH[WAREHOUSE]), 19);
+        let owners = Partitioning { terminals: 6, threads: 2 };
+        for partitioned in [false, true] {
+            let mut rows = population(&w);
+            let before = rows.clone();
+            let (pages, placed) = place_per_node(&mut rows, 256, owners, partitioned);
+            assert_eq!(placed.len(), before.len());
+            let mut nodes = vec![std::collections::BTreeSet::new(); pages.len()];
+            let mut warehouse_rows = vec![0; pages.len()];
+            for (key, page, _) in &placed {
+                if let Some(wh) = row_warehouse(*key) {
+                    nodes[*page].insert(owners.owner(wh));
+                }
+                warehouse_rows[*page] += (table_of(*key) == WAREHOUSE) as usize;
+            }
+            assert!(nodes.iter().all(|n| n.len() <= 1), "a page holds two nodes' rows");
+            assert!(warehouse_rows.iter().all(|n| *n <= 1), "a page holds two warehouses");
+            if partitioned {
+                assert!(owners_of(&placed).iter().all(|o| o.len() <= 1));
+            }
+            // Each node's rows stay table by table; ITEM copies item by item.
+            let node0: Vec<usize> = rows
+                .iter()
+                .filter(|r| row_warehouse(r.1).map(|wh| owners.owner(wh)) == Some(0))
+                .map(|r| r.0)
+                .collect();
+            let mut runs = node0.clone();
+            runs.dedup();
+            let distinct: std::collections::BTreeSet<usize> = runs.iter().copied().collect();
+            assert_eq!(runs.len(), distinct.len(), "node 0's rows are not table by table: {runs:?}");
+            assert!(distinct.contains(&ITEM) && distinct.contains(&STOCK));
+            for ((table, key, image), (k, page, slot)) in rows.iter().zip(&placed) {
+                assert_eq!(key, k);
+                let width = w.widths()[*table];
+                let at = PAGE_HEADER + slot * width;
+                assert_eq!(&pages[*page][at..at + image.len()], &image[..]);
+            }
         }
     }
 }

@@ -36,6 +36,7 @@ pub const TOMBSTONE: u64 = u64::MAX;
 
 /// Words per tuple: 1 version word + ceil(TPC-C row bytes / 8): WAREHOUSE 89 B, DISTRICT 95 B,
 /// CUSTOMER 655 B, ITEM 82 B, STOCK 306 B, ORDER 24 B, NEW-ORDER 8 B, ORDER-LINE 54 B, HISTORY 46 B.
+/// WAREHOUSE's width here is without the padding column ([`TpccWorkload::widths`] adds it).
 pub const WIDTH: [usize; 11] = [0, 13, 13, 83, 12, 40, 4, 2, 8, 7, 0];
 
 pub const TABLE_NAMES: [&str; 11] = [
@@ -145,6 +146,15 @@ pub fn warehouse_of(key: u64) -> Option<u64> {
     }
 }
 
+/// The warehouse whose node loads a row: [`warehouse_of`], and for a per-warehouse ITEM copy
+/// (`replicated_items`) its warehouse (`None`: the single ITEM table).
+pub fn row_warehouse(key: u64) -> Option<u64> {
+    match table_of(key) {
+        ITEM => Some((key & ((1 << 60) - 1)) >> 32).filter(|w| *w != 0),
+        _ => warehouse_of(key),
+    }
+}
+
 /// Transaction weights of the mix (normalised when drawn).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -188,6 +198,9 @@ fn retries() -> u32 {
 fn backoff() -> u64 {
     2_000
 }
+fn warehouse_padding() -> u32 {
+    1024
+}
 
 /// The scenario's `workload` for `protocol: "tpcc"`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -216,6 +229,13 @@ pub struct TpccWorkload {
     /// w_id)`). `false`: one ITEM table (TPC-C's schema).
     #[serde(default)]
     pub replicated_items: bool,
+    /// Bytes of padding after a WAREHOUSE row's fields (rounded up to words), as the authors'
+    /// schema: `padding VARCHAR(1024)`, "Padding in the warehouse table to reduce the
+    /// contention" (`tpcc/TpccInitiator.h` `InitWarehouseSchema`, in every TPC-C run since
+    /// June 2024), so a 2 KiB GCL holds one warehouse. 0: TPC-C's 89-byte row (19 per 2 KiB GCL).
+    /// The padded row must fit a page.
+    #[serde(default = "warehouse_padding")]
+    pub warehouse_padding_bytes: u32,
     /// Weights; TPC-C's standard mix is NewOrder 45 : Payment 43 : OrderStatus 4 : Delivery 4 :
     /// StockLevel 4.
     pub mix: Mix,
@@ -250,6 +270,13 @@ pub struct TpccWorkload {
 }
 
 impl TpccWorkload {
+    /// Words per tuple of each table: [`WIDTH`] with WAREHOUSE's padding.
+    pub fn widths(&self) -> [usize; 11] {
+        let mut w = WIDTH;
+        w[WAREHOUSE] += (self.warehouse_padding_bytes as usize).div_ceil(8);
+        w
+    }
+
     pub fn shape_fields(&self) -> ShapeFields {
         ShapeFields {
             threads_per_node: self.threads_per_node,
@@ -329,8 +356,9 @@ fn hash(a: u64, b: u64) -> u64 {
 /// The initial tuples, table by table in insertion order: (table, key, image with version 0).
 pub fn population(w: &TpccWorkload) -> Vec<(usize, u64, Vec<u64>)> {
     let mut out = Vec::new();
+    let widths = w.widths();
     let image = |table: usize, fields: &[(usize, u64)]| {
-        let mut v = vec![0u64; WIDTH[table]];
+        let mut v = vec![0u64; widths[table]];
         for (at, x) in fields {
             v[*at] = *x;
         }
