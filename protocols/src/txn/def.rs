@@ -225,10 +225,7 @@ impl TpccPlan {
             let mut ignored = Vec::new();
             shape::resolve(&w.shape_fields(), point.compute_nodes, 0, false, &mut ignored).threads_per_node
         };
-        let owners = Partitioning {
-            terminals: (threads as u64 * point.compute_nodes as u64).max(1),
-            threads: threads.max(1) as u64,
-        };
+        let owners = Partitioning::new(threads as u64, point.compute_nodes as u64);
         let (heap_pages, placed) = place_per_node(&mut rows, page_words, owners, partitioned);
         let per_node = ((tree.max_entries(page_words) as f64 * tree.bulk_fill).floor() as usize).max(2);
         let secondary = customer_orders(&w);
@@ -425,10 +422,7 @@ impl Plan for TpccPlan {
         });
         let region = self.cluster.region_size_bytes[me.index()];
         let wal = self.wal.then(|| Arc::new(Wal::new(0, region.min(1 << 20))));
-        let partitioning = Partitioning {
-            terminals: self.threads as u64 * compute.len() as u64,
-            threads: self.threads as u64,
-        };
+        let partitioning = Partitioning::new(self.threads as u64, compute.len() as u64);
         let engine_for = |t: u32, owner: u64| {
             let tree = Tree::new(SelccPages::new(node.clone(), t), tree_shared.clone());
             let mut engine = Engine::new(tree, self.cc, self.mutant, self.timestamp_word(), owner);

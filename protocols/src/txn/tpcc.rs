@@ -97,6 +97,11 @@ fn key(table: usize, body: u64) -> u64 {
     (table as u64) << 60 | body
 }
 
+/// A key without its table: what [`key`] was given.
+fn body(key: u64) -> u64 {
+    key & ((1 << 60) - 1)
+}
+
 pub fn warehouse_key(w: u64) -> u64 {
     key(WAREHOUSE, w)
 }
@@ -135,7 +140,7 @@ pub fn table_of(key: u64) -> usize {
 }
 /// The warehouse a row's key belongs to (`None`: ITEM, which no warehouse owns).
 pub fn warehouse_of(key: u64) -> Option<u64> {
-    let body = key & ((1 << 60) - 1);
+    let body = body(key);
     match table_of(key) {
         WAREHOUSE => Some(body),
         DISTRICT => Some(body >> 8),
@@ -150,7 +155,7 @@ pub fn warehouse_of(key: u64) -> Option<u64> {
 /// (`replicated_items`) its warehouse (`None`: the single ITEM table).
 pub fn row_warehouse(key: u64) -> Option<u64> {
     match table_of(key) {
-        ITEM => Some((key & ((1 << 60) - 1)) >> 32).filter(|w| *w != 0),
+        ITEM => Some(body(key) >> 32).filter(|w| *w != 0),
         _ => warehouse_of(key),
     }
 }

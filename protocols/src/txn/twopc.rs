@@ -54,6 +54,11 @@ pub struct Partitioning {
 }
 
 impl Partitioning {
+    /// `threads` terminals on each of `nodes` compute nodes.
+    pub fn new(threads: u64, nodes: u64) -> Partitioning {
+        Partitioning { terminals: (threads * nodes).max(1), threads: threads.max(1) }
+    }
+
     pub fn owner(&self, w: u64) -> u64 {
         ((w - 1) % self.terminals) / self.threads
     }

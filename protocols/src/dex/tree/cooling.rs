@@ -46,14 +46,9 @@ impl<N: Nic> Client<N> {
                     let n = c.buckets.len();
                     let start = (self.rng.next_u64() % n as u64) as usize;
                     let mut got = None;
-                    // One list under one lock (Fig. 4's FIFO queue): the evictor waits for the
-                    // lock and pops the head; nothing else to probe.
-                    let one_list = self.shared.config.cooling == crate::dex::config::Cooling::Fifo;
                     for i in 0..(self.shared.config.probe_buckets as usize).min(n) {
                         let b = (start + i) % n;
-                        if one_list {
-                            self.cooling_section(b);
-                        } else if !self.cooling_try(b) {
+                        if !self.cooling_try(b) {
                             continue;
                         }
                         if let Some(f) = c.evict_head(b) {

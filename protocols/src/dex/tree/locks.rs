@@ -77,7 +77,8 @@ impl<N: Nic> Client<N> {
     }
 
     /// A try-lock of bucket `bucket` ([ART] a victim probe): `false` if another thread holds
-    /// it, which costs one look at the lock's line.
+    /// it, which costs one look at the lock's line. On the FIFO queue's one list there is no
+    /// other bucket to probe, so the evictor waits for the lock instead (always `true`).
     pub(super) fn cooling_try(&mut self, bucket: usize) -> bool {
         self.cooling_lock(bucket, true)
     }
@@ -91,7 +92,8 @@ impl<N: Nic> Client<N> {
         let section = {
             let mut l = self.shared.cooling_locks.lock().unwrap_or_else(|e| e.into_inner());
             let id = if l.single { 0 } else { bucket as u64 };
-            let mode = match (l.queued, try_only) {
+            let one_list = l.list_lines > 0;
+            let mode = match (l.queued, try_only && !one_list) {
                 (false, _) => Mode::Unqueued,
                 (true, false) => Mode::Queued,
                 (true, true) => Mode::TryOnly,
