@@ -12,6 +12,13 @@
 //! locks are dangerous", Linux Symposium 2012). An optimistic reader does not queue: it waits
 //! until the sections reserved so far are over ([`LatchTimes::free_at`]).
 //!
+//! An optimistic version latch whose users restart instead of waiting (optimistic lock
+//! coupling, Leis et al., DaMoN 2016) has its own pair: [`LatchTimes::try_write`] (the
+//! upgrade CAS) and [`LatchTimes::try_read`] (read, then validate). A failed attempt still
+//! loads the line while the holder has it, so, like a spinning waiter above, it costs the
+//! hand-off half a transfer; readers leave the line shared in their socket, so the next
+//! writer's CAS pays the cross-socket transfer if a reader there saw it.
+//!
 //! Deterministic: ordered maps, integer nanoseconds, no clock but the `t` passed in.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -31,6 +38,51 @@ struct Latch {
     ends: VecDeque<u64>,
     /// The socket of the last holder (`None`: never taken).
     last_socket: Option<u32>,
+    /// Sockets (bit per socket) that loaded the line since the last holder took it.
+    readers: u32,
+    /// The end of the latest section ever reserved (optimistic validation).
+    last_end: u64,
+}
+
+impl Latch {
+    fn drop_ended(&mut self, t: u64) {
+        while self.ends.front().is_some_and(|end| *end <= t) {
+            self.ends.pop_front();
+        }
+    }
+
+    /// Moving the line to a core on `socket` for writing.
+    fn write_transfer(&self, socket: u32, hand: HandOff) -> u64 {
+        let other_holder = self.last_socket.is_some_and(|s| s != socket);
+        let other_readers = self.readers & !(1 << socket) != 0;
+        if other_holder || other_readers {
+            hand.remote_ns
+        } else {
+            hand.local_ns
+        }
+    }
+
+    /// Moving the line to a core on `socket` for reading: nothing if a core there already
+    /// shares it.
+    fn read_transfer(&self, socket: u32, hand: HandOff) -> u64 {
+        match self.last_socket {
+            _ if self.readers & (1 << socket) != 0 => 0,
+            Some(s) if s != socket => hand.remote_ns,
+            _ => hand.local_ns,
+        }
+    }
+
+    /// An attempt that finds the latch held at `t` (the section holding it is the last
+    /// reserved one): it loads the line, which delays the hand-off by half a transfer.
+    fn failed_attempt(&mut self, socket: u32, hand: HandOff) -> u64 {
+        let transfer = self.read_transfer(socket, hand);
+        self.readers |= 1 << socket;
+        if let Some(end) = self.ends.back_mut() {
+            *end += transfer / 2;
+            self.last_end = self.last_end.max(*end);
+        }
+        transfer
+    }
 }
 
 /// The latches of one compute server, by id.
@@ -101,14 +153,10 @@ impl LatchTimes {
         mode: Mode,
     ) -> Option<Section> {
         let l = self.latches.entry(id).or_default();
-        while l.ends.front().is_some_and(|end| *end <= t) {
-            l.ends.pop_front();
-        }
-        let transfer = match l.last_socket {
-            Some(s) if s != socket => hand.remote_ns,
-            _ => hand.local_ns,
-        };
+        l.drop_ended(t);
+        let transfer = l.write_transfer(socket, hand);
         l.last_socket = Some(socket);
+        l.readers = 0;
         let hold_ns = hold(transfer);
         if mode == Mode::Unqueued {
             return Some(Section { start: t, end: t + transfer + hold_ns });
@@ -119,7 +167,59 @@ impl LatchTimes {
         let start = l.ends.back().copied().unwrap_or(t).max(t);
         let end = start + transfer + transfer * l.ends.len() as u64 / 2 + hold_ns;
         l.ends.push_back(end);
+        l.last_end = l.last_end.max(end);
         Some(Section { start, end })
+    }
+
+    /// A writer's upgrade CAS on optimistic latch `id` at `t`: the section (hand-off plus
+    /// `hold_ns`) if the latch is free, else `Err` with what the failed look at the line cost
+    /// this thread (it must restart).
+    pub fn try_write(
+        &mut self,
+        id: u64,
+        t: u64,
+        socket: u32,
+        hand: HandOff,
+        hold_ns: u64,
+    ) -> Result<Section, u64> {
+        let l = self.latches.entry(id).or_default();
+        l.drop_ended(t);
+        if !l.ends.is_empty() {
+            return Err(l.failed_attempt(socket, hand));
+        }
+        let transfer = l.write_transfer(socket, hand);
+        l.last_socket = Some(socket);
+        l.readers = 0;
+        let end = t + transfer + hold_ns;
+        l.ends.push_back(end);
+        l.last_end = l.last_end.max(end);
+        Ok(Section { start: t, end })
+    }
+
+    /// An optimistic read of what latch `id` guards, from `t - read_ns` (the version load) to
+    /// `t` (the validation): `Ok` with the cost of loading the line if no section overlapped
+    /// the read, else `Err` with the cost of the failed attempt (the reader must restart).
+    pub fn try_read(
+        &mut self,
+        id: u64,
+        t: u64,
+        read_ns: u64,
+        socket: u32,
+        hand: HandOff,
+    ) -> Result<u64, u64> {
+        let l = self.latches.entry(id).or_default();
+        l.drop_ended(t);
+        if !l.ends.is_empty() {
+            return Err(l.failed_attempt(socket, hand));
+        }
+        if l.last_end > t.saturating_sub(read_ns) {
+            // A writer held it during the read: validation sees a new version.
+            l.readers |= 1 << socket;
+            return Err(0);
+        }
+        let transfer = l.read_transfer(socket, hand);
+        l.readers |= 1 << socket;
+        Ok(transfer)
     }
 
     /// When an optimistic reader arriving at `t` finds latch `id` free (`t` if it is).
@@ -127,9 +227,7 @@ impl LatchTimes {
         match self.latches.get_mut(&id) {
             None => t,
             Some(l) => {
-                while l.ends.front().is_some_and(|end| *end <= t) {
-                    l.ends.pop_front();
-                }
+                l.drop_ended(t);
                 l.ends.back().copied().unwrap_or(t).max(t)
             }
         }
@@ -172,5 +270,24 @@ mod tests {
         assert_eq!(l.acquire_lines(3, 500, 1, H, 2, Mode::Queued), Some(Section { start: 500, end: 1100 }));
         assert_eq!(interleaved_socket(3, 2), 1);
         assert_eq!(interleaved_socket(3, 1), 0);
+    }
+
+    #[test]
+    fn optimistic_attempts_restart_and_slow_the_holder() {
+        let mut l = LatchTimes::new();
+        // A reader on socket 1 with nothing ever held: a local load, the line now shared there.
+        assert_eq!(l.try_read(7, 100, 40, 1, H), Ok(100));
+        assert_eq!(l.try_read(7, 150, 40, 1, H), Ok(0));
+        // A writer on socket 0 must take the line back from socket 1's readers.
+        assert_eq!(l.try_write(7, 200, 0, H, 40), Ok(Section { start: 200, end: 440 }));
+        // A writer and a reader on socket 1 find it held: each pays a remote load and delays
+        // the release by half of it.
+        assert_eq!(l.try_write(7, 300, 1, H, 40), Err(200));
+        assert_eq!(l.try_read(7, 300, 40, 1, H), Err(0));
+        assert_eq!(l.free_at(7, 300), 540);
+        // A read that began before the release and validated after it fails; one that began
+        // after it succeeds, sharing the line already in its socket.
+        assert_eq!(l.try_read(7, 560, 40, 0, H), Err(0));
+        assert_eq!(l.try_read(7, 600, 40, 1, H), Ok(0));
     }
 }

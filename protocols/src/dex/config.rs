@@ -26,9 +26,32 @@ pub struct CpuCosts {
     /// Sockets a compute server's threads are spread over, alternately (the paper's testbed:
     /// 2; its "DEX (18threads)" run pins them to 1).
     pub sockets: u32,
-    /// Model the write latch of each cached leaf (optimistic lock coupling: writers queue on
-    /// it, readers wait out a holder). Off: leaf writes cost no latch time (before session 13).
-    pub leaf_latch: bool,
+    /// How each cached leaf's optimistic version latch is timed (`tree::locks`).
+    pub leaf_latch: LeafLatch,
+    /// One `_mm_pause`: what a thread spends after an optimistic latch told it to restart,
+    /// and before each of its first two restarts of one operation ([ART] `OptLock`, `yield`).
+    /// 140 cycles (Intel's optimisation manual gives ~140 cycles for PAUSE since Skylake) at
+    /// the testbed's 3.1 GHz.
+    pub pause_ns: u64,
+    /// One `sched_yield()` with no other thread to run (before each restart from the third on,
+    /// [ART] `yield`): a system call's entry and exit plus the scheduler's pick. [CHOICE] an
+    /// estimate, not measured on the testbed.
+    pub yield_ns: u64,
+}
+
+/// How a cached leaf's latch is timed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeafLatch {
+    /// Not timed (before session 13).
+    Off,
+    /// Writers queue in order; readers wait out the writers reserved (sessions 13-15).
+    Queued,
+    /// The artifact's optimistic lock coupling ([ART] `btree_node.h` `OptLock`): a writer
+    /// that finds the latch held, or a reader whose read overlapped a writer, restarts the
+    /// operation from the root after a pause; readers share the line.
+    #[default]
+    Optimistic,
 }
 
 /// How the cooling pages are organised and locked (Fig. 4, Fig. 9's first step).
@@ -164,7 +187,9 @@ impl Config {
                 cooling_lock_ns: 100,
                 remote_line_ns: 200,
                 sockets: 2,
-                leaf_latch: true,
+                leaf_latch: LeafLatch::Optimistic,
+                pause_ns: 45,
+                yield_ns: 300,
             },
             offload: Offload {
                 policy: OffloadPolicy::Cost,

@@ -19,7 +19,8 @@
 //! | `cpu.{node_ns, install_ns, backoff_ns}` | 40, 400, 200 | per cached node searched; per page installed; per restart |
 //! | `cpu.cooling_lock_ns` | 100 | a local latch's hand-off from a core on the same socket: a cooling-lock section, a leaf write latch (`tree/locks.rs`) |
 //! | `cpu.remote_line_ns`, `cpu.sockets` | 200, 2 | the hand-off from the other socket; sockets the threads alternate over |
-//! | `cpu.leaf_latch` | true | time the cached leaves' write latches (writers queue, optimistic readers wait out a holder) |
+//! | `cpu.leaf_latch` | `optimistic` | cached leaves' version latches: `optimistic` (the artifact's OLC: a held latch or an overlapped read restarts the operation), `queued` (writers queue, readers wait), `off` |
+//! | `cpu.{pause_ns, yield_ns}` | 45, 300 | a restart's `_mm_pause` and, from the third restart of an operation, `sched_yield()` |
 //! | `repartition.{at_ns, from, poll_ns}` | 0 (off), 0, 5000 | Fig. 10: at `at_ns` server `from` hands the upper half of its range to the last compute server (`tree/repartition.rs`) |
 //! | `offload.policy` | `cost` | `cost` (§6.1), `always` (Offload-only), `never` |
 //! | `offload.{window, exploration, sample_rate, coefficient}` | 50, 0.01, 0.01, 1.2 | the cost model ([ART]) |

@@ -15,15 +15,17 @@
 //!   skipped. A cooling-map bucket costs its hand-off but is not queued on (see
 //!   [`CoolingLocks::queued`]); one lock over every cooling page (Fig. 4's FIFO queue, Fig. 9's
 //!   single-lock map) queues every thread of the server.
-//! * Leaves (`cpu.leaf_latch`): a write to a cached leaf takes its write latch for the hand-off
-//!   plus its node search (`cpu.node_ns`); a lookup that ends at a cached leaf reads it
-//!   optimistically and waits out the writers reserved on it ([ART] the leaf's
-//!   `typeVersionLockObsolete`: readers spin while the lock bit is set, and the lock is a
-//!   centralized spinlock, DEX §8.4 "Cache Size").
+//! * Leaves (`cpu.leaf_latch`, [ART] the leaf's `typeVersionLockObsolete`, a centralized
+//!   version word, DEX §8.4 "Cache Size"): by default optimistic lock coupling as the
+//!   artifact runs it — a write to a cached leaf CASes the latch and holds it for the
+//!   hand-off plus its node search (`cpu.node_ns`); a writer that finds it held, and a lookup
+//!   whose read of the leaf overlapped a writer, pause and restart the operation from the
+//!   root (`yield`: `sched_yield()` from the third restart on). `queued` is the older model
+//!   (writers queue, readers wait out the writers reserved).
 
 use super::*;
 use crate::common::local_latch::{interleaved_socket, HandOff, LatchTimes, Mode};
-use crate::dex::config::Cooling;
+use crate::dex::config::{Cooling, LeafLatch};
 
 /// The cooling structure's locks: bucket `b`'s lock is latch `b` (one latch in the
 /// single-lock modes).
@@ -114,33 +116,86 @@ impl<N: Nic> Client<N> {
         }
     }
 
-    /// A write to cached leaf `leaf` (remote address) takes its write latch: the wait and the
-    /// hand-off are owed as CPU (the node search, already owed by the walk, is the hold).
-    pub(super) fn leaf_write_latch(&mut self, leaf: Gaddr) {
-        if !self.config().cpu.leaf_latch {
-            return;
+    /// A write to cached leaf `leaf` (remote address) takes its write latch: `false` if the
+    /// operation must restart from the root (the optimistic latch was held). The wait, the
+    /// hand-off and a failed attempt's look at the line are owed as CPU (the node search,
+    /// already owed by the walk, is the hold).
+    pub(super) fn leaf_write_latch(&mut self, leaf: Gaddr) -> bool {
+        let cpu = &self.config().cpu;
+        let (kind, hold, pause) = (cpu.leaf_latch, cpu.node_ns, cpu.pause_ns);
+        let (hand, t, socket) = (self.hand_off(), self.virtual_now(), self.socket());
+        let mut latches = self.shared.leaf_latches.lock().unwrap_or_else(|e| e.into_inner());
+        match kind {
+            LeafLatch::Off => true,
+            LeafLatch::Queued => {
+                let s = latches
+                    .acquire(leaf.0, t, socket, hand, hold, Mode::Queued)
+                    .expect("a blocking acquire always gets the latch");
+                drop(latches);
+                self.cur.lock_wait_ns += s.start - t;
+                self.cpu_owed += s.end - t - hold;
+                true
+            }
+            LeafLatch::Optimistic => match latches.try_write(leaf.0, t, socket, hand, hold) {
+                Ok(s) => {
+                    drop(latches);
+                    self.cpu_owed += s.end - t - hold;
+                    true
+                }
+                Err(look) => {
+                    drop(latches);
+                    // [ART] `upgradeToWriteLockOrRestart`: `_mm_pause()`, then restart.
+                    self.cur.lock_wait_ns += look + pause;
+                    self.cpu_owed += look + pause;
+                    false
+                }
+            },
         }
-        let (hand, hold) = (self.hand_off(), self.config().cpu.node_ns);
-        let (t, socket) = (self.virtual_now(), self.socket());
-        let s = self
-            .shared
-            .leaf_latches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .acquire(leaf.0, t, socket, hand, hold, Mode::Queued)
-            .expect("a blocking acquire always gets the latch");
-        self.cur.lock_wait_ns += s.start - t;
-        self.cpu_owed += s.end - t - hold;
     }
 
-    /// An optimistic read of cached leaf `leaf` waits until no writer holds its latch.
-    pub(super) fn leaf_read_latch(&mut self, leaf: Gaddr) {
-        if !self.config().cpu.leaf_latch {
-            return;
+    /// An optimistic read of cached leaf `leaf` (its search, `cpu.node_ns`, just owed by the
+    /// walk): `false` if the operation must restart (a writer held the latch during the
+    /// read). Queued: the reader waits out the writers reserved instead.
+    pub(super) fn leaf_read_latch(&mut self, leaf: Gaddr) -> bool {
+        let cpu = &self.config().cpu;
+        let (kind, read_ns, pause) = (cpu.leaf_latch, cpu.node_ns, cpu.pause_ns);
+        let (hand, t, socket) = (self.hand_off(), self.virtual_now(), self.socket());
+        let mut latches = self.shared.leaf_latches.lock().unwrap_or_else(|e| e.into_inner());
+        match kind {
+            LeafLatch::Off => true,
+            LeafLatch::Queued => {
+                let free = latches.free_at(leaf.0, t);
+                drop(latches);
+                self.cur.lock_wait_ns += free - t;
+                self.cpu_owed += free - t;
+                true
+            }
+            LeafLatch::Optimistic => match latches.try_read(leaf.0, t, read_ns, socket, hand) {
+                Ok(load) => {
+                    drop(latches);
+                    self.cpu_owed += load;
+                    true
+                }
+                Err(look) => {
+                    drop(latches);
+                    // [ART] `readLockOrRestart` pauses when it sees the lock bit; a failed
+                    // validation restarts without one. Both are charged the pause.
+                    self.cur.lock_wait_ns += look + pause;
+                    self.cpu_owed += look + pause;
+                    false
+                }
+            },
         }
-        let t = self.virtual_now();
-        let free = self.shared.leaf_latches.lock().unwrap_or_else(|e| e.into_inner()).free_at(leaf.0, t);
-        self.cur.lock_wait_ns += free - t;
-        self.cpu_owed += free - t;
+    }
+
+    /// Before restart number `n` (from 1) of one operation after a leaf latch said so: [ART]
+    /// `yield(restartCount)` (called with the count already bumped past 1): a pause for the first
+    /// two, then `sched_yield()`. Settles the
+    /// CPU owed so other threads move on meanwhile.
+    pub(super) async fn leaf_restart(&mut self, n: u32) {
+        let cpu = &self.config().cpu;
+        self.cpu_owed += if n >= 3 { cpu.yield_ns } else { cpu.pause_ns };
+        self.cur.retries += 1;
+        self.settle_cpu().await;
     }
 }

@@ -195,6 +195,16 @@ enum Leaf {
     Offloaded(u64),
 }
 
+/// What a write to a cached leaf did.
+enum Store {
+    /// Written: the value replaced.
+    Done(u64),
+    /// No room: split first.
+    Full,
+    /// Its latch was held: restart from the root.
+    Restart,
+}
+
 enum Step {
     Leaf(Leaf),
     Restart,
@@ -641,60 +651,80 @@ impl<N: Nic> Client<N> {
 
     /// The value stored for `key` (0 if none; a tombstone if deleted).
     pub async fn lookup(&mut self, key: u64) -> ProtocolResult<u64> {
-        let leaf = self.descend(key, false, false, Some(OpCode::Lookup)).await?;
-        let v = match leaf {
-            Leaf::Offloaded(v) => v,
-            Leaf::Cached(f) => {
-                let (addr, v) = {
-                    let c = self.shared.cache();
-                    let n = &c.frames[f].node;
-                    (c.frames[f].addr, n.find(key).map(|i| n.slots[i].value).unwrap_or(0))
-                };
-                self.leaf_read_latch(addr);
-                v
-            }
-            Leaf::Uncached(addr, n) => {
-                Self::clear_io(&mut self.shared.cache(), addr);
-                n.find(key).map(|i| n.slots[i].value).unwrap_or(0)
-            }
-        };
-        self.settle_cpu().await;
-        Ok(v)
+        let mut restarts = 0;
+        loop {
+            let leaf = self.descend(key, false, false, Some(OpCode::Lookup)).await?;
+            let v = match leaf {
+                Leaf::Offloaded(v) => v,
+                Leaf::Cached(f) => {
+                    let (addr, v) = {
+                        let c = self.shared.cache();
+                        let n = &c.frames[f].node;
+                        (c.frames[f].addr, n.find(key).map(|i| n.slots[i].value).unwrap_or(0))
+                    };
+                    if !self.leaf_read_latch(addr) {
+                        restarts += 1;
+                        self.leaf_restart(restarts).await;
+                        continue;
+                    }
+                    v
+                }
+                Leaf::Uncached(addr, n) => {
+                    Self::clear_io(&mut self.shared.cache(), addr);
+                    n.find(key).map(|i| n.slots[i].value).unwrap_or(0)
+                }
+            };
+            self.settle_cpu().await;
+            return Ok(v);
+        }
     }
 
-    /// Write `key` into cached leaf `f`; `None` if it is full and must split first.
-    fn apply_store(&mut self, f: FrameId, key: u64, value: u64) -> Option<u64> {
+    /// Write `key` into cached leaf `f` under its write latch.
+    fn apply_store(&mut self, f: FrameId, key: u64, value: u64) -> Store {
         let split_at = self.config().leaf_split();
         let dirty = self.mutant() != Mutant::ModifyWithoutDirty;
+        let (addr, i) = {
+            let c = self.shared.cache();
+            let node = &c.frames[f].node;
+            let i = match node.find(key) {
+                Some(i) => i,
+                None if node.live_count() >= split_at => return Store::Full,
+                None => match node.slots.iter().position(|s| s.value == 0) {
+                    Some(i) => i,
+                    None => return Store::Full,
+                },
+            };
+            (c.frames[f].addr, i)
+        };
+        if !self.leaf_write_latch(addr) {
+            return Store::Restart;
+        }
         let mut c = self.shared.cache();
         let frame = &mut c.frames[f];
-        let i = match frame.node.find(key) {
-            Some(i) => i,
-            None if frame.node.live_count() >= split_at => return None,
-            None => frame.node.slots.iter().position(|s| s.value == 0)?,
-        };
         let replaced = frame.node.slots[i].value;
         frame.node.slots[i] = Slot { key, value, version: 0 };
         frame.version += 1;
         frame.dirty |= dirty;
-        let addr = frame.addr;
-        drop(c);
-        self.leaf_write_latch(addr);
-        Some(replaced)
+        Store::Done(replaced)
     }
 
     /// Insert or overwrite `key` (a tombstone deletes); the value replaced.
     pub async fn store(&mut self, key: u64, value: u64) -> ProtocolResult<u64> {
         let mut admit = false;
+        let mut restarts = 0;
         loop {
             match self.descend(key, true, admit, (!admit).then_some(OpCode::Store(value))).await? {
                 Leaf::Offloaded(replaced) => return Ok(replaced),
                 Leaf::Cached(f) => match self.apply_store(f, key, value) {
-                    Some(replaced) => {
+                    Store::Done(replaced) => {
                         self.settle_cpu().await;
                         return Ok(replaced);
                     }
-                    None => self.split(f).await?,
+                    Store::Full => self.split(f).await?,
+                    Store::Restart => {
+                        restarts += 1;
+                        self.leaf_restart(restarts).await;
+                    }
                 },
                 Leaf::Uncached(addr, mut n) => {
                     let slot = match n.find(key) {
