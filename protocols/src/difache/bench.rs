@@ -5,6 +5,8 @@
 //! sees another object's tag or two stamps (a torn or recycled buffer) retries, as the paper's
 //! version validation does.
 
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
 use rand_chacha::rand_core::Rng;
@@ -22,6 +24,64 @@ use super::layout::object_tag;
 use super::profit::Event;
 use super::trace;
 
+/// The measured window shared by every client of a run (timed mode): it opens at the first
+/// operation that starts at or after `warmup_us` once all clients together have started
+/// `warmup_ops_per_object` × `objects` operations, and lasts `measure_us`. Benchmark
+/// bookkeeping, not protocol state (every node of the run holds the same one).
+#[derive(Debug)]
+pub struct Window {
+    min_ns: u64,
+    ops_needed: u64,
+    len_ns: u64,
+    started: AtomicU64,
+    from_ns: AtomicU64,
+}
+
+impl Window {
+    pub fn new(workload: &Workload) -> Arc<Window> {
+        let min_ns = workload.warmup_us * 1000;
+        let ops_needed = workload.warmup_ops_per_object.saturating_mul(workload.objects);
+        // Without an operation count the window is fixed: [warmup_us, warmup_us + measure_us].
+        let from = if ops_needed == 0 { min_ns } else { u64::MAX };
+        Arc::new(Window {
+            min_ns,
+            ops_needed,
+            len_ns: workload.measure_us * 1000,
+            started: AtomicU64::new(0),
+            from_ns: AtomicU64::new(from),
+        })
+    }
+
+    /// An operation starts at `now`: is it in the window (opening it if due)?
+    pub fn start(&self, now: u64) -> bool {
+        let from = self.from_ns.load(Relaxed);
+        if from != u64::MAX {
+            return now >= from;
+        }
+        let started = self.started.fetch_add(1, Relaxed) + 1;
+        if now >= self.min_ns && started > self.ops_needed {
+            self.from_ns.store(now, Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Has the window opened by `now`?
+    pub fn opened(&self, now: u64) -> bool {
+        now >= self.from_ns.load(Relaxed)
+    }
+
+    /// Does an operation completing at `now` complete by the window's end?
+    pub fn completes_by_end(&self, now: u64) -> bool {
+        self.from_ns.load(Relaxed).checked_add(self.len_ns).is_some_and(|to| now <= to)
+    }
+
+    /// Has the window closed by `now`?
+    pub fn closed(&self, now: u64) -> bool {
+        self.from_ns.load(Relaxed).checked_add(self.len_ns).is_some_and(|to| now >= to)
+    }
+}
+
 /// One client thread. Stops at its first error (kept in the cache's error slot).
 pub async fn run_client<N: Nic>(
     cache: Arc<Cache<N>>,
@@ -30,15 +90,15 @@ pub async fn run_client<N: Nic>(
     seed: u64,
     log: Option<(OpLog, u32)>,
     latencies: Arc<Mutex<Vec<u64>>>,
+    window: Arc<Window>,
 ) {
     let w = cache.worker(thread);
     let mut rng = rng_for_thread(seed, cache.nic.node().0, thread);
     let zipf = (workload.zipf_theta > 0.0).then(|| Zipf::new(workload.objects, workload.zipf_theta));
     let mut sequence = 0;
     let timed = workload.measure_us > 0;
-    let (from_ns, to_ns) = (workload.warmup_us * 1000, (workload.warmup_us + workload.measure_us) * 1000);
     for _ in 0..workload.ops_per_thread {
-        if timed && w.nic.now().0 >= to_ns {
+        if timed && window.closed(w.nic.now().0) {
             break;
         }
         let rank = match &zipf {
@@ -55,10 +115,10 @@ pub async fn run_client<N: Nic>(
         };
         let read = unit_f64(rng.next_u64()) < read_ratio;
         let start = w.nic.now();
-        if timed && start.0 >= from_ns {
+        let measured = !timed || window.start(start.0);
+        if timed && measured {
             cache.reset_stats_once();
         }
-        let measured = !timed || start.0 >= from_ns;
         if measured && cache.stats.lock().unwrap_or_else(|e| e.into_inner()).first_op_ns.is_none() {
             cache.stats.lock().unwrap_or_else(|e| e.into_inner()).first_op_ns = Some(start.0);
         }
@@ -82,7 +142,7 @@ pub async fn run_client<N: Nic>(
             }
             stats.timeline[at] += 1;
         }
-        if measured && (!timed || w.nic.now().0 <= to_ns) {
+        if measured && (!timed || window.completes_by_end(w.nic.now().0)) {
             latencies.lock().unwrap_or_else(|e| e.into_inner()).push(w.nic.now().0 - start.0);
             cache.stats.lock().unwrap_or_else(|e| e.into_inner()).ops += 1;
         }
