@@ -242,3 +242,41 @@ async fn app_write<N: Nic>(
     }
     w.nic.try_write_word(lock, 0, "application unlock").await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(warmup_us: u64, per_object: u64) -> Workload {
+        serde_json::from_value(serde_json::json!({
+            "objects": 10, "threads_per_node": 1, "ops_per_thread": 100,
+            "warmup_us": warmup_us, "warmup_ops_per_object": per_object, "measure_us": 5,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn difache_window_without_an_operation_count_is_fixed() {
+        let w = Window::new(&workload(3, 0));
+        assert!(!w.start(2_999));
+        assert!(w.start(3_000) && w.opened(3_000));
+        assert!(w.completes_by_end(8_000) && !w.completes_by_end(8_001));
+        assert!(!w.closed(7_999) && w.closed(8_000));
+    }
+
+    #[test]
+    fn difache_window_opens_after_the_operation_count_and_the_minimum_time() {
+        let w = Window::new(&workload(1, 2)); // 20 operations, then at least 1 us
+        for i in 0..20 {
+            assert!(!w.start(5_000 + i), "operation {i} is warm-up");
+        }
+        assert!(!w.opened(6_000) && !w.closed(1 << 40));
+        assert!(w.start(6_000), "the 21st operation opens the window");
+        assert!(w.start(6_001) && !w.closed(10_999) && w.closed(11_000));
+        let early = Window::new(&workload(100, 1)); // 10 operations, then at least 100 us
+        for i in 0..50 {
+            assert!(!early.start(i), "before the minimum time");
+        }
+        assert!(early.start(100_000));
+    }
+}
