@@ -5,6 +5,8 @@
 //! sees another object's tag or two stamps (a torn or recycled buffer) retries, as the paper's
 //! version validation does.
 
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
 use rand_chacha::rand_core::Rng;
@@ -22,6 +24,64 @@ use super::layout::object_tag;
 use super::profit::Event;
 use super::trace;
 
+/// The measured window shared by every client of a run (timed mode): it opens at the first
+/// operation that starts at or after `warmup_us` once all clients together have started
+/// `warmup_ops_per_object` × `objects` operations, and lasts `measure_us`. Benchmark
+/// bookkeeping, not protocol state (every node of the run holds the same one).
+#[derive(Debug)]
+pub struct Window {
+    min_ns: u64,
+    ops_needed: u64,
+    len_ns: u64,
+    started: AtomicU64,
+    from_ns: AtomicU64,
+}
+
+impl Window {
+    pub fn new(workload: &Workload) -> Arc<Window> {
+        let min_ns = workload.warmup_us * 1000;
+        let ops_needed = workload.warmup_ops_per_object.saturating_mul(workload.objects);
+        // Without an operation count the window is fixed: [warmup_us, warmup_us + measure_us].
+        let from = if ops_needed == 0 { min_ns } else { u64::MAX };
+        Arc::new(Window {
+            min_ns,
+            ops_needed,
+            len_ns: workload.measure_us * 1000,
+            started: AtomicU64::new(0),
+            from_ns: AtomicU64::new(from),
+        })
+    }
+
+    /// An operation starts at `now`: is it in the window (opening it if due)?
+    pub fn start(&self, now: u64) -> bool {
+        let from = self.from_ns.load(Relaxed);
+        if from != u64::MAX {
+            return now >= from;
+        }
+        let started = self.started.fetch_add(1, Relaxed) + 1;
+        if now >= self.min_ns && started > self.ops_needed {
+            self.from_ns.store(now, Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Has the window opened by `now`?
+    pub fn opened(&self, now: u64) -> bool {
+        now >= self.from_ns.load(Relaxed)
+    }
+
+    /// Does an operation completing at `now` complete by the window's end?
+    pub fn completes_by_end(&self, now: u64) -> bool {
+        self.from_ns.load(Relaxed).checked_add(self.len_ns).is_some_and(|to| now <= to)
+    }
+
+    /// Has the window closed by `now`?
+    pub fn closed(&self, now: u64) -> bool {
+        self.from_ns.load(Relaxed).checked_add(self.len_ns).is_some_and(|to| now >= to)
+    }
+}
+
 /// One client thread. Stops at its first error (kept in the cache's error slot).
 pub async fn run_client<N: Nic>(
     cache: Arc<Cache<N>>,
@@ -30,15 +90,15 @@ pub async fn run_client<N: Nic>(
     seed: u64,
     log: Option<(OpLog, u32)>,
     latencies: Arc<Mutex<Vec<u64>>>,
+    window: Arc<Window>,
 ) {
     let w = cache.worker(thread);
     let mut rng = rng_for_thread(seed, cache.nic.node().0, thread);
     let zipf = (workload.zipf_theta > 0.0).then(|| Zipf::new(workload.objects, workload.zipf_theta));
     let mut sequence = 0;
     let timed = workload.measure_us > 0;
-    let (from_ns, to_ns) = (workload.warmup_us * 1000, (workload.warmup_us + workload.measure_us) * 1000);
     for _ in 0..workload.ops_per_thread {
-        if timed && w.nic.now().0 >= to_ns {
+        if timed && window.closed(w.nic.now().0) {
             break;
         }
         let rank = match &zipf {
@@ -55,10 +115,10 @@ pub async fn run_client<N: Nic>(
         };
         let read = unit_f64(rng.next_u64()) < read_ratio;
         let start = w.nic.now();
-        if timed && start.0 >= from_ns {
+        let measured = !timed || window.start(start.0);
+        if timed && measured {
             cache.reset_stats_once();
         }
-        let measured = !timed || start.0 >= from_ns;
         if measured && cache.stats.lock().unwrap_or_else(|e| e.into_inner()).first_op_ns.is_none() {
             cache.stats.lock().unwrap_or_else(|e| e.into_inner()).first_op_ns = Some(start.0);
         }
@@ -82,7 +142,7 @@ pub async fn run_client<N: Nic>(
             }
             stats.timeline[at] += 1;
         }
-        if measured && (!timed || w.nic.now().0 <= to_ns) {
+        if measured && (!timed || window.completes_by_end(w.nic.now().0)) {
             latencies.lock().unwrap_or_else(|e| e.into_inner()).push(w.nic.now().0 - start.0);
             cache.stats.lock().unwrap_or_else(|e| e.into_inner()).ops += 1;
         }
@@ -181,4 +241,42 @@ async fn app_write<N: Nic>(
         l.lock()[i].return_ns = Some(w.nic.now().0);
     }
     w.nic.try_write_word(lock, 0, "application unlock").await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(warmup_us: u64, per_object: u64) -> Workload {
+        serde_json::from_value(serde_json::json!({
+            "objects": 10, "threads_per_node": 1, "ops_per_thread": 100,
+            "warmup_us": warmup_us, "warmup_ops_per_object": per_object, "measure_us": 5,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn difache_window_without_an_operation_count_is_fixed() {
+        let w = Window::new(&workload(3, 0));
+        assert!(!w.start(2_999));
+        assert!(w.start(3_000) && w.opened(3_000));
+        assert!(w.completes_by_end(8_000) && !w.completes_by_end(8_001));
+        assert!(!w.closed(7_999) && w.closed(8_000));
+    }
+
+    #[test]
+    fn difache_window_opens_after_the_operation_count_and_the_minimum_time() {
+        let w = Window::new(&workload(1, 2)); // 20 operations, then at least 1 us
+        for i in 0..20 {
+            assert!(!w.start(5_000 + i), "operation {i} is warm-up");
+        }
+        assert!(!w.opened(6_000) && !w.closed(1 << 40));
+        assert!(w.start(6_000), "the 21st operation opens the window");
+        assert!(w.start(6_001) && !w.closed(10_999) && w.closed(11_000));
+        let early = Window::new(&workload(100, 1)); // 10 operations, then at least 100 us
+        for i in 0..50 {
+            assert!(!early.start(i), "before the minimum time");
+        }
+        assert!(early.start(100_000));
+    }
 }

@@ -36,6 +36,7 @@ use crate::common::rpc::{reply, Client, Handler, Incoming, Wire};
 use crate::nic::{Nanos, Nic, RemoteAddr, Verb};
 use crate::sync::join_all;
 
+use super::bench::Window;
 use super::cache::{Cache, Worker};
 use super::config::Config;
 use super::layout::{Layout, HDR_KEY, HDR_VALID};
@@ -191,22 +192,22 @@ pub struct Manager {
     busy: Mutex<BTreeMap<u64, u32>>,
     owners: Mutex<BTreeMap<u64, u64>>,
     pub stats: Mutex<Stats>,
-    /// Counters start at the measured window (`workload.warmup_us`), as the clients' do.
-    measure_from_ns: u64,
+    /// Counters start at the measured window, as the clients' do.
+    window: Arc<Window>,
     pub errors: ErrorSlot,
 }
 
 pub const CHANNEL_BASE: u16 = 1;
 
 impl Manager {
-    pub fn new(layout: Layout, config: Config, measure_from_ns: u64) -> Arc<Manager> {
+    pub fn new(layout: Layout, config: Config, window: Arc<Window>) -> Arc<Manager> {
         Arc::new(Manager {
             layout,
             config,
             busy: Mutex::new(BTreeMap::new()),
             owners: Mutex::new(BTreeMap::new()),
             stats: Mutex::new(Stats::default()),
-            measure_from_ns,
+            window,
             errors: ErrorSlot::new(),
         })
     }
@@ -240,7 +241,7 @@ impl Manager {
                     return;
                 }
             }
-            if nic.now().0 >= self.measure_from_ns {
+            if self.window.opened(nic.now().0) {
                 self.stats().manager_waits += 1;
             }
             nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
@@ -300,7 +301,7 @@ impl Manager {
                 a?;
             }
         }
-        if nic.now().0 >= self.measure_from_ns {
+        if self.window.opened(nic.now().0) {
             self.stats().invalidations += targets.len() as u64;
         }
         let len = self.layout.object_bytes as u32;
@@ -341,7 +342,7 @@ impl<N: Nic> Handler<N> for Manager {
         };
         self.release(req.key, write);
         served?;
-        if nic.now().0 >= self.measure_from_ns {
+        if self.window.opened(nic.now().0) {
             self.stats().rpcs += 1;
         }
         reply(nic, to, &Vec::<u8>::new()).await

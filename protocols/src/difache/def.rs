@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use super::bench::run_client;
+use super::bench::{run_client, Window};
 use super::cache::Cache;
 use super::check::{check_memory, check_regular, invariants, Checks, Tracker};
 use super::cmcache::{self, Manager};
@@ -68,6 +68,8 @@ pub struct DifachePlan {
     seed: u64,
     check: CheckLevel,
     tracker: Option<Arc<Tracker>>,
+    /// The measured window, shared by every node of the run (benchmark bookkeeping).
+    window: Arc<Window>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -168,7 +170,17 @@ impl DifachePlan {
             cluster.region_size_bytes.push(stage_bytes.next_multiple_of(8));
         }
         let tracker = point.check.full().then(|| Arc::new(Tracker::default()));
-        Ok(DifachePlan { config, workload, layout, cluster, seed: point.seed, check: point.check, tracker })
+        let window = Window::new(&workload);
+        Ok(DifachePlan {
+            config,
+            workload,
+            layout,
+            cluster,
+            seed: point.seed,
+            check: point.check,
+            tracker,
+            window,
+        })
     }
 
     /// Fig. 13 (right): the tracked object's accesses by type, its switches, and its read-hit
@@ -228,7 +240,7 @@ impl DifachePlan {
 
     /// CMCache's manager: `threads` handler tasks serving the RPC port until the clients finish.
     fn manager<N: Nic>(&self, nic: N) -> NodeRun<()> {
-        let manager = Manager::new(self.layout.clone(), self.config.clone(), self.workload.warmup_us * 1000);
+        let manager = Manager::new(self.layout.clone(), self.config.clone(), self.window.clone());
         let threads = self.config.manager.threads;
         let daemons = rpc::serve(&nic, cmcache::PORT, cmcache::CHANNEL_BASE, threads, manager.clone());
         NodeRun {
@@ -300,6 +312,7 @@ impl Plan for DifachePlan {
                     self.seed,
                     log.clone().map(|l| (l, client)),
                     latencies.clone(),
+                    self.window.clone(),
                 ));
                 task
             })
