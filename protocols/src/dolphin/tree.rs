@@ -556,8 +556,9 @@ impl<N: Nic> Client<N> {
             self.faa(lock, release_old, "Spear SMO leave").await?;
             return Ok(());
         }
-        // "evenly distributes ... placing the larger portion into the new leaf node"
-        let m = items.len() / 2;
+        // The paper: "evenly distributes ... placing the larger portion into the new leaf
+        // node"; the code keeps `cnt / 4 * 3` (`split_rule`).
+        let m = self.config().split_rule.keep(items.len()).clamp(1, items.len() - 1);
         let split_key = items[m].1;
         let moved =
             if self.mutant() == Mutant::SplitDropsLast { &items[m..items.len() - 1] } else { &items[m..] };
