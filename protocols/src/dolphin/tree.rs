@@ -725,7 +725,8 @@ impl<N: Nic> Client<N> {
                     let child_hi =
                         if child.depth == 0 { u64::MAX } else { child.prefix | (u64::MAX >> (64 - shift)) };
                     stack.last_mut().expect("non-empty").2 += 1;
-                    if child_hi < cursor || prefix(child.prefix, node.depth + 1) != prefix(lo, node.depth + 1) {
+                    if child_hi < cursor || prefix(child.prefix, node.depth + 1) != prefix(lo, node.depth + 1)
+                    {
                         continue;
                     }
                     let start = if child.prefix <= cursor { child.pick(cursor).unwrap_or(0) } else { 0 };
