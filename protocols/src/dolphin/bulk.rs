@@ -29,6 +29,9 @@ pub struct Image {
     pub special_nodes: u64,
     /// Bytes the authors' cache would need to hold every internal node (`1 + 8 + 8·records`).
     pub internal_cache_bytes: u64,
+    /// Memory-node bytes of the whole tree (root included) with internal nodes at the
+    /// authors' sizes ([`super::cache::authors_node_bytes`]) and 1,088 B leaves.
+    pub authors_bytes: u64,
     /// (key, value) of every loaded key.
     pub loaded: Vec<(u64, u64)>,
 }
@@ -147,10 +150,15 @@ pub fn build(keys: &[u64], memory_nodes: usize, fill: usize) -> Image {
     b.fill(0, 0, &children);
     let mut exact = 0;
     let mut internal_cache_bytes = 0;
+    let mut authors_bytes = 0;
     for (_, o) in &b.objects {
-        if let Obj::Node(n) = o {
-            exact += (!n.special) as u64;
-            internal_cache_bytes += super::cache::entry_bytes(n);
+        match o {
+            Obj::Node(n) => {
+                exact += (!n.special) as u64;
+                internal_cache_bytes += super::cache::entry_bytes(n);
+                authors_bytes += super::cache::authors_node_bytes(n);
+            }
+            Obj::Leaf(_) => authors_bytes += LEAF_BYTES,
         }
     }
     Image {
@@ -160,6 +168,7 @@ pub fn build(keys: &[u64], memory_nodes: usize, fill: usize) -> Image {
         exact_nodes: exact,
         special_nodes: specials,
         internal_cache_bytes,
+        authors_bytes,
         loaded,
     }
 }

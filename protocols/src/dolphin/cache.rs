@@ -7,8 +7,8 @@
 //! an empty slot that is now filled (re-read before concluding "absent"), a leaf that split
 //! (its `[min, max]` or `rev_ptr` tells), a child that got a new parent (its `rev_ptr` tells).
 //!
-//! Capacity in bytes as the authors' `CacheEntry` (`1 + 8 + 8·records`), FIFO eviction as
-//! their `RadixCache`.
+//! Capacity in bytes as the authors' `CacheEntry` (`1 + 8 + 8·records`, `records` = the slots of
+//! the node's ART type, see [`type_capacity`]), FIFO eviction as their `RadixCache`.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -21,8 +21,31 @@ pub struct Cached {
     admitted: u64,
 }
 
+/// The authors' `CacheEntry::content_size()`: `1 + 8 + 8·records`, where `records` is the
+/// capacity of the node's type (`node_type_to_num`), not its used slots.
 pub fn entry_bytes(node: &NodeImage) -> u64 {
-    1 + 8 + 8 * node.records() as u64
+    1 + 8 + 8 * type_capacity(node) as u64
+}
+
+/// The capacity of the node type the authors' code would give `node`: new nodes (exact and
+/// special) are created as `NODE_16`; an exact node's type grows to the next power of two
+/// that holds its children (`num_to_node_type`), up to `NODE_256`. A special node stays
+/// `NODE_16` in the code (17 leaves `assert(false)`); ours has 256 direct slots and can hold
+/// more, counted as the next type up.
+pub fn type_capacity(node: &NodeImage) -> usize {
+    node.records().max(16).next_power_of_two().min(NODE_SLOTS)
+}
+
+/// Memory-node bytes of `node` at the authors' sizes: an exact node is allocated at
+/// `allocationPageSize` (8 + 8 + 256·8 = 2,064 B) whatever its type; a special node at
+/// 8 + 8 + 16·8 = 144 B (`out_of_place_write_node_with_two_leaf`). Their 256-byte allocation
+/// alignment is not counted.
+pub fn authors_node_bytes(node: &NodeImage) -> u64 {
+    if node.special {
+        8 + 8 + 8 * type_capacity(node) as u64
+    } else {
+        8 + 8 + 8 * NODE_SLOTS as u64
+    }
 }
 
 #[derive(Debug)]

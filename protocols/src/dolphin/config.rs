@@ -18,6 +18,41 @@ pub struct CpuCosts {
     pub cache_ns: u64,
 }
 
+/// Where a full leaf splits (spec §8 item 3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitRule {
+    /// The paper: "evenly distributes ... placing the larger portion into the new leaf"
+    /// (`n/2` keys stay).
+    #[default]
+    Even,
+    /// The authors' code: `m = cnt / 4 * 3` keys stay ("reduce space wastage").
+    CodeThreeQuarters,
+}
+
+impl SplitRule {
+    /// Keys the old leaf keeps when `n` sorted keys split.
+    pub fn keep(self, n: usize) -> usize {
+        match self {
+            SplitRule::Even => n / 2,
+            SplitRule::CodeThreeQuarters => n / 4 * 3,
+        }
+    }
+}
+
+/// How many keys a bulk-loaded leaf holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BulkShape {
+    /// `bulk_fill` of `leaf_split_at` slots.
+    #[default]
+    Fill,
+    /// What ascending inserts leave (the authors' benchmark warms up by inserting keys
+    /// `1..kWarmRatio·kKeySpace` in order over all threads): every leaf but a window's last
+    /// holds the keys the split rule keeps of a full leaf (`bulk_fill` is ignored).
+    AscendingInserts,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -31,6 +66,12 @@ pub struct Config {
     pub leaf_split_at: u32,
     /// Fill of bulk-loaded leaves ("warm up the tree ... 50% full").
     pub bulk_fill: f64,
+    /// Where a full leaf splits: the paper's even split or the code's 3/4.
+    #[serde(default)]
+    pub split_rule: SplitRule,
+    /// Bulk-loaded leaves as `bulk_fill` or as ascending inserts with `split_rule` leave them.
+    #[serde(default)]
+    pub bulk_shape: BulkShape,
     pub cpu: CpuCosts,
     /// Spare bytes per compute node per memory node for new leaves and nodes.
     pub arena_slack_bytes: u64,
@@ -45,6 +86,8 @@ impl Config {
             cache_bytes: 1 << 40,
             leaf_split_at: LEAF_SLOTS as u32,
             bulk_fill: 0.5,
+            split_rule: SplitRule::Even,
+            bulk_shape: BulkShape::Fill,
             cpu: CpuCosts { leaf_ns: 200, node_ns: 40, cache_ns: 100 },
             arena_slack_bytes: 256 << 10,
             mutant: Mutant::None,
@@ -53,6 +96,15 @@ impl Config {
 
     pub fn split_at(&self) -> usize {
         self.leaf_split_at as usize
+    }
+
+    /// Keys per bulk-loaded leaf (at least 1, below `leaf_split_at`).
+    pub fn bulk_leaf_keys(&self) -> usize {
+        let n = match self.bulk_shape {
+            BulkShape::Fill => (self.split_at() as f64 * self.bulk_fill) as usize,
+            BulkShape::AscendingInserts => self.split_rule.keep(self.split_at()),
+        };
+        n.clamp(1, self.split_at() - 1)
     }
 
     /// Problems as "field: reason".

@@ -9,13 +9,17 @@
 //! | `cache` / `cache_bytes` | true / unbounded | the compute-side index cache (bytes as the authors' `CacheEntry`) |
 //! | `leaf_split_at` | 65 | a leaf splits when an insert finds no empty slot among the first this many |
 //! | `bulk_fill` | 0.5 | fill of bulk-loaded leaves ("50% full") |
+//! | `split_rule` | `even` | `even` (the paper: `n/2` keys stay) or `code_three_quarters` (the code's `n/4·3`) |
+//! | `bulk_shape` | `fill` | `fill` (`bulk_fill`) or `ascending_inserts` (leaves as sorted inserts with `split_rule` leave them) |
 //! | `cpu.{leaf_ns, node_ns, cache_ns}` | 200, 40, 100 | compute CPU per leaf image, node step, cache access |
 //! | `arena_slack_bytes` | 256 KiB | spare allocation room per compute node per memory node |
 //!
 //! Metrics: as Sherman's (`throughput_mops`, `latency_ns_{avg,p50,p99}`, verbs per op, and the
 //! same per operation type), plus the memory accounting of Table II: `ms_bytes_per_key`
-//! (memory-node bytes of the bulk-loaded tree per key), `cs_full_cache_bytes_per_key` (the
-//! index cache holding every internal node, `1 + 8 + 8·records` per node), `cs_cache_peak_bytes`
+//! (memory-node bytes of the bulk-loaded tree per key), `ms_bytes_per_key_authors_sizes` (the
+//! same tree with its internal nodes at the authors' sizes: 2,064 B exact, 144 B special),
+//! `cs_full_cache_bytes_per_key` (the index cache holding every internal node,
+//! `1 + 8 + 8·records` per node, `records` the capacity of the node's ART type), `cs_cache_peak_bytes`
 //! (the most one compute node's cache held in the run), `ms_allocated_bytes` (leaves and nodes
 //! the run added), `leaves`, `special_nodes`, `art_nodes`, `splits`, `cache_hit_ratio`.
 
@@ -122,8 +126,7 @@ impl DolphinPlan {
             return Err(out);
         }
         let keys = w.load_keys();
-        let fill = ((config.split_at() as f64 * config.bulk_fill) as usize).clamp(1, config.split_at() - 1);
-        let image = build(&keys, point.memory_nodes as usize, fill);
+        let image = build(&keys, point.memory_nodes as usize, config.bulk_leaf_keys());
         let nodes = image.exact_nodes + image.special_nodes + 1;
         let run = shape::resolve(&w.shape_fields(), point.compute_nodes, nodes, false, &mut out);
         if let Some(frames) = run.cache_frames {
@@ -304,6 +307,7 @@ impl Plan for DolphinPlan {
         let loaded = self.image.loaded.len().max(1) as f64;
         let image_bytes: u64 = self.image.bytes.iter().sum::<u64>() + NODE_BYTES;
         m.insert("ms_bytes_per_key".into(), image_bytes as f64 / loaded);
+        m.insert("ms_bytes_per_key_authors_sizes".into(), self.image.authors_bytes as f64 / loaded);
         m.insert("cs_full_cache_bytes_per_key".into(), self.image.internal_cache_bytes as f64 / loaded);
         let rs = Self::reports(reports);
         m.insert(
