@@ -171,6 +171,17 @@ impl LatchTimes {
         Some(Section { start, end })
     }
 
+    /// Latch `id` if no section holds it at `t`; else the failed attempt's cost.
+    fn free_or_attempt(&mut self, id: u64, t: u64, socket: u32, hand: HandOff) -> Result<&mut Latch, u64> {
+        let l = self.latches.entry(id).or_default();
+        l.drop_ended(t);
+        if l.ends.is_empty() {
+            Ok(l)
+        } else {
+            Err(l.failed_attempt(socket, hand))
+        }
+    }
+
     /// A writer's upgrade CAS on optimistic latch `id` at `t`: the section (hand-off plus
     /// `hold_ns`) if the latch is free, else `Err` with what the failed look at the line cost
     /// this thread (it must restart).
@@ -182,11 +193,7 @@ impl LatchTimes {
         hand: HandOff,
         hold_ns: u64,
     ) -> Result<Section, u64> {
-        let l = self.latches.entry(id).or_default();
-        l.drop_ended(t);
-        if !l.ends.is_empty() {
-            return Err(l.failed_attempt(socket, hand));
-        }
+        let l = self.free_or_attempt(id, t, socket, hand)?;
         let transfer = l.write_transfer(socket, hand);
         l.last_socket = Some(socket);
         l.readers = 0;
@@ -207,11 +214,7 @@ impl LatchTimes {
         socket: u32,
         hand: HandOff,
     ) -> Result<u64, u64> {
-        let l = self.latches.entry(id).or_default();
-        l.drop_ended(t);
-        if !l.ends.is_empty() {
-            return Err(l.failed_attempt(socket, hand));
-        }
+        let l = self.free_or_attempt(id, t, socket, hand)?;
         if l.last_end > t.saturating_sub(read_ns) {
             // A writer held it during the read: validation sees a new version.
             l.readers |= 1 << socket;

@@ -219,10 +219,12 @@ impl<N: Nic> Client<N> {
 
     // ---- pathfinding ----------------------------------------------------------------------
 
-    async fn descend(&mut self, key: u64) -> ProtocolResult<Found> {
+    /// Where a walk for `key` starts: the deepest cached internal node covering it, else the
+    /// root read fresh; `true` if from the cache.
+    async fn start_node(&mut self, key: u64) -> ProtocolResult<(Gaddr, NodeImage, bool)> {
         self.nic.cpu(Nanos(self.config().cpu.cache_ns)).await;
         let hit = if self.config().cache { self.shared.cache().deepest(key) } else { None };
-        let (mut addr, mut node, mut via_cache) = match hit {
+        Ok(match hit {
             Some(c) => {
                 self.cur.cache_hits += 1;
                 (c.addr, c.node, true)
@@ -231,7 +233,11 @@ impl<N: Nic> Client<N> {
                 self.cur.cache_misses += 1;
                 (ROOT, self.read_node(ROOT).await?, false)
             }
-        };
+        })
+    }
+
+    async fn descend(&mut self, key: u64) -> ProtocolResult<Found> {
+        let (mut addr, mut node, mut via_cache) = self.start_node(key).await?;
         loop {
             self.nic.cpu(Nanos(self.config().cpu.node_ns)).await;
             let Some(i) = node.pick(key) else {
@@ -665,18 +671,7 @@ impl<N: Nic> Client<N> {
         let mut cursor = from;
         let mut guard = 0u32;
         'windows: while out.len() < len {
-            self.nic.cpu(Nanos(self.config().cpu.cache_ns)).await;
-            let hit = if self.config().cache { self.shared.cache().deepest(cursor) } else { None };
-            let (start, image, cached) = match hit {
-                Some(c) => {
-                    self.cur.cache_hits += 1;
-                    (c.addr, c.node, true)
-                }
-                None => {
-                    self.cur.cache_misses += 1;
-                    (ROOT, self.read_node(ROOT).await?, false)
-                }
-            };
+            let (start, image, cached) = self.start_node(cursor).await?;
             let top_hi = node_hi(&image);
             let first = image.pick(cursor).unwrap_or(0);
             // (address, image, next slot, image from the cache)

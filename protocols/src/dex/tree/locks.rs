@@ -57,6 +57,16 @@ impl CoolingLocks {
 /// Every compute server's leaf write latches, by the leaf's remote address.
 pub type LeafLatches = LatchTimes;
 
+/// What a leaf latch did to an operation (ns waited for it; ns of CPU owed).
+enum LeafOutcome {
+    Go {
+        wait: u64,
+        owed: u64,
+    },
+    /// It must restart, having spent this long (counted as waiting).
+    Restart(u64),
+}
+
 impl<N: Nic> Client<N> {
     fn hand_off(&self) -> HandOff {
         let cpu = &self.config().cpu;
@@ -125,32 +135,22 @@ impl<N: Nic> Client<N> {
         let (kind, hold, pause) = (cpu.leaf_latch, cpu.node_ns, cpu.pause_ns);
         let (hand, t, socket) = (self.hand_off(), self.virtual_now(), self.socket());
         let mut latches = self.shared.leaf_latches.lock().unwrap_or_else(|e| e.into_inner());
-        match kind {
-            LeafLatch::Off => true,
+        let outcome = match kind {
+            LeafLatch::Off => LeafOutcome::Go { wait: 0, owed: 0 },
             LeafLatch::Queued => {
                 let s = latches
                     .acquire(leaf.0, t, socket, hand, hold, Mode::Queued)
                     .expect("a blocking acquire always gets the latch");
-                drop(latches);
-                self.cur.lock_wait_ns += s.start - t;
-                self.cpu_owed += s.end - t - hold;
-                true
+                LeafOutcome::Go { wait: s.start - t, owed: s.end - t - hold }
             }
             LeafLatch::Optimistic => match latches.try_write(leaf.0, t, socket, hand, hold) {
-                Ok(s) => {
-                    drop(latches);
-                    self.cpu_owed += s.end - t - hold;
-                    true
-                }
-                Err(look) => {
-                    drop(latches);
-                    // [ART] `upgradeToWriteLockOrRestart`: `_mm_pause()`, then restart.
-                    self.cur.lock_wait_ns += look + pause;
-                    self.cpu_owed += look + pause;
-                    false
-                }
+                Ok(s) => LeafOutcome::Go { wait: 0, owed: s.end - t - hold },
+                // [ART] `upgradeToWriteLockOrRestart`: `_mm_pause()`, then restart.
+                Err(look) => LeafOutcome::Restart(look + pause),
             },
-        }
+        };
+        drop(latches);
+        self.charge_leaf(outcome)
     }
 
     /// An optimistic read of cached leaf `leaf` (its search, `cpu.node_ns`, just owed by the
@@ -161,31 +161,32 @@ impl<N: Nic> Client<N> {
         let (kind, read_ns, pause) = (cpu.leaf_latch, cpu.node_ns, cpu.pause_ns);
         let (hand, t, socket) = (self.hand_off(), self.virtual_now(), self.socket());
         let mut latches = self.shared.leaf_latches.lock().unwrap_or_else(|e| e.into_inner());
-        match kind {
-            LeafLatch::Off => true,
+        let outcome = match kind {
+            LeafLatch::Off => LeafOutcome::Go { wait: 0, owed: 0 },
             LeafLatch::Queued => {
                 let free = latches.free_at(leaf.0, t);
-                drop(latches);
-                self.cur.lock_wait_ns += free - t;
-                self.cpu_owed += free - t;
-                true
+                LeafOutcome::Go { wait: free - t, owed: free - t }
             }
             LeafLatch::Optimistic => match latches.try_read(leaf.0, t, read_ns, socket, hand) {
-                Ok(load) => {
-                    drop(latches);
-                    self.cpu_owed += load;
-                    true
-                }
-                Err(look) => {
-                    drop(latches);
-                    // [ART] `readLockOrRestart` pauses when it sees the lock bit; a failed
-                    // validation restarts without one. Both are charged the pause.
-                    self.cur.lock_wait_ns += look + pause;
-                    self.cpu_owed += look + pause;
-                    false
-                }
+                Ok(load) => LeafOutcome::Go { wait: 0, owed: load },
+                // [ART] `readLockOrRestart` pauses when it sees the lock bit; a failed
+                // validation restarts without one. Both are charged the pause.
+                Err(look) => LeafOutcome::Restart(look + pause),
             },
-        }
+        };
+        drop(latches);
+        self.charge_leaf(outcome)
+    }
+
+    /// Owe what a leaf latch cost; `false` if the operation must restart.
+    fn charge_leaf(&mut self, outcome: LeafOutcome) -> bool {
+        let (wait, owed, go) = match outcome {
+            LeafOutcome::Go { wait, owed } => (wait, owed, true),
+            LeafOutcome::Restart(ns) => (ns, ns, false),
+        };
+        self.cur.lock_wait_ns += wait;
+        self.cpu_owed += owed;
+        go
     }
 
     /// Before restart number `n` (from 1) of one operation after a leaf latch said so: [ART]
