@@ -71,14 +71,19 @@ impl Window {
         now >= self.from_ns.load(Relaxed)
     }
 
+    /// The window's end (`None` while it has not opened).
+    fn end(&self) -> Option<u64> {
+        self.from_ns.load(Relaxed).checked_add(self.len_ns)
+    }
+
     /// Does an operation completing at `now` complete by the window's end?
     pub fn completes_by_end(&self, now: u64) -> bool {
-        self.from_ns.load(Relaxed).checked_add(self.len_ns).is_some_and(|to| now <= to)
+        self.end().is_some_and(|to| now <= to)
     }
 
     /// Has the window closed by `now`?
     pub fn closed(&self, now: u64) -> bool {
-        self.from_ns.load(Relaxed).checked_add(self.len_ns).is_some_and(|to| now >= to)
+        self.end().is_some_and(|to| now >= to)
     }
 }
 

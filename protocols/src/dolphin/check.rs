@@ -81,14 +81,7 @@ fn node(memory: Memory, at: Gaddr, n: &NodeImage, quiescent: bool, c: &mut Conte
             return Err(format!("{child:?} is reachable twice (again from {at:?} slot {i})"));
         }
         // The keys this slot routes: [lo, hi].
-        let (lo, hi) = if n.special {
-            let next = (i + 1..NODE_SLOTS).find(|s| n.slots[*s] != 0);
-            (n.prefix | i as u64, next.map_or(n.prefix | 0xff, |s| (n.prefix | s as u64) - 1))
-        } else {
-            let shift = 56 - 8 * n.depth as u32;
-            let lo = n.prefix | (i as u64) << shift;
-            (lo, lo | ((1u64 << shift) - 1))
-        };
+        let (lo, hi) = n.slot_range(i);
         if kind == Kind::Leaf {
             let leaf = read_leaf(memory, child);
             c.leaves += 1;

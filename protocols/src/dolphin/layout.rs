@@ -152,6 +152,28 @@ pub struct NodeImage {
 }
 
 impl NodeImage {
+    /// The last key of this node's subtree.
+    pub fn hi(&self) -> u64 {
+        if self.depth == 0 {
+            u64::MAX
+        } else {
+            self.prefix | (u64::MAX >> (8 * self.depth as u32))
+        }
+    }
+
+    /// The keys slot `i` routes: a byte's range in an ART node; in a special node from its
+    /// byte to the byte before the next used slot.
+    pub fn slot_range(&self, i: usize) -> (u64, u64) {
+        if self.special {
+            let next = (i + 1..NODE_SLOTS).find(|s| self.slots[*s] != 0);
+            (self.prefix | i as u64, next.map_or(self.prefix | 0xff, |s| (self.prefix | s as u64) - 1))
+        } else {
+            let shift = 56 - 8 * self.depth as u32;
+            let lo = self.prefix | (i as u64) << shift;
+            (lo, lo | ((1u64 << shift) - 1))
+        }
+    }
+
     pub fn new(depth: u8, special: bool, prefix: u64, rev: u64) -> NodeImage {
         NodeImage { rev, depth, special, prefix, slots: vec![0; NODE_SLOTS] }
     }
