@@ -8,6 +8,7 @@ mod hw;
 pub mod hw_run;
 mod report;
 mod run;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -68,6 +69,11 @@ enum Command {
     /// Build one static HTML site over every results directory (claims, plots, run metadata,
     /// NIC profiles); open <out>/index.html from disk.
     Report(report::ReportArgs),
+    /// Twitter cache-trace files: write a synthetic one for a cluster, or summarise one.
+    Trace {
+        #[command(subcommand)]
+        command: trace::TraceCommand,
+    },
     /// Print the JSON Schema of scenario files (`scenarios/schema.json` is this output; a
     /// scenario may name it in `"$schema"` for editor completion).
     Schema,
@@ -96,6 +102,7 @@ pub fn main() -> ExitCode {
         }
         Command::Fuzz(args) => fuzz::fuzz(args),
         Command::Replay(args) => fuzz::replay(args),
+        Command::Trace { command } => trace::trace(command),
     }
 }
 

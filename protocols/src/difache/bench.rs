@@ -16,6 +16,7 @@ use crate::common::error::{NicExt, ProtocolResult};
 use crate::harness::{LoggedOp, OpLog};
 use crate::nic::{Nanos, Nic};
 use crate::workload::rng_for_thread;
+use crate::workload::twitter_trace::{TraceCursor, TraceRecord};
 use crate::workload::zipf::{unit_f64, Zipf};
 
 use super::cache::{Cache, Worker};
@@ -87,18 +88,66 @@ impl Window {
     }
 }
 
+/// A compute node's share of a trace file (`workload.trace_file`), taken by its client threads
+/// in file order. Benchmark input, not protocol state.
+pub struct TraceFeed {
+    cursor: Mutex<Result<TraceCursor, String>>,
+    /// The first bad line or unreadable file, and when: the node's run failed.
+    pub error: Mutex<Option<(u64, String)>>,
+}
+
+impl TraceFeed {
+    /// The requests of clients `part` mod `parts` in the file at `path`.
+    pub fn open(path: &str, part: u32, parts: u32) -> Arc<TraceFeed> {
+        Arc::new(TraceFeed {
+            cursor: Mutex::new(TraceCursor::open(std::path::Path::new(path), part, parts)),
+            error: Mutex::new(None),
+        })
+    }
+
+    /// The next request, or `None` once the file failed (the failure is kept in `error`).
+    fn next(&self, now_ns: u64) -> Option<TraceRecord> {
+        let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+        let got = match &mut *cursor {
+            Ok(c) => c.next_record(),
+            Err(e) => Err(e.clone()),
+        };
+        got.map_err(|e| {
+            self.error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert((now_ns, format!("trace file {e}")));
+        })
+        .ok()
+    }
+
+    /// Requests served and completed passes over the file.
+    pub fn counts(&self) -> (u64, u64) {
+        match &*self.cursor.lock().unwrap_or_else(|e| e.into_inner()) {
+            Ok(c) => (c.served, c.passes),
+            Err(_) => (0, 0),
+        }
+    }
+}
+
+/// Where a client's requests come from: the seeded generator, or a trace file's feed.
+pub struct Requests {
+    pub seed: u64,
+    pub trace: Option<Arc<TraceFeed>>,
+}
+
 /// One client thread. Stops at its first error (kept in the cache's error slot).
 pub async fn run_client<N: Nic>(
     cache: Arc<Cache<N>>,
     thread: u32,
     workload: Workload,
-    seed: u64,
+    requests: Requests,
     log: Option<(OpLog, u32)>,
     latencies: Arc<Mutex<Vec<u64>>>,
     window: Arc<Window>,
 ) {
     let w = cache.worker(thread);
-    let mut rng = rng_for_thread(seed, cache.nic.node().0, thread);
+    let mut rng = rng_for_thread(requests.seed, cache.nic.node().0, thread);
     let zipf = (workload.zipf_theta > 0.0).then(|| Zipf::new(workload.objects, workload.zipf_theta));
     let mut sequence = 0;
     let timed = workload.measure_us > 0;
@@ -106,19 +155,28 @@ pub async fn run_client<N: Nic>(
         if timed && window.closed(w.nic.now().0) {
             break;
         }
-        let rank = match &zipf {
-            Some(z) => z.sample(|| rng.next_u64()) - 1,
-            None => ((rng.next_u64() as u128 * workload.objects as u128) >> 64) as u64,
-        };
-        let (key, read_ratio) = match &workload.trace {
-            // A synthetic trace: popularity may drift, and every object has its own read ratio.
-            Some(t) => {
-                let key = trace::key_at(rank, workload.objects, t.drift_ns, w.nic.now().0);
-                (key, trace::read_ratio(workload.read_ratio, t.spread, key))
+        let (key, read) = match &requests.trace {
+            Some(feed) => match feed.next(w.nic.now().0) {
+                Some(r) => (r.object(workload.objects), r.op.is_read()),
+                None => return,
+            },
+            None => {
+                let rank = match &zipf {
+                    Some(z) => z.sample(|| rng.next_u64()) - 1,
+                    None => ((rng.next_u64() as u128 * workload.objects as u128) >> 64) as u64,
+                };
+                let (key, read_ratio) = match &workload.trace {
+                    // A synthetic trace: popularity may drift, and every object has its own read ratio.
+                    Some(t) => {
+                        let key = trace::key_at(rank, workload.objects, t.drift_ns, w.nic.now().0);
+                        (key, trace::read_ratio(workload.read_ratio, t.spread, key))
+                    }
+                    None => (rank, workload.read_ratio),
+                };
+                let read = unit_f64(rng.next_u64()) < read_ratio;
+                (key, read)
             }
-            None => (rank, workload.read_ratio),
         };
-        let read = unit_f64(rng.next_u64()) < read_ratio;
         let start = w.nic.now();
         let measured = !timed || window.start(start.0);
         if timed && measured {

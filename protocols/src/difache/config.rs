@@ -293,6 +293,14 @@ pub struct Workload {
     /// `object_bytes`, `read_ratio` and `zipf_theta` by the cluster's statistics, caps `objects`.
     #[serde(default)]
     pub trace: Option<TraceSpec>,
+    /// A Twitter cache-trace file replayed as the requests (`workload/twitter_trace.rs`; the
+    /// path as given, relative to the working directory). Compute node i serves the trace's
+    /// clients with id ≡ i (mod compute nodes), its threads taking that share's requests in
+    /// file order and starting over at the end; a request's key hashes onto one of `objects`
+    /// objects of `object_bytes` (the trace's sizes are not replayed); get and gets read, every
+    /// other operation writes. Replaces `read_ratio` and `zipf_theta`; not with `trace`.
+    #[serde(default)]
+    pub trace_file: Option<String>,
 }
 
 fn kib() -> u32 {
@@ -328,6 +336,15 @@ impl Workload {
         }
         if self.warmup_ops_per_object > 1 << 20 {
             out.push("warmup_ops_per_object: must be at most 1048576".into());
+        }
+        if let Some(path) = &self.trace_file {
+            if self.trace.is_some() {
+                out.push("trace_file: replays a file; leave out `trace` (a synthetic cluster)".into());
+            }
+            // The first lines now, so a wrong file fails before the run; the rest as it streams.
+            if let Err(e) = crate::workload::twitter_trace::check_file(std::path::Path::new(path), 1_000) {
+                out.push(format!("trace_file: {e}"));
+            }
         }
         if let Some(t) = &self.trace {
             if let Err(e) = trace::stats(t.cluster) {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use super::bench::{run_client, Window};
+use super::bench::{run_client, Requests, TraceFeed, Window};
 use super::cache::Cache;
 use super::check::{check_memory, check_regular, invariants, Checks, Tracker};
 use super::cmcache::{self, Manager};
@@ -302,6 +302,11 @@ impl Plan for DifachePlan {
         let latencies = Arc::new(Mutex::new(Vec::new()));
         let log = self.check.histories().then(OpLog::new);
         let cn = self.layout.cn_index(cache.nic.node()) as u32;
+        let feed = self
+            .workload
+            .trace_file
+            .as_deref()
+            .map(|path| TraceFeed::open(path, cn, self.layout.compute_nodes.max(1) as u32));
         let mains = (0..self.workload.threads_per_node)
             .map(|t| {
                 let client = cn * self.workload.threads_per_node + t;
@@ -309,7 +314,7 @@ impl Plan for DifachePlan {
                     cache.clone(),
                     t,
                     self.workload.clone(),
-                    self.seed,
+                    Requests { seed: self.seed, trace: feed.clone() },
                     log.clone().map(|l| (l, client)),
                     latencies.clone(),
                     self.window.clone(),
@@ -328,10 +333,19 @@ impl Plan for DifachePlan {
             collect: Box::new(move || {
                 let stats = cache.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let log = log.map(|l| l.snapshot()).unwrap_or_default();
+                let mut counters = BTreeMap::new();
+                let mut error = report_error(cache.errors.first());
+                if let Some(feed) = &feed {
+                    let (served, passes) = feed.counts();
+                    counters.insert("trace_requests".to_string(), served as f64);
+                    counters.insert("trace_passes".to_string(), passes as f64);
+                    error = error.or_else(|| feed.error.lock().unwrap_or_else(|e| e.into_inner()).clone());
+                }
                 NodeReport {
+                    counters,
                     samples: std::mem::take(&mut *latencies.lock().unwrap_or_else(|e| e.into_inner())),
                     extra: serde_json::to_value(Report { stats, log }).unwrap_or(serde_json::Value::Null),
-                    error: report_error(cache.errors.first()),
+                    error,
                     ..NodeReport::default()
                 }
             }),
@@ -378,6 +392,15 @@ impl Plan for DifachePlan {
         m.insert("remote_lookups_per_op".into(), total.remote_lookups as f64 / ops);
         m.insert("mode_switches".into(), (total.switches_on + total.switches_off) as f64);
         m.insert("evictions".into(), total.evictions as f64);
+        if self.workload.trace_file.is_some() {
+            // Requests taken from the file (all of the run, warm-up included), and how many times
+            // the compute nodes started it over, at most.
+            for name in ["trace_requests", "trace_passes"] {
+                let v = reports.iter().filter_map(|r| r.counters.get(name));
+                let v = if name == "trace_passes" { v.fold(0.0, |a: f64, b| a.max(*b)) } else { v.sum() };
+                m.insert(name.into(), v);
+            }
+        }
         m.insert("validation_retries_per_op".into(), total.validation_retries as f64 / ops);
         m.insert("owner_rechecks_lost".into(), total.owner_rechecks_lost as f64);
         m.insert("bypass_rechecks".into(), total.bypass_rechecks as f64);

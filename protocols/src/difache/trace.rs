@@ -187,6 +187,59 @@ pub fn tracked_key(read_share: f64, spread: f64, objects: u64, range: (f64, f64)
         .find(|&k| (range.0..=range.1).contains(&read_ratio(read_share, spread, k)))
 }
 
+/// What [`synthesize`] writes.
+#[derive(Clone, Copy, Debug)]
+pub struct SynthSpec {
+    pub cluster: u32,
+    /// Requests to write.
+    pub ops: u64,
+    /// Objects (keys) the requests spread over, before the cap of [`objects`] (one memory node).
+    pub objects: u64,
+    /// Client ids 0..clients, drawn uniformly per request.
+    pub clients: u32,
+    /// Requests per second of trace time (the timestamps' pace).
+    pub rate_per_s: u64,
+    pub seed: u64,
+}
+
+/// The synthetic stand-in for `spec.cluster` written out in the Twitter trace format
+/// (`workload/twitter_trace.rs`): the same popularity and per-object read ratios the runs draw
+/// in memory, one request per line; keys are `syn<cluster>:<object>`, sizes the cluster's means,
+/// writes are `set`, TTL 0. Labelled synthetic by its keys. Returns the requests written.
+pub fn synthesize(spec: SynthSpec, out: &mut impl std::io::Write) -> Result<u64, String> {
+    use crate::workload::twitter_trace::{key_hash, write_line, TraceOp, TraceRecord};
+    use rand_chacha::rand_core::Rng;
+    let s = stats(spec.cluster)?;
+    if spec.clients == 0 || spec.rate_per_s == 0 || spec.objects == 0 {
+        return Err("objects, clients and rate must be at least 1".into());
+    }
+    let objects = objects(&s, spec.objects, 1);
+    let alpha = s.zipf_alpha.unwrap_or(0.0);
+    let zipf = (alpha > 0.0).then(|| crate::workload::zipf::Zipf::new(objects, alpha));
+    let mut rng = crate::workload::rng_for_thread(spec.seed, 0, 0);
+    for i in 0..spec.ops {
+        let rank = match &zipf {
+            Some(z) => z.sample(|| rng.next_u64()) - 1,
+            None => ((rng.next_u64() as u128 * objects as u128) >> 64) as u64,
+        };
+        let key = key_at(rank, objects, 0, 0);
+        let read = unit_f64(rng.next_u64()) < read_ratio(s.read_share, 1.0, key);
+        let client = ((rng.next_u64() as u128 * spec.clients as u128) >> 64) as u32;
+        let text = format!("syn{}:{key}", spec.cluster);
+        let record = TraceRecord {
+            timestamp_s: i / spec.rate_per_s,
+            key: key_hash(text.as_bytes()),
+            key_bytes: s.key_bytes,
+            value_bytes: s.value_bytes,
+            client,
+            op: if read { TraceOp::Get } else { TraceOp::Set },
+            ttl_s: 0,
+        };
+        write_line(out, &record, &text).map_err(|e| e.to_string())?;
+    }
+    Ok(spec.ops)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,5 +285,25 @@ mod tests {
             let r = read_ratio(0.72, 1.0, k);
             assert!(r >= range.0 && r <= range.1, "{t}: {r}");
         }
+    }
+
+    #[test]
+    fn a_synthesized_trace_reads_back_with_the_cluster_share() {
+        use crate::workload::twitter_trace::TraceReader;
+        let spec =
+            SynthSpec { cluster: 22, ops: 4_000, objects: 500, clients: 4, rate_per_s: 1_000, seed: 1 };
+        let mut out = Vec::new();
+        assert_eq!(synthesize(spec, &mut out), Ok(4_000));
+        let records: Vec<_> = TraceReader::new(&out[..]).map(|r| r.unwrap()).collect();
+        assert_eq!(records.len(), 4_000);
+        let share = stats(22).unwrap().read_share;
+        let reads = records.iter().filter(|r| r.op.is_read()).count() as f64 / 4_000.0;
+        assert!((reads - share).abs() < 0.05, "reads {reads} vs the cluster's {share}");
+        assert!(records.iter().all(|r| r.client < 4));
+        assert_eq!(records.last().unwrap().timestamp_s, 3);
+        let mut again = Vec::new();
+        synthesize(spec, &mut again).unwrap();
+        assert_eq!(out, again, "the same seed writes the same file");
+        assert!(synthesize(SynthSpec { cluster: 5, ..spec }, &mut Vec::new()).is_err());
     }
 }

@@ -6,6 +6,7 @@
 //! * [`partition`] — range partitioning of keys across compute nodes (DEX's P-* variants).
 //! * [`scan_check`] — the history check that no scan skipped a key live throughout it.
 //! * [`scenario`] — the micro-benchmark's `workload` section as scenarios write it.
+//! * [`twitter_trace`] — the Twitter cache-trace CSV format, parsed and replayed as a stream.
 //! * [`zipf`] — an exact seeded Zipf sampler for any θ > 0.
 //! * [`ycsb`] — the YCSB core workloads (A–E, LOAD, DEX's insert/scan-intensive mixes) for
 //!   ordered indexes, with the scrambled-zipfian and latest key choices, and its scenario section.
@@ -14,6 +15,7 @@ pub mod micro;
 pub mod partition;
 pub mod scan_check;
 pub mod scenario;
+pub mod twitter_trace;
 pub mod ycsb;
 pub mod zipf;
 
