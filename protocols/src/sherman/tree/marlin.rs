@@ -19,12 +19,12 @@
 //!   word is `SMO_STATUS + 1` (every other IDU gone), READ the leaf, WRITE the new right
 //!   sibling, WRITE the shrunk leaf ‖ FAA(−SMO_STATUS − 1), then Sherman's separator insert.
 //! * scan: READ each leaf along the siblings and one READ per item (one doorbell batch per
-//!   memory node and leaf).
+//!   memory node and leaf, at most `MAX_BATCH` = 8 READs each).
 
 use super::Client;
 use crate::common::error::ProtocolResult;
 use crate::marlin::{Mutant, SMO_STATUS, SMO_UP_LIMIT};
-use crate::nic::{Nanos, Nic, RemoteAddr, Verb};
+use crate::nic::{Nanos, Nic, RemoteAddr, Verb, MAX_BATCH};
 use crate::sherman::layout::{Gaddr, Versions, ITEM_BYTES, NODE_BYTES, NODE_WORDS};
 use crate::sherman::node::{Node, TOMBSTONE};
 
@@ -101,15 +101,18 @@ impl<N: Nic> Client<N> {
         mns.dedup();
         for mn in mns {
             let idx: Vec<usize> = (0..ptrs.len()).filter(|i| ptrs[*i].node() == mn).collect();
-            let verbs: Vec<Verb> = idx
-                .iter()
-                .map(|i| Verb::Read {
-                    remote: ptrs[*i].remote(),
-                    local_bytes: base + *i as u64 * ITEM_BYTES,
-                    len_bytes: ITEM_BYTES as u32,
-                })
-                .collect();
-            self.batch(&verbs, "read items").await?;
+            // A doorbell batch holds at most MAX_BATCH verbs: one batch after another.
+            for part in idx.chunks(MAX_BATCH) {
+                let verbs: Vec<Verb> = part
+                    .iter()
+                    .map(|i| Verb::Read {
+                        remote: ptrs[*i].remote(),
+                        local_bytes: base + *i as u64 * ITEM_BYTES,
+                        len_bytes: ITEM_BYTES as u32,
+                    })
+                    .collect();
+                self.batch(&verbs, "read items").await?;
+            }
             for i in idx {
                 let w = self.local_words(base + i as u64 * ITEM_BYTES, 2);
                 out[i] = (w[0], w[1]);
