@@ -204,7 +204,7 @@ impl<N: Nic> Client<N> {
                     let mn = self.shared.layout.memory_nodes.iter().position(|m| *m == page.node());
                     self.shared.allocate_item(mn.unwrap_or(0))
                 });
-                match self.marlin_leaf_store(page, key, value, item).await? {
+                match self.marlin_leaf_store(page, key, value, item, from_cache.is_some()).await? {
                     Attempt::Done => return Ok(()),
                     Attempt::Again => {}
                     Attempt::Right(sibling) => {
@@ -223,13 +223,16 @@ impl<N: Nic> Client<N> {
         }
     }
 
-    /// One attempt on the leaf at `page`, publishing `item` (already allocated).
+    /// One attempt on the leaf at `page`, publishing `item` (already allocated). A leaf the
+    /// index cache routed to that does not cover the key means a stale entry: route again
+    /// (Sherman's rule), rather than walking the siblings from it.
     async fn marlin_leaf_store(
         &mut self,
         page: Gaddr,
         key: u64,
         value: u64,
         item: Gaddr,
+        from_cache: bool,
     ) -> ProtocolResult<Attempt> {
         let v = self.config().versions;
         let spear = self.spear(page);
@@ -257,7 +260,7 @@ impl<N: Nic> Client<N> {
                 return Ok(Attempt::Again);
             }
         };
-        if !node.is_leaf() || key < node.lowest {
+        if !node.is_leaf() || key < node.lowest || (from_cache && !node.covers(key)) {
             self.spear_leave(page).await?;
             return Ok(Attempt::Route);
         }
