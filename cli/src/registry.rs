@@ -27,6 +27,7 @@ fn all() -> Vec<Registered> {
         entry(dmsim_protocols::selcc::Selcc),
         entry(dmsim_protocols::gam::Gam),
         entry(dmsim_protocols::sherman::Sherman),
+        entry(dmsim_protocols::marlin::Marlin),
         entry(dmsim_protocols::smart::Smart),
         entry(dmsim_protocols::dex::Dex),
         entry(dmsim_protocols::blink::Blink),

@@ -132,6 +132,14 @@ fn tpcc_five_thousand_schedules() {
 }
 
 #[test]
+fn marlin_five_thousand_schedules() {
+    // Hashed and ordered keys, node and line versions, both cache sizes, jitter; leaves split
+    // at 4 entries (Spear exclusive). Histories (blind writes), scans, Sherman's tree checks
+    // and Marlin's slot/item/Spear checks at the end.
+    campaign("marlin/fuzz-small.json");
+}
+
+#[test]
 fn dolphin_five_thousand_schedules() {
     // Ordered and hashed keys (splits under special nodes, push-downs), both cache sizes,
     // jitter; ascending tearing. Invariants at the end (the per-event walk is in the scenario's

@@ -23,6 +23,7 @@ pub mod difache;
 pub mod dolphin;
 pub mod gam;
 pub mod harness;
+pub mod marlin;
 pub mod memory;
 pub mod nic;
 pub mod nic_micro;

@@ -213,6 +213,7 @@ impl DexPlan {
             locks: (frames + 2).min(u32::MAX as u64) as u32,
             on_chip_locks: false,
             lock_version: false,
+            items: None,
         };
         let tree = Arc::new(build(&config, parts, &layout, &keys));
         let cluster = point.cluster(layout.memory_region_bytes(), compute_region_bytes(run.threads_per_node));

@@ -20,11 +20,7 @@ const HOP_SHIFT: u32 = 32;
 const HDR_MASK: u64 = 0xffff_ffff;
 
 /// The one fixed hash (splitmix64's finalizer): every compute node computes the same home.
-pub fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+pub use crate::workload::mix64 as mix;
 
 /// The home bucket of `key` in an index of `buckets` home buckets.
 pub fn home(key: u64, buckets: u64) -> u64 {

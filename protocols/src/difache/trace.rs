@@ -28,88 +28,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::zipf::unit_f64;
-
-use super::index::mix;
+pub use crate::workload::twitter::{read_ratio, stats, ClusterStats, CLUSTERS};
 
 /// Objects of one memory node stay within this many bytes (memory of the simulated cluster).
 pub const MN_BYTES_MAX: u64 = 64 << 20;
-
-/// One Twitter cache cluster's whole-trace means (`stat/2020Mar.md`, spec §6.4).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ClusterStats {
-    pub cluster: u32,
-    pub key_bytes: u32,
-    pub value_bytes: u32,
-    /// get + gets.
-    pub read_share: f64,
-    /// None where the source says NA.
-    pub zipf_alpha: Option<f64>,
-}
-
-const fn c(cluster: u32, key_bytes: u32, value_bytes: u32, read_share: f64, alpha: f64) -> ClusterStats {
-    ClusterStats { cluster, key_bytes, value_bytes, read_share, zipf_alpha: Some(alpha) }
-}
-const fn no_alpha(cluster: u32, key_bytes: u32, value_bytes: u32, read_share: f64) -> ClusterStats {
-    ClusterStats { cluster, key_bytes, value_bytes, read_share, zipf_alpha: None }
-}
-
-/// Clusters 1–54 except 5 (no statistics). Read share = get + gets of the op mix.
-pub const CLUSTERS: [ClusterStats; 53] = [
-    c(1, 80, 267, 0.99, 2.6774),
-    c(2, 21, 68, 1.00, 1.4908),
-    c(3, 19, 120, 0.99, 1.6414),
-    c(4, 67, 2439, 0.93, 1.1004),
-    c(6, 44, 252, 0.98, 1.882),
-    c(7, 17, 1936, 0.82, 1.0666),
-    c(8, 23, 9497, 0.50, 1.7366),
-    c(9, 32, 39, 0.99, 1.6796),
-    c(10, 22, 2333, 0.50, 0.0),
-    c(11, 24, 170, 0.97, 1.4891),
-    c(12, 44, 1030, 0.20, 0.3048),
-    c(13, 44, 4266, 0.38, 0.4565),
-    c(14, 96, 414, 0.65, 1.2959),
-    c(15, 18, 102, 0.00, 0.0242),
-    c(16, 18, 115, 0.93, 1.7862),
-    c(17, 19, 212, 0.99, 2.1106),
-    c(18, 18, 37, 0.97, 2.0994),
-    c(19, 42, 101, 0.75, 0.735),
-    c(20, 26, 55, 0.96, 1.3699),
-    c(21, 25, 1, 0.00, 0.0521),
-    c(22, 54, 4, 0.72, 0.7624),
-    c(23, 35, 224, 0.36, 0.274),
-    c(24, 32, 699, 0.99, 1.3726),
-    c(25, 49, 28, 0.97, 0.9929),
-    c(26, 122, 1745, 0.71, 0.6299),
-    c(27, 66, 8, 0.85, 1.065),
-    c(28, 45, 85, 0.91, 1.503),
-    c(29, 36, 799, 0.86, 1.2323),
-    c(30, 22, 689, 0.99, 1.4259),
-    c(31, 41, 15, 0.06, 0.0),
-    c(32, 41, 138, 0.02, 0.0),
-    c(33, 24, 1118, 0.99, 1.354),
-    c(34, 33, 322, 0.94, 1.1401),
-    c(35, 19, 1796, 0.96, 0.0),
-    c(36, 23, 78, 0.94, 1.2169),
-    c(37, 72, 20134, 0.63, 0.4251),
-    c(38, 41, 185, 0.06, 0.0),
-    c(39, 41, 80, 0.06, 0.0),
-    c(40, 44, 155, 0.50, 0.8551),
-    c(41, 44, 171, 0.50, 0.8542),
-    c(42, 40, 4703, 0.96, 1.5974),
-    no_alpha(43, 44, 304, 0.50),
-    c(44, 25, 22, 0.98, 1.4084),
-    c(45, 10, 120, 0.85, 0.6372),
-    no_alpha(46, 44, 928, 0.68),
-    c(47, 44, 267, 1.00, 2.0637),
-    c(48, 44, 70, 0.65, 0.8191),
-    c(49, 44, 10658, 0.57, 1.5095),
-    c(50, 18, 67485, 0.52, 1.2816),
-    c(51, 44, 221, 0.90, 1.9745),
-    c(52, 20, 273, 0.93, 1.2117),
-    c(53, 36, 9213, 0.89, 1.2061),
-    c(54, 19, 246, 0.97, 1.611),
-];
 
 /// `workload.trace`: run a synthetic stand-in for one Twitter cluster.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -134,18 +56,6 @@ fn one() -> f64 {
     1.0
 }
 
-/// The statistics of `cluster`, or why it cannot run.
-pub fn stats(cluster: u32) -> Result<ClusterStats, String> {
-    let s = CLUSTERS
-        .iter()
-        .find(|s| s.cluster == cluster)
-        .ok_or_else(|| format!("cluster {cluster} has no published statistics (known: 1-4, 6-54)"))?;
-    if s.zipf_alpha.is_none() {
-        return Err(format!("cluster {cluster}'s Zipf alpha is NA in the published statistics"));
-    }
-    Ok(*s)
-}
-
 /// The object size the generator gives `s`'s objects.
 pub fn object_bytes(s: &ClusterStats) -> u32 {
     s.value_bytes.next_multiple_of(8).max(16)
@@ -155,13 +65,6 @@ pub fn object_bytes(s: &ClusterStats) -> u32 {
 pub fn objects(s: &ClusterStats, objects: u64, memory_nodes: u64) -> u64 {
     let cap = MN_BYTES_MAX * memory_nodes.max(1) / object_bytes(s) as u64;
     objects.min(cap).max(1)
-}
-
-/// Object `key`'s read probability.
-pub fn read_ratio(read_share: f64, spread: f64, key: u64) -> f64 {
-    let u = unit_f64(mix(key ^ 0x7472_6163_655f_7277));
-    let d = read_share.min(1.0 - read_share);
-    (read_share + spread * d * (2.0 * u - 1.0)).clamp(0.0, 1.0)
 }
 
 /// The object at popularity `rank` (0 = hottest) at virtual time `now_ns`.
@@ -223,7 +126,7 @@ pub fn synthesize(spec: SynthSpec, out: &mut impl std::io::Write) -> Result<u64,
             None => ((rng.next_u64() as u128 * objects as u128) >> 64) as u64,
         };
         let key = key_at(rank, objects, 0, 0);
-        let read = unit_f64(rng.next_u64()) < read_ratio(s.read_share, 1.0, key);
+        let read = crate::workload::zipf::unit_f64(rng.next_u64()) < read_ratio(s.read_share, 1.0, key);
         let client = ((rng.next_u64() as u128 * spec.clients as u128) >> 64) as u32;
         let text = format!("syn{}:{key}", spec.cluster);
         let record = TraceRecord {
@@ -245,18 +148,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn per_object_ratios_average_to_the_cluster_share() {
-        for g in [0.02, 0.5, 0.72, 0.95, 1.0] {
-            let n = 20_000;
-            let mean = (0..n).map(|k| read_ratio(g, 1.0, k)).sum::<f64>() / n as f64;
-            assert!((mean - g).abs() < 0.01, "share {g}: mean {mean}");
-            let lo = (0..n).map(|k| read_ratio(g, 1.0, k)).fold(1.0, f64::min);
-            assert!(lo >= 0.0 && (g == 1.0 || lo < g), "share {g}: spread reaches below it ({lo})");
-            assert!((0..n).all(|k| read_ratio(g, 0.0, k) == g));
-        }
-    }
-
-    #[test]
     fn drift_makes_a_new_object_the_hottest() {
         assert_eq!(key_at(0, 10, 0, 123), 0);
         assert_eq!(key_at(0, 10, 100, 250), 2);
@@ -269,10 +160,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_clusters_are_refused_with_a_reason() {
-        assert!(stats(5).unwrap_err().contains("no published statistics"));
-        assert!(stats(43).unwrap_err().contains("NA"));
-        assert_eq!(stats(22).unwrap().value_bytes, 4);
+    fn object_sizes_and_counts_follow_the_statistics() {
         assert_eq!(object_bytes(&stats(22).unwrap()), 16);
         assert_eq!(objects(&stats(50).unwrap(), 20_000, 1), (64 << 20) / 67_488);
     }

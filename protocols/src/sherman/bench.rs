@@ -4,7 +4,7 @@
 //! History keys are the index keys themselves. A lookup logs the value it found (0 for a key
 //! never stored, the tombstone for a deleted one); an update/insert logs its unique write stamp
 //! and the value it replaced (read under the leaf lock); a delete writes a unique tombstone;
-//! a scan logs one read per returned key, and the scan itself for the no-skipped-key check
+//! (Marlin: no replaced value, its writes are blind); a scan logs one read per returned key, and the scan itself for the no-skipped-key check
 //! ([`crate::workload::scan_check`]).
 
 use std::sync::atomic::Ordering;
@@ -26,12 +26,12 @@ pub struct KvLogger {
 }
 
 impl KvLogger {
-    fn push(&self, key: u64, write: Option<u64>, seen: u64, invoke: u64, ret: u64) {
+    fn push(&self, key: u64, write: Option<u64>, seen: Option<u64>, invoke: u64, ret: u64) {
         self.log.lock().push(LoggedOp {
             client: self.client,
             key,
             write,
-            seen: Some(seen),
+            seen,
             invoke_ns: invoke,
             return_ns: Some(ret),
         });
@@ -100,7 +100,11 @@ pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStrea
             c.shared.stats.lock().unwrap_or_else(|e| e.into_inner()).scans.push(scan);
         }
         if let Some(l) = &logger {
+            // Marlin's writes are blind (a CAS on the item pointer, no value read): no
+            // replaced value is logged, as for Dolphin.
+            let blind = c.shared.config.items;
             for (key, write, seen) in accesses {
+                let seen = if blind && write.is_some() { None } else { Some(seen) };
                 l.push(key, write, seen, start, end);
             }
         }

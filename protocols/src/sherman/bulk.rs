@@ -18,6 +18,8 @@ pub struct BulkTree {
     pub root: Gaddr,
     /// Level-1 nodes (what a full index cache would hold).
     pub level1: u64,
+    /// Marlin: the bulk-loaded items `(address, key, value)` ([`attach_items`]).
+    pub items: Vec<(Gaddr, u64, u64)>,
 }
 
 /// Entries per bulk leaf and children per bulk internal node.
@@ -128,7 +130,33 @@ pub fn build_cut(config: &Config, layout: &Layout, keys: &[u64], cuts: &[u64]) -
         }
         level = upper;
     }
-    BulkTree { root: level[0].1, nodes, level1 }
+    BulkTree { root: level[0].1, nodes, level1, items: Vec::new() }
+}
+
+/// Marlin: how many items the bulk-loaded leaves of each memory node hold (an item lives on
+/// its leaf's memory node).
+pub fn items_per_memory_node(tree: &BulkTree, layout: &Layout) -> Vec<u64> {
+    let mut n = vec![0u64; layout.memory_nodes.len()];
+    for (addr, node) in tree.nodes.iter().filter(|(_, n)| n.is_leaf()) {
+        let mn = layout.memory_nodes.iter().position(|m| *m == addr.node()).unwrap_or(0);
+        n[mn] += node.slots.iter().filter(|s| s.value != 0).count() as u64;
+    }
+    n
+}
+
+/// Marlin: give every bulk-loaded entry an item on its leaf's memory node (`layout.items`
+/// set) and make the slot point to it.
+pub fn attach_items(tree: &mut BulkTree, layout: &Layout) {
+    let mut next = vec![0u64; layout.memory_nodes.len()];
+    for (addr, node) in tree.nodes.iter_mut().filter(|(_, n)| n.is_leaf()) {
+        let mn = layout.memory_nodes.iter().position(|m| *m == addr.node()).unwrap_or(0);
+        for slot in node.slots.iter_mut().filter(|s| s.value != 0) {
+            let item = layout.item(mn, next[mn]);
+            next[mn] += 1;
+            tree.items.push((item, slot.key, slot.value));
+            slot.value = item.0;
+        }
+    }
 }
 
 /// Siblings and highest fences along one level.

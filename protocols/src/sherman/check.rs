@@ -10,7 +10,7 @@ use super::layout::{Gaddr, Layout, KEY_MAX, NODE_WORDS};
 use super::node::Node;
 use crate::harness::Memory;
 
-fn read(layout: &Layout, memory: Memory, addr: Gaddr) -> Result<Node, String> {
+pub(crate) fn read(layout: &Layout, memory: Memory, addr: Gaddr) -> Result<Node, String> {
     if !layout.is_frame(addr) {
         return Err(format!("pointer {addr} names no node frame"));
     }

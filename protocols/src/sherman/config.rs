@@ -65,6 +65,14 @@ pub struct Config {
     pub version_reads: bool,
     #[serde(default)]
     pub mutant: Mutant,
+    /// Marlin (`protocol: "marlin"`, `protocols/src/marlin/`; never a Sherman option): leaves
+    /// hold pointers to 16-byte items, IDUs take Spear shared and publish items by CAS, leaf
+    /// splits take Spear exclusively.
+    #[serde(skip)]
+    pub items: bool,
+    /// Marlin's planted bug (`dmsim fuzz --mutant` on `protocol: "marlin"`).
+    #[serde(skip)]
+    pub marlin_mutant: crate::marlin::Mutant,
 }
 
 impl Config {
@@ -85,6 +93,8 @@ impl Config {
             lock_version: false,
             version_reads: false,
             mutant: Mutant::None,
+            items: false,
+            marlin_mutant: crate::marlin::Mutant::None,
         }
     }
 
@@ -126,6 +136,17 @@ impl Config {
         }
         if self.version_reads && (self.lock_version || self.versions != Versions::Node) {
             out.push("version_reads: needs `versions: node` and no `lock_version`".into());
+        }
+        if self.items {
+            for (on, field) in [
+                (self.partitioned, "partitioned"),
+                (self.lock_version, "lock_version"),
+                (self.version_reads, "version_reads"),
+            ] {
+                if on {
+                    out.push(format!("{field}: a Sherman variant Marlin does not have"));
+                }
+            }
         }
         out
     }

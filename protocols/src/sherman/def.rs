@@ -31,11 +31,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::bench::{run_client, KvLogger};
-use super::bulk::{build_cut, node_count_cut, BulkTree};
+use super::bulk::{attach_items, build_cut, items_per_memory_node, node_count_cut, BulkTree};
 use super::cache::IndexCache;
 use super::check::{check_leaves_owned, check_locks_free, check_tree};
 use super::config::Config;
-use super::layout::Layout;
+use super::layout::{ItemSpace, Layout, ITEM_BYTES};
 use super::node::TOMBSTONE;
 use super::stats::{OpStats, Stats, KINDS};
 use super::tree::{compute_region_bytes, Client, Shared};
@@ -103,15 +103,29 @@ fn problem_at(prefix: &str, text: &str) -> Problem {
 
 impl ShermanPlan {
     pub fn new(point: &PointSpec) -> Result<ShermanPlan, Vec<Problem>> {
+        Self::new_variant(point, false)
+    }
+
+    /// Sherman, or Marlin (`marlin`: leaves of item pointers, `protocols/src/marlin/`).
+    pub fn new_variant(point: &PointSpec, marlin: bool) -> Result<ShermanPlan, Vec<Problem>> {
         let w: YcsbWorkload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
-        let presets = [
-            ("default", Config::sherman()),
-            ("sherman", Config::sherman()),
-            ("line", Config::line_versions()),
-        ];
+        let presets: &[(&str, Config)] = if marlin {
+            &[
+                ("default", Config::sherman()),
+                ("marlin", Config::sherman()),
+                ("line", Config::line_versions()),
+            ]
+        } else {
+            &[
+                ("default", Config::sherman()),
+                ("sherman", Config::sherman()),
+                ("line", Config::line_versions()),
+            ]
+        };
         let mut config: Config =
-            merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
+            merge_options(&point.protocol_options, "protocol_options", presets, RESERVED)
                 .map_err(|p| vec![p])?;
+        config.items = marlin;
         let mut out = Vec::new();
         w.check(&mut out);
         out.extend(config.validate().iter().map(|p| problem_at("protocol_options", p)));
@@ -122,9 +136,15 @@ impl ShermanPlan {
         if point.compute_nodes == 0 {
             out.push(Problem::new("cluster.compute_nodes", "must be at least 1"));
         }
-        config.mutant = super::mutants::named(&point.mutant).ok_or_else(|| {
-            vec![Problem::new("mutant", format!("Sherman has no mutant {:?}", point.mutant))]
-        })?;
+        if marlin {
+            config.marlin_mutant = crate::marlin::mutants::named(&point.mutant).ok_or_else(|| {
+                vec![Problem::new("mutant", format!("Marlin has no mutant {:?}", point.mutant))]
+            })?;
+        } else {
+            config.mutant = super::mutants::named(&point.mutant).ok_or_else(|| {
+                vec![Problem::new("mutant", format!("Sherman has no mutant {:?}", point.mutant))]
+            })?;
+        }
         if config.partitioned {
             w.check_partitioned(&mut out);
         }
@@ -156,7 +176,7 @@ impl ShermanPlan {
             (run.ops_per_thread + w.warmup_ops_per_thread) as f64 * run.threads_per_node as f64 * store_share;
         let half_leaf = (config.leaf_split() / 2).max(1) as f64;
         let per_cn = ((2.0 * stores / half_leaf).ceil() as u64).saturating_add(64);
-        let layout = Layout {
+        let mut layout = Layout {
             versions: config.versions,
             memory_nodes: (0..point.memory_nodes).map(NodeId).collect(),
             bulk_frames: frames.div_ceil(mns),
@@ -165,7 +185,15 @@ impl ShermanPlan {
             locks: config.locks,
             on_chip_locks: config.on_chip_locks,
             lock_version: config.lock_version,
+            items: None,
         };
+        let mut tree = build_cut(&config, &layout, &keys, &cuts);
+        if marlin {
+            // Every store writes one new item (never freed); all of a compute node's may land
+            // on one memory node.
+            let bulk_items = items_per_memory_node(&tree, &layout).into_iter().max().unwrap_or(0);
+            layout.items = Some(ItemSpace { bulk_items, slab_items: stores.ceil() as u64 + 64 });
+        }
         if layout.checked_memory_region_bytes().is_none_or(|bytes| bytes > MEMORY_REGION_MAX_BYTES) {
             return Err(vec![Problem::new(
                 "workload.ops_per_thread",
@@ -175,8 +203,12 @@ impl ShermanPlan {
                 ),
             )]);
         }
-        let tree = Arc::new(build_cut(&config, &layout, &keys, &cuts));
-        let cluster = point.cluster(layout.memory_region_bytes(), compute_region_bytes(run.threads_per_node));
+        if marlin {
+            attach_items(&mut tree, &layout);
+        }
+        let tree = Arc::new(tree);
+        let cluster =
+            point.cluster(layout.memory_region_bytes(), compute_region_bytes(run.threads_per_node, marlin));
         Ok(ShermanPlan {
             workload: w,
             config,
@@ -211,6 +243,20 @@ impl ShermanPlan {
     fn load_history(&self) -> Vec<LoggedOp> {
         let loader = self.cluster.compute_nodes().len() as u32 * self.threads;
         let mut out = Vec::new();
+        if self.config.items {
+            for (_, key, value) in &self.tree.items {
+                out.push(LoggedOp {
+                    client: loader,
+                    key: *key,
+                    write: Some(*value),
+                    // Blind, as Marlin's own writes (no write order is built).
+                    seen: None,
+                    invoke_ns: 0,
+                    return_ns: Some(0),
+                });
+            }
+            return out;
+        }
         for (_, node) in &self.tree.nodes {
             for s in node.slots.iter().filter(|s| s.value != 0) {
                 out.push(LoggedOp {
@@ -243,6 +289,11 @@ impl Plan for ShermanPlan {
         for (addr, node) in &self.tree.nodes {
             if addr.node() == me {
                 nic.local().write_words(addr.offset(), &node.encode(v));
+            }
+        }
+        for (item, key, value) in &self.tree.items {
+            if item.node() == me {
+                nic.local().write_words(item.offset(), &[*key, *value]);
             }
         }
         if self.layout.root_ptr().node == me {
@@ -331,7 +382,14 @@ impl Plan for ShermanPlan {
         m.insert("splits".into(), total.splits as f64);
         // Memory-node bytes per key of the bulk-loaded tree (Dolphin Table II's measure).
         let loaded = self.workload.bulk_load().max(1) as f64;
-        m.insert("bulk_memory_bytes_per_key".into(), self.tree.nodes.len() as f64 * 1024.0 / loaded);
+        // Marlin: also a Spear word per node and a 16-byte item per key.
+        let nodes = self.tree.nodes.len() as f64;
+        let bytes = if self.config.items {
+            nodes * (1024.0 + 8.0) + self.tree.items.len() as f64 * ITEM_BYTES as f64
+        } else {
+            nodes * 1024.0
+        };
+        m.insert("bulk_memory_bytes_per_key".into(), bytes / loaded);
         for (i, name) in KINDS.iter().enumerate() {
             let k = &stats.kinds[i];
             if k.ops > 0 {
@@ -368,6 +426,10 @@ impl Plan for ShermanPlan {
                 .map_err(|m| Violation::new("each leaf in one partition", m))?;
         }
         check_locks_free(&self.layout, memory).map_err(|m| Violation::new("locks free at end", m))?;
+        if self.config.items {
+            crate::marlin::check::check_items(&self.layout, memory)
+                .map_err(|m| Violation::new("Marlin slots, items and Spear words", m))?;
+        }
         // No lost key: every key a completed write stored (or the bulk load) is in a leaf.
         crate::harness::check_no_lost_key(reports, |key| contents.contains_key(&key))
     }

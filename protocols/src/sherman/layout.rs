@@ -151,7 +151,23 @@ pub struct Layout {
     /// 16-byte `[version, lock]` slots (DEX's Sherman, `Config::lock_version`) instead of
     /// 8-byte lock words.
     pub lock_version: bool,
+    /// Marlin (`protocols/src/marlin/`): a Spear word per frame and the item region.
+    pub items: Option<ItemSpace>,
 }
+
+/// Marlin's extra memory on each memory node, after the frames (and host locks): one Spear
+/// word per frame (index 0 unused), then 16-byte items `[key, value]`: first the bulk-loaded
+/// ones, then one item slab per compute node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ItemSpace {
+    /// Bulk-loaded items per memory node.
+    pub bulk_items: u64,
+    /// Items each compute node may allocate per memory node.
+    pub slab_items: u64,
+}
+
+/// Bytes of one Marlin item: key and value.
+pub const ITEM_BYTES: u64 = 16;
 
 pub const ROOT_PTR_OFFSET: u64 = 0;
 
@@ -178,20 +194,61 @@ impl Layout {
         let frames =
             (self.compute_nodes as u64).checked_mul(self.slab_frames)?.checked_add(self.bulk_frames)?;
         let nodes = NODE_BYTES.checked_mul(frames.checked_add(1)?)?;
-        if self.on_chip_locks {
-            Some(nodes)
-        } else {
-            nodes.checked_add(self.locks as u64 * self.slot_bytes())
-        }
+        let locks = if self.on_chip_locks { 0 } else { self.locks as u64 * self.slot_bytes() };
+        let extra = match self.items {
+            None => 0,
+            Some(i) => {
+                let items =
+                    (self.compute_nodes as u64).checked_mul(i.slab_items)?.checked_add(i.bulk_items)?;
+                (frames + 1).checked_mul(8)?.checked_add(items.checked_mul(ITEM_BYTES)?)?
+            }
+        };
+        nodes.checked_add(locks)?.checked_add(extra)
     }
 
     pub fn memory_region_bytes(&self) -> u64 {
+        self.checked_memory_region_bytes().expect("the plan checked the region size")
+    }
+
+    /// Where the host lock table ends (and Marlin's Spear words start).
+    fn locks_end(&self) -> u64 {
         let nodes = NODE_BYTES * (1 + self.frames());
         if self.on_chip_locks {
             nodes
         } else {
             nodes + self.locks as u64 * self.slot_bytes()
         }
+    }
+
+    /// Marlin: the Spear word of the frame at `page`, on the frame's memory node. Never inside
+    /// a frame, so no node WRITE covers it.
+    pub fn spear_addr(&self, page: Gaddr) -> RemoteAddr {
+        RemoteAddr::new(page.node(), self.locks_end() + page.offset() / NODE_BYTES * 8)
+    }
+
+    fn items_start(&self) -> u64 {
+        self.locks_end() + (self.frames() + 1) * 8
+    }
+
+    /// Marlin: item `index` of memory node `mn` (bulk items first, then the slabs).
+    pub fn item(&self, mn: usize, index: u64) -> Gaddr {
+        Gaddr::new(self.memory_nodes[mn], self.items_start() + index * ITEM_BYTES)
+    }
+
+    /// Marlin: item index where compute node `cn`'s item slab starts.
+    pub fn item_slab_start(&self, cn: usize) -> u64 {
+        self.items.map_or(0, |i| i.bulk_items + cn as u64 * i.slab_items)
+    }
+
+    /// Whether `addr` names a Marlin item of this layout.
+    pub fn is_item(&self, addr: Gaddr) -> bool {
+        let Some(i) = self.items else { return false };
+        let off = addr.offset();
+        let count = i.bulk_items + self.compute_nodes as u64 * i.slab_items;
+        self.memory_nodes.contains(&addr.node())
+            && off >= self.items_start()
+            && (off - self.items_start()).is_multiple_of(ITEM_BYTES)
+            && (off - self.items_start()) / ITEM_BYTES < count
     }
 
     /// Bytes of one lock slot: the lock word, preceded by its version word with `lock_version`.

@@ -25,16 +25,27 @@ use super::stats::{OpStats, Stats};
 use crate::common::error::{ErrorSlot, NicExt, ProtocolResult};
 use crate::nic::{BatchResult, Nanos, Nic, RemoteAddr, Verb};
 
+mod marlin;
 mod split;
 
-/// Local buffer words per thread: the node image, the sibling image, the entry write-back.
+/// Local buffer words per thread: the node image, the sibling image, the entry write-back
+/// (Marlin: a fourth kilobyte for items).
 const THREAD_BUFFER_BYTES: u64 = 3 * NODE_BYTES;
+const MARLIN_THREAD_BUFFER_BYTES: u64 = 4 * NODE_BYTES;
+
+fn thread_buffer_bytes(items: bool) -> u64 {
+    if items {
+        MARLIN_THREAD_BUFFER_BYTES
+    } else {
+        THREAD_BUFFER_BYTES
+    }
+}
 /// Two 16-byte lock slots (the one read, the one written; `lock_version`) in the upper half of
 /// the entry write-back kilobyte, which an entry (at most 4 words) never reaches.
 const SLOT_BUFFER: u64 = 2 * NODE_BYTES + NODE_BYTES / 2;
 
-pub fn compute_region_bytes(threads: u32) -> u64 {
-    threads as u64 * THREAD_BUFFER_BYTES
+pub fn compute_region_bytes(threads: u32, items: bool) -> u64 {
+    threads as u64 * thread_buffer_bytes(items)
 }
 
 /// What one compute node shares among its client threads.
@@ -51,6 +62,8 @@ pub struct Shared {
     pub partition: Option<(u64, u64)>,
     /// Next free frame per memory node in this node's slab.
     alloc: Mutex<Vec<u64>>,
+    /// Marlin: next free item per memory node in this node's item slab.
+    item_alloc: Mutex<Vec<u64>>,
     pub errors: ErrorSlot,
     pub stats: Mutex<Stats>,
     pub ops_done: AtomicU64,
@@ -68,6 +81,7 @@ impl Shared {
             root: AtomicU64::new(0),
             partition: None,
             alloc: Mutex::new(vec![0; mns]),
+            item_alloc: Mutex::new(vec![0; mns]),
             errors: ErrorSlot::new(),
             stats: Mutex::new(Stats::new()),
             ops_done: AtomicU64::new(0),
@@ -88,6 +102,23 @@ impl Shared {
             }
         }
         panic!("Sherman slab exhausted on compute node {}: the plan sized it too small", self.cn)
+    }
+
+    /// Marlin: a fresh item from this node's item slab, on memory node `mn` if it has room
+    /// ([CHOICE]: the leaf's memory node), else the next one with room. No verb.
+    fn allocate_item(&self, mn: usize) -> Gaddr {
+        let slab = self.layout.items.map_or(0, |i| i.slab_items);
+        let mut next = self.item_alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let mns = next.len();
+        for i in 0..mns {
+            let m = (mn + i) % mns;
+            if next[m] < slab {
+                let item = self.layout.item(m, self.layout.item_slab_start(self.cn) + next[m]);
+                next[m] += 1;
+                return item;
+            }
+        }
+        panic!("Marlin item slab exhausted on compute node {}: the plan sized it too small", self.cn)
     }
 }
 
@@ -119,7 +150,7 @@ pub struct Client<N: Nic> {
 impl<N: Nic> Client<N> {
     pub fn new(nic: N, shared: Arc<Shared>, thread: u32) -> Client<N> {
         let tag = ((shared.cn as u64 + 1) << 32) | (thread as u64 + 1);
-        let buf = thread as u64 * THREAD_BUFFER_BYTES;
+        let buf = thread as u64 * thread_buffer_bytes(shared.config.items);
         let alloc_hint = thread as usize;
         Client {
             nic,
@@ -390,6 +421,9 @@ impl<N: Nic> Client<N> {
     /// The value stored for `key` as the leaf holds it: 0 if never stored, a tombstone if
     /// deleted (callers report both as absent).
     pub async fn lookup(&mut self, key: u64) -> ProtocolResult<u64> {
+        if self.config().items {
+            return self.marlin_lookup(key).await;
+        }
         let leaf = self.find_leaf(key).await?;
         if !leaf.covers(key) {
             return Ok(0);
@@ -401,6 +435,9 @@ impl<N: Nic> Client<N> {
     /// ([CHOICE]: Sherman fetches the leaves of cached level-1 nodes in parallel and assumes all
     /// of them cached; walking siblings is the same READs without that assumption).
     pub async fn scan(&mut self, from: u64, n: usize) -> ProtocolResult<Vec<(u64, u64)>> {
+        if self.config().items {
+            return self.marlin_scan(from, n).await;
+        }
         let mut out = Vec::new();
         let mut leaf = self.find_leaf(from).await?;
         let first = if self.mutant() == Mutant::ScanExcludesStart { from.saturating_add(1) } else { from };
@@ -426,8 +463,11 @@ impl<N: Nic> Client<N> {
     }
 
     /// Insert or overwrite `key` with `value` (a tombstone deletes); returns the value replaced
-    /// (0 if none), read under the lock.
+    /// (0 if none), read under the lock. Marlin's writes are blind: 0.
     pub async fn store(&mut self, key: u64, value: u64) -> ProtocolResult<u64> {
+        if self.config().items {
+            return self.marlin_store(key, value).await.map(|_| 0);
+        }
         if let Some((lo, hi)) = self.shared.partition {
             if key < lo || key >= hi {
                 return Err(self.partition_error("store: a key another compute node owns (misrouted)"));

@@ -6,6 +6,7 @@
 //! * [`partition`] — range partitioning of keys across compute nodes (DEX's P-* variants).
 //! * [`scan_check`] — the history check that no scan skipped a key live throughout it.
 //! * [`scenario`] — the micro-benchmark's `workload` section as scenarios write it.
+//! * [`twitter`] — the Twitter cache clusters' published statistics (synthetic trace stand-ins).
 //! * [`twitter_trace`] — the Twitter cache-trace CSV format, parsed and replayed as a stream.
 //! * [`zipf`] — an exact seeded Zipf sampler for any θ > 0.
 //! * [`ycsb`] — the YCSB core workloads (A–E, LOAD, DEX's insert/scan-intensive mixes) for
@@ -15,6 +16,7 @@ pub mod micro;
 pub mod partition;
 pub mod scan_check;
 pub mod scenario;
+pub mod twitter;
 pub mod twitter_trace;
 pub mod ycsb;
 pub mod zipf;
@@ -29,4 +31,12 @@ pub fn rng_for_thread(seed: u64, node: u16, thread: u32) -> ChaCha8Rng {
     // Stream ids keep the per-thread sequences disjoint without re-hashing the seed.
     rng.set_stream((node as u64) << 32 | thread as u64);
     rng
+}
+
+/// splitmix64's finalizer: a fixed bijective hash of a word (DiFache's bucket homes, the
+/// per-object read ratios of [`twitter`]).
+pub fn mix64(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }

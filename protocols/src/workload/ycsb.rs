@@ -16,6 +16,11 @@
 //!   their Sherman fork: `key = mehcached_zipf_next(&state)`, no hashing), so with
 //!   `key_order: ordered` the hot keys are clustered at the start of the key range, in the
 //!   first leaves, and `n` = the paper's keyspace gives those leaves the paper's share.
+//! * **Twitter trace stand-ins** (`mix: trace`, `trace: {cluster}`): a cluster's published
+//!   read share (get + gets; every other op an update of an existing key) and Zipf α
+//!   ([`super::twitter`]), over the keyspace with the scrambled key choice (α = 0: uniform).
+//!   Synthetic: no trace file is read. With `spread` > 0 each key reads with its own probability
+//!   ([`super::twitter::read_ratio`], DiFache's Observation-1 rule): the key is drawn first.
 //! * **Latest** (workload D): rank 0 is the newest inserted key, ranks are plain (unscrambled)
 //!   zipf over the keys inserted so far (YCSB's `SkewedLatestGenerator`).
 //! * **Keys**: key index `i` names the 8-byte key `name(i)`; with `key_order: hashed` (YCSB's
@@ -36,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use super::partition::Partitions;
+use super::twitter::{self, ClusterStats};
 use super::zipf::{unit_f64, Zipf};
 use crate::common::shape::ShapeFields;
 use crate::harness::Problem;
@@ -61,6 +67,8 @@ pub enum Mix {
     InsertIntensive,
     ScanIntensive,
     Custom,
+    /// A Twitter cluster's stand-in (`workload.trace`).
+    Trace,
 }
 
 /// Fractions of each operation kind; they sum to 1.
@@ -92,7 +100,7 @@ impl Mix {
             Mix::Load => p(0.0, 0.0, 1.0, 0.0),
             Mix::InsertIntensive => p(0.5, 0.0, 0.5, 0.0),
             Mix::ScanIntensive => p(0.0, 0.0, 0.05, 0.95),
-            Mix::Custom => custom.unwrap_or_default(),
+            Mix::Custom | Mix::Trace => custom.unwrap_or_default(),
         }
     }
 }
@@ -145,6 +153,18 @@ pub enum ScanLength {
     Uniform(u32),
 }
 
+/// `workload.trace` (with `mix: trace`): a synthetic stand-in for one Twitter cache cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TwitterTrace {
+    /// The cluster number (`clusterN` of twitter/cache-trace).
+    pub cluster: u32,
+    /// Per-key read-ratio spread in [0, 1] around the cluster's share (0: every key reads with
+    /// the share; the published statistics give only the share).
+    #[serde(default)]
+    pub spread: f64,
+}
+
 /// The `workload` section of a YCSB scenario (the generator's fields plus the run shape).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -186,6 +206,9 @@ pub struct YcsbWorkload {
     pub cache_frames: Option<u32>,
     #[serde(default)]
     pub cache_ratio: Option<f64>,
+    /// Only with `mix: trace`.
+    #[serde(default)]
+    pub trace: Option<TwitterTrace>,
 }
 
 fn theta_default() -> f64 {
@@ -205,10 +228,35 @@ impl YcsbWorkload {
     }
 
     pub fn proportions(&self) -> Proportions {
-        self.mix.proportions(self.proportions)
+        match self.trace_stats() {
+            Some(s) => {
+                Proportions { read: s.read_share, update: 1.0 - s.read_share, ..Proportions::default() }
+            }
+            None => self.mix.proportions(self.proportions),
+        }
+    }
+
+    /// The trace's cluster statistics (with `mix: trace` and a known cluster).
+    pub fn trace_stats(&self) -> Option<ClusterStats> {
+        if self.mix != Mix::Trace {
+            return None;
+        }
+        self.trace.as_ref().and_then(|t| twitter::stats(t.cluster).ok())
+    }
+
+    /// The Zipf exponent: the trace cluster's α, else `zipf_theta`.
+    pub fn theta(&self) -> f64 {
+        self.trace_stats().and_then(|s| s.zipf_alpha).filter(|a| *a > 0.0).unwrap_or(self.zipf_theta)
     }
 
     pub fn distribution(&self) -> Distribution {
+        if let Some(s) = self.trace_stats() {
+            return if s.zipf_alpha.is_some_and(|a| a > 0.0) {
+                Distribution::Zipfian
+            } else {
+                Distribution::Uniform
+            };
+        }
         self.distribution.unwrap_or(if self.mix == Mix::D {
             Distribution::Latest
         } else {
@@ -280,6 +328,23 @@ impl YcsbWorkload {
         }
         if (self.mix == Mix::Custom) != self.proportions.is_some() {
             out.push(Problem::new("workload.proportions", "give proportions exactly when mix is custom"));
+        }
+        if (self.mix == Mix::Trace) != self.trace.is_some() {
+            out.push(Problem::new("workload.trace", "give trace exactly when mix is trace"));
+        }
+        if let (Mix::Trace, Some(t)) = (self.mix, &self.trace) {
+            if let Err(e) = twitter::stats(t.cluster) {
+                out.push(Problem::new("workload.trace.cluster", e));
+            }
+            if !(0.0..=1.0).contains(&t.spread) {
+                out.push(Problem::new("workload.trace.spread", "must be in [0, 1]"));
+            }
+            if self.distribution.is_some() {
+                out.push(Problem::new(
+                    "workload.distribution",
+                    "a trace draws keys by its cluster's Zipf alpha: leave distribution out",
+                ));
+            }
         }
         let p = self.proportions();
         let parts = [p.read, p.update, p.insert, p.scan, p.delete];
@@ -387,6 +452,8 @@ pub struct YcsbStream {
     remaining: u64,
     /// P-* variants: only keys of this partition ([`YcsbStream::partitioned`]).
     part: Option<Owned>,
+    /// A trace with per-key read ratios: (cluster read share, spread).
+    per_key_reads: Option<(f64, f64)>,
 }
 
 /// The partition a stream is confined to.
@@ -427,9 +494,13 @@ impl YcsbStream {
             order: w.key_order,
             cumulative,
             distribution,
-            zipf: (distribution == Distribution::Zipfian).then(|| Zipf::new(items, w.zipf_theta)),
+            zipf: (distribution == Distribution::Zipfian).then(|| Zipf::new(items, w.theta())),
             scramble: w.zipf_keys == ZipfKeys::Scrambled,
-            theta: w.zipf_theta,
+            theta: w.theta(),
+            per_key_reads: match (w.trace_stats(), &w.trace) {
+                (Some(s), Some(t)) if t.spread > 0.0 => Some((s.read_share, t.spread)),
+                _ => None,
+            },
             keyspace: w.keyspace,
             bulk_load: w.bulk_load(),
             scan: w.scan_length(),
@@ -537,6 +608,13 @@ impl Iterator for YcsbStream {
         self.remaining -= 1;
         let warmup = self.warmup_left > 0;
         self.warmup_left = self.warmup_left.saturating_sub(1);
+        if let Some((share, spread)) = self.per_key_reads {
+            // A trace with per-key read ratios: the key first, then its own read chance.
+            let index = self.request_index();
+            let read = unit_f64(self.rng.next_u64()) < twitter::read_ratio(share, spread, index);
+            let kind = if read { OpKind::Read } else { OpKind::Update };
+            return Some(YcsbOp { kind, key: key_name(self.order, index), warmup });
+        }
         let u = unit_f64(self.rng.next_u64());
         let which = self.cumulative.iter().position(|c| u < *c).unwrap_or_else(|| {
             // Rounding: the last kind with a positive share.
@@ -593,6 +671,7 @@ mod tests {
             ops_per_node: None,
             cache_frames: None,
             cache_ratio: None,
+            trace: None,
         }
     }
 
@@ -724,6 +803,44 @@ mod tests {
             OpKind::Scan { len } => (1..=100).contains(&len),
             _ => true,
         }));
+    }
+
+    #[test]
+    fn trace_mixes_follow_their_cluster() {
+        // Cluster 8: get .50 / set .50, alpha 1.7366 (the hottest key takes ~half the requests);
+        // cluster 9: get .99, alpha 1.6796.
+        for (cluster, share) in [(8, 0.50), (9, 0.99)] {
+            let w = YcsbWorkload {
+                mix: Mix::Trace,
+                trace: Some(TwitterTrace { cluster, spread: 0.0 }),
+                ..workload(Mix::C)
+            };
+            let mut bad = Vec::new();
+            w.check(&mut bad);
+            assert!(bad.is_empty(), "{bad:?}");
+            let all = ops(&w, 20_000, 4);
+            let reads = all.iter().filter(|o| o.kind == OpKind::Read).count() as f64 / 20_000.0;
+            assert!((reads - share).abs() < 0.015, "cluster {cluster}: reads {reads}");
+            assert!(all.iter().all(|o| matches!(o.kind, OpKind::Read | OpKind::Update)));
+            let hot = key_name(KeyOrder::Hashed, fnv_hash64(0) % 10_000);
+            let top = all.iter().filter(|o| o.key == hot).count() as f64 / 20_000.0;
+            assert!(top > 0.35, "cluster {cluster}: hottest key share {top}");
+            // Per-key ratios keep the mean share but differ per key.
+            let spread = YcsbWorkload { trace: Some(TwitterTrace { cluster, spread: 1.0 }), ..w.clone() };
+            let all = ops(&spread, 20_000, 4);
+            assert!(all.iter().all(|o| matches!(o.kind, OpKind::Read | OpKind::Update)));
+        }
+        let mut bad = Vec::new();
+        YcsbWorkload {
+            mix: Mix::Trace,
+            trace: Some(TwitterTrace { cluster: 5, spread: 0.0 }),
+            ..workload(Mix::C)
+        }
+        .check(&mut bad);
+        assert!(bad.iter().any(|p| p.path == "workload.trace.cluster"), "{bad:?}");
+        let mut bad = Vec::new();
+        YcsbWorkload { mix: Mix::Trace, ..workload(Mix::C) }.check(&mut bad);
+        assert!(bad.iter().any(|p| p.path == "workload.trace"));
     }
 
     #[test]
