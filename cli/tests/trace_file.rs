@@ -106,3 +106,38 @@ fn a_missing_file_or_a_bad_line_is_a_clear_error() {
     assert!(err.contains("line 1501: operation \"frobnicate\""), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn an_index_replays_the_file_through_its_ycsb_stream() {
+    // Dolphin Fig. 9's scenario, shrunk to one small point that replays the shipped sample.
+    let dir = scratch("ycsb");
+    let text = std::fs::read_to_string(repo().join("scenarios/dolphin/fig9.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let o = v.as_object_mut().unwrap();
+    for k in ["sweep", "plot", "paper_values"] {
+        o.remove(k);
+    }
+    v["cluster"]["compute_nodes"] = 2.into();
+    v["workload"]["keyspace"] = 20_000.into();
+    v["workload"]["threads_per_node"] = 2.into();
+    v["workload"]["ops_per_thread"] = 100.into();
+    v["workload"]["warmup_ops_per_thread"] = 50.into();
+    v["workload"]["trace"] =
+        serde_json::json!({"cluster": 22, "file": "scenarios/traces/cluster22-synthetic-sample.csv"});
+    let file = dir.join("scenario.json");
+    std::fs::write(&file, v.to_string()).unwrap();
+    let o = dmsim(&["run", file.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/summary.json")).unwrap()).unwrap();
+    let m = &summary["results"][0]["metrics"];
+    // 2 CNs x 2 threads x 100 measured operations, lookups and updates as the file says.
+    assert_eq!(m["ops"].as_f64(), Some(400.0), "{m}");
+    let lookups = m["lookup_ops"].as_f64().unwrap_or(0.0);
+    assert!(lookups > 200.0 && lookups < 400.0, "{m}");
+    v["workload"]["trace"]["file"] = "no/such/trace.csv".into();
+    std::fs::write(&file, v.to_string()).unwrap();
+    let o = dmsim(&["run", file.to_str().unwrap(), "--out", dir.join("out2").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("workload.trace.file"), "{}", stderr(&o));
+}

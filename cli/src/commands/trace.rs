@@ -31,9 +31,13 @@ pub struct SynthArgs {
     /// Requests to write.
     #[arg(long, default_value_t = 100_000)]
     pub ops: u64,
-    /// Objects the requests spread over (capped at 64 MiB of values).
+    /// Objects the requests spread over.
     #[arg(long, default_value_t = 20_000)]
     pub objects: u64,
+    /// Per-object read-ratio spread in [0, 1] around the cluster's share (DiFache's stand-ins
+    /// use 1; 0: every request reads with the share).
+    #[arg(long, default_value_t = 1.0)]
+    pub spread: f64,
     /// Client ids 0..N.
     #[arg(long, default_value_t = 16)]
     pub clients: u32,
@@ -59,6 +63,7 @@ fn synth(a: SynthArgs) -> ExitCode {
         cluster: a.cluster,
         ops: a.ops,
         objects: a.objects,
+        spread: a.spread,
         clients: a.clients,
         rate_per_s: a.rate,
         seed: a.seed,

@@ -96,8 +96,12 @@ pub struct SynthSpec {
     pub cluster: u32,
     /// Requests to write.
     pub ops: u64,
-    /// Objects (keys) the requests spread over, before the cap of [`objects`] (one memory node).
+    /// Objects (keys) the requests spread over (no memory cap: a run maps keys onto its own
+    /// objects or keyspace).
     pub objects: u64,
+    /// Per-object read-ratio spread in [0, 1] (DiFache's runs use 1; 0: every request reads with
+    /// the cluster's share).
+    pub spread: f64,
     /// Client ids 0..clients, drawn uniformly per request.
     pub clients: u32,
     /// Requests per second of trace time (the timestamps' pace).
@@ -116,7 +120,10 @@ pub fn synthesize(spec: SynthSpec, out: &mut impl std::io::Write) -> Result<u64,
     if spec.clients == 0 || spec.rate_per_s == 0 || spec.objects == 0 {
         return Err("objects, clients and rate must be at least 1".into());
     }
-    let objects = objects(&s, spec.objects, 1);
+    if !(0.0..=1.0).contains(&spec.spread) {
+        return Err("spread must be in [0, 1]".into());
+    }
+    let objects = spec.objects;
     let alpha = s.zipf_alpha.unwrap_or(0.0);
     let zipf = (alpha > 0.0).then(|| crate::workload::zipf::Zipf::new(objects, alpha));
     let mut rng = crate::workload::rng_for_thread(spec.seed, 0, 0);
@@ -126,7 +133,8 @@ pub fn synthesize(spec: SynthSpec, out: &mut impl std::io::Write) -> Result<u64,
             None => ((rng.next_u64() as u128 * objects as u128) >> 64) as u64,
         };
         let key = key_at(rank, objects, 0, 0);
-        let read = crate::workload::zipf::unit_f64(rng.next_u64()) < read_ratio(s.read_share, 1.0, key);
+        let read =
+            crate::workload::zipf::unit_f64(rng.next_u64()) < read_ratio(s.read_share, spec.spread, key);
         let client = ((rng.next_u64() as u128 * spec.clients as u128) >> 64) as u32;
         let text = format!("syn{}:{key}", spec.cluster);
         let record = TraceRecord {
@@ -178,8 +186,15 @@ mod tests {
     #[test]
     fn a_synthesized_trace_reads_back_with_the_cluster_share() {
         use crate::workload::twitter_trace::TraceReader;
-        let spec =
-            SynthSpec { cluster: 22, ops: 4_000, objects: 500, clients: 4, rate_per_s: 1_000, seed: 1 };
+        let spec = SynthSpec {
+            cluster: 22,
+            ops: 4_000,
+            objects: 500,
+            spread: 1.0,
+            clients: 4,
+            rate_per_s: 1_000,
+            seed: 1,
+        };
         let mut out = Vec::new();
         assert_eq!(synthesize(spec, &mut out), Ok(4_000));
         let records: Vec<_> = TraceReader::new(&out[..]).map(|r| r.unwrap()).collect();

@@ -4,8 +4,9 @@
 //! Shared by DiFache's synthetic trace workload (`difache/trace.rs`) and the ordered indexes'
 //! YCSB generator (`workload.mix: trace`, Dolphin Fig. 9).
 //!
-//! **Synthetic**: no trace file is read (none is available offline); every report that uses
-//! these statistics labels its rows "synthetic stand-in". Cluster 5 has no statistics (N/A in
+//! **Synthetic**: these statistics read no trace file (none is available offline); every report
+//! that uses them labels its rows "synthetic stand-in". A real trace file goes through
+//! [`super::twitter_trace`] instead (`trace.file`, DiFache's `trace_file`). Cluster 5 has no statistics (N/A in
 //! the source) and clusters 43 and 46 no α, so those three are not runnable.
 //!
 //! The op mapping ([CHOICE], DiFache's, one rule for every user): get and gets are reads; every

@@ -163,6 +163,15 @@ pub struct TwitterTrace {
     /// the share; the published statistics give only the share).
     #[serde(default)]
     pub spread: f64,
+    /// A trace file of this cluster in the Twitter CSV format (`super::twitter_trace`) whose
+    /// requests replace the synthetic draws; the cluster's statistics still size the run (its
+    /// read share as the mix the plans provision for). Node n replays the clients with id ≡ n
+    /// (mod nodes), its k-th request going to thread k mod threads, from the start again at the
+    /// end of the file; a key hashes onto the keyspace; get and gets look up, every other
+    /// operation updates. The whole file is checked before the run; each thread holds only the
+    /// requests it will issue.
+    #[serde(default)]
+    pub file: Option<String>,
 }
 
 /// The `workload` section of a YCSB scenario (the generator's fields plus the run shape).
@@ -345,6 +354,17 @@ impl YcsbWorkload {
                     "a trace draws keys by its cluster's Zipf alpha: leave distribution out",
                 ));
             }
+            if let Some(path) = &t.file {
+                if t.spread > 0.0 {
+                    out.push(Problem::new(
+                        "workload.trace.spread",
+                        "a trace file gives each request's operation",
+                    ));
+                }
+                if let Err(e) = super::twitter_trace::check_file(std::path::Path::new(path), u64::MAX) {
+                    out.push(Problem::new("workload.trace.file", e));
+                }
+            }
         }
         let p = self.proportions();
         let parts = [p.read, p.update, p.insert, p.scan, p.delete];
@@ -454,6 +474,8 @@ pub struct YcsbStream {
     part: Option<Owned>,
     /// A trace with per-key read ratios: (cluster read share, spread).
     per_key_reads: Option<(f64, f64)>,
+    /// A trace file's requests for this thread, in order: (lookup?, key index).
+    replay: Option<std::vec::IntoIter<(bool, u64)>>,
 }
 
 /// The partition a stream is confined to.
@@ -501,6 +523,11 @@ impl YcsbStream {
                 (Some(s), Some(t)) if t.spread > 0.0 => Some((s.read_share, t.spread)),
                 _ => None,
             },
+            replay: w.trace.as_ref().and_then(|t| t.file.as_deref()).map(|path| {
+                let share =
+                    Share { node: node as u32, nodes: nodes as u32, thread, threads: threads_per_node };
+                replay_share(path, share, w.warmup_ops_per_thread + ops, w.keyspace)
+            }),
             keyspace: w.keyspace,
             bulk_load: w.bulk_load(),
             scan: w.scan_length(),
@@ -599,6 +626,36 @@ impl YcsbStream {
     }
 }
 
+/// Which requests of a trace file one client thread replays.
+#[derive(Clone, Copy)]
+struct Share {
+    node: u32,
+    nodes: u32,
+    thread: u32,
+    threads: u32,
+}
+
+/// The first `count` requests of `share` in the file at `path` (read from the start again at its
+/// end) as (lookup?, key index). The plan checked the file ([`YcsbWorkload::check`]); a node
+/// share the file leaves empty, or a file changed since, fails the point with the reason. Every
+/// thread gets requests as long as its node's share has one (the count runs on across passes).
+fn replay_share(path: &str, share: Share, count: u64, keyspace: u64) -> std::vec::IntoIter<(bool, u64)> {
+    use super::twitter_trace::TraceCursor;
+    let mut cursor = TraceCursor::open(std::path::Path::new(path), share.node, share.nodes.max(1))
+        .unwrap_or_else(|e| panic!("workload.trace.file: {e}"));
+    let threads = share.threads.max(1) as u64;
+    let mut out = Vec::with_capacity(count.min(1 << 24) as usize);
+    let mut k = 0u64;
+    while (out.len() as u64) < count {
+        let r = cursor.next_record().unwrap_or_else(|e| panic!("workload.trace.file: {e}"));
+        if k % threads == share.thread as u64 {
+            out.push((r.op.is_read(), r.key % keyspace.max(1)));
+        }
+        k += 1;
+    }
+    out.into_iter()
+}
+
 impl Iterator for YcsbStream {
     type Item = YcsbOp;
     fn next(&mut self) -> Option<YcsbOp> {
@@ -608,6 +665,10 @@ impl Iterator for YcsbStream {
         self.remaining -= 1;
         let warmup = self.warmup_left > 0;
         self.warmup_left = self.warmup_left.saturating_sub(1);
+        if let Some((read, index)) = self.replay.as_mut().and_then(Iterator::next) {
+            let kind = if read { OpKind::Read } else { OpKind::Update };
+            return Some(YcsbOp { kind, key: key_name(self.order, index), warmup });
+        }
         if let Some((share, spread)) = self.per_key_reads {
             // A trace with per-key read ratios: the key first, then its own read chance.
             let index = self.request_index();
@@ -806,13 +867,59 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_file_is_replayed_by_share() {
+        use crate::workload::twitter_trace::key_hash;
+        let dir = std::env::temp_dir().join(format!("dmsim-ycsb-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.csv");
+        // Clients 0..4: node 0 of 2 replays clients 0 and 2 (lines 0, 2, 4, ...); its thread 1 of 2
+        // takes every second of those (lines 2, 6, 10, ...); line i reads when i % 3 != 0.
+        let mut text = String::new();
+        for i in 0..12u64 {
+            let op = if i % 3 == 0 { "set" } else { "get" };
+            text += &format!("{i},key{i},4,8,{},{op},0\n", i % 4);
+        }
+        std::fs::write(&path, text).unwrap();
+        let w = YcsbWorkload {
+            mix: Mix::Trace,
+            trace: Some(TwitterTrace { cluster: 8, spread: 0.0, file: Some(path.display().to_string()) }),
+            ..workload(Mix::C)
+        };
+        let mut bad = Vec::new();
+        w.check(&mut bad);
+        assert!(bad.is_empty(), "{bad:?}");
+        let got = ops(&w, 5, 1);
+        // Lines 2, 6, 10, then the file again: 2, 6.
+        let want: Vec<(OpKind, u64)> = [2u64, 6, 10, 2, 6]
+            .iter()
+            .map(|&i| {
+                let kind = if i % 3 == 0 { OpKind::Update } else { OpKind::Read };
+                (kind, key_name(w.key_order, key_hash(format!("key{i}").as_bytes()) % w.keyspace))
+            })
+            .collect();
+        assert_eq!(got.iter().map(|o| (o.kind, o.key)).collect::<Vec<_>>(), want);
+        let missing = YcsbWorkload {
+            trace: Some(TwitterTrace {
+                cluster: 8,
+                spread: 0.0,
+                file: Some(dir.join("none.csv").display().to_string()),
+            }),
+            ..w.clone()
+        };
+        let mut bad = Vec::new();
+        missing.check(&mut bad);
+        assert!(bad.iter().any(|p| p.to_string().contains("workload.trace.file")), "{bad:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn trace_mixes_follow_their_cluster() {
         // Cluster 8: get .50 / set .50, alpha 1.7366 (the hottest key takes ~half the requests);
         // cluster 9: get .99, alpha 1.6796.
         for (cluster, share) in [(8, 0.50), (9, 0.99)] {
             let w = YcsbWorkload {
                 mix: Mix::Trace,
-                trace: Some(TwitterTrace { cluster, spread: 0.0 }),
+                trace: Some(TwitterTrace { cluster, spread: 0.0, file: None }),
                 ..workload(Mix::C)
             };
             let mut bad = Vec::new();
@@ -826,14 +933,15 @@ mod tests {
             let top = all.iter().filter(|o| o.key == hot).count() as f64 / 20_000.0;
             assert!(top > 0.35, "cluster {cluster}: hottest key share {top}");
             // Per-key ratios keep the mean share but differ per key.
-            let spread = YcsbWorkload { trace: Some(TwitterTrace { cluster, spread: 1.0 }), ..w.clone() };
+            let spread =
+                YcsbWorkload { trace: Some(TwitterTrace { cluster, spread: 1.0, file: None }), ..w.clone() };
             let all = ops(&spread, 20_000, 4);
             assert!(all.iter().all(|o| matches!(o.kind, OpKind::Read | OpKind::Update)));
         }
         let mut bad = Vec::new();
         YcsbWorkload {
             mix: Mix::Trace,
-            trace: Some(TwitterTrace { cluster: 5, spread: 0.0 }),
+            trace: Some(TwitterTrace { cluster: 5, spread: 0.0, file: None }),
             ..workload(Mix::C)
         }
         .check(&mut bad);
