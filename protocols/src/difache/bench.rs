@@ -16,7 +16,7 @@ use crate::common::error::{NicExt, ProtocolResult};
 use crate::harness::{LoggedOp, OpLog};
 use crate::nic::{Nanos, Nic};
 use crate::workload::rng_for_thread;
-use crate::workload::twitter_trace::{TraceCursor, TraceRecord};
+use crate::workload::twitter_trace::{Share, TraceCursor, TraceRecord};
 use crate::workload::zipf::{unit_f64, Zipf};
 
 use super::cache::{Cache, Worker};
@@ -88,26 +88,30 @@ impl Window {
     }
 }
 
-/// A compute node's share of a trace file (`workload.trace_file`), taken by its client threads
-/// in file order. Benchmark input, not protocol state.
+/// A compute node's trace-file replay (`workload.trace_file`): one cursor per client thread
+/// ([`Share`]: the requests a thread gets are fixed by the file, not by timing), and the node's
+/// first failure. Benchmark input, not protocol state.
 pub struct TraceFeed {
-    cursor: Mutex<Result<TraceCursor, String>>,
+    cursors: Vec<Mutex<Result<TraceCursor, String>>>,
     /// The first bad line or unreadable file, and when: the node's run failed.
     pub error: Mutex<Option<(u64, String)>>,
 }
 
 impl TraceFeed {
-    /// The requests of clients `part` mod `parts` in the file at `path`.
-    pub fn open(path: &str, part: u32, parts: u32) -> Arc<TraceFeed> {
-        Arc::new(TraceFeed {
-            cursor: Mutex::new(TraceCursor::open(std::path::Path::new(path), part, parts)),
-            error: Mutex::new(None),
-        })
+    /// Compute node `node` of `nodes`, with `threads` client threads.
+    pub fn open(path: &str, node: u32, nodes: u32, threads: u32) -> Arc<TraceFeed> {
+        let cursors = (0..threads)
+            .map(|thread| {
+                let share = Share { node, nodes, thread, threads };
+                Mutex::new(TraceCursor::open(std::path::Path::new(path), share))
+            })
+            .collect();
+        Arc::new(TraceFeed { cursors, error: Mutex::new(None) })
     }
 
-    /// The next request, or `None` once the file failed (the failure is kept in `error`).
-    fn next(&self, now_ns: u64) -> Option<TraceRecord> {
-        let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+    /// Thread `thread`'s next request, or `None` once the file failed (kept in `error`).
+    fn next(&self, thread: u32, now_ns: u64) -> Option<TraceRecord> {
+        let mut cursor = self.cursors[thread as usize].lock().unwrap_or_else(|e| e.into_inner());
         let got = match &mut *cursor {
             Ok(c) => c.next_record(),
             Err(e) => Err(e.clone()),
@@ -121,12 +125,14 @@ impl TraceFeed {
         .ok()
     }
 
-    /// Requests served and completed passes over the file.
+    /// Requests served and the most passes any thread made over the file.
     pub fn counts(&self) -> (u64, u64) {
-        match &*self.cursor.lock().unwrap_or_else(|e| e.into_inner()) {
-            Ok(c) => (c.served, c.passes),
-            Err(_) => (0, 0),
-        }
+        self.cursors.iter().fold((0, 0), |(served, passes), c| {
+            match &*c.lock().unwrap_or_else(|e| e.into_inner()) {
+                Ok(c) => (served + c.served, passes.max(c.passes)),
+                Err(_) => (served, passes),
+            }
+        })
     }
 }
 
@@ -156,7 +162,7 @@ pub async fn run_client<N: Nic>(
             break;
         }
         let (key, read) = match &requests.trace {
-            Some(feed) => match feed.next(w.nic.now().0) {
+            Some(feed) => match feed.next(thread, w.nic.now().0) {
                 Some(r) => (r.object(workload.objects), r.op.is_read()),
                 None => return,
             },

@@ -295,8 +295,8 @@ pub struct Workload {
     pub trace: Option<TraceSpec>,
     /// A Twitter cache-trace file replayed as the requests (`workload/twitter_trace.rs`; the
     /// path as given, relative to the working directory). Compute node i serves the trace's
-    /// clients with id ≡ i (mod compute nodes), its threads taking that share's requests in
-    /// file order and starting over at the end; a request's key hashes onto one of `objects`
+    /// clients with id ≡ i (mod compute nodes), its k-th request going to thread k mod threads
+    /// (`twitter_trace::Share`), the file starting over at the end; a request's key hashes onto one of `objects`
     /// objects of `object_bytes` (the trace's sizes are not replayed); get and gets read, every
     /// other operation writes. Replaces `read_ratio` and `zipf_theta`; not with `trace`.
     #[serde(default)]

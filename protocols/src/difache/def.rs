@@ -302,11 +302,10 @@ impl Plan for DifachePlan {
         let latencies = Arc::new(Mutex::new(Vec::new()));
         let log = self.check.histories().then(OpLog::new);
         let cn = self.layout.cn_index(cache.nic.node()) as u32;
-        let feed = self
-            .workload
-            .trace_file
-            .as_deref()
-            .map(|path| TraceFeed::open(path, cn, self.layout.compute_nodes.max(1) as u32));
+        let feed = self.workload.trace_file.as_deref().map(|path| {
+            let nodes = self.layout.compute_nodes.max(1) as u32;
+            TraceFeed::open(path, cn, nodes, self.workload.threads_per_node)
+        });
         let mains = (0..self.workload.threads_per_node)
             .map(|t| {
                 let client = cn * self.workload.threads_per_node + t;

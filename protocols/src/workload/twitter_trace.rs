@@ -6,7 +6,7 @@
 //! the operation one of get, gets, set, add, replace, cas, append, prepend, delete, incr, decr,
 //! TTL in seconds (0: none). A week of one cluster is tens of GB, so nothing here holds more than
 //! one line: [`TraceReader`] parses line by line, [`TraceCursor`] replays a file over and over
-//! for one share of the clients. The published files are zstd-compressed; decompress first,
+//! for one client thread ([`Share`]). The published files are zstd-compressed; decompress first,
 //! or stream through a named pipe (`mkfifo t.csv; zstd -dc cluster22.sort.zst > t.csv &`).
 //!
 //! A key may contain commas, so the key is everything between the first field and the last five.
@@ -219,31 +219,43 @@ pub fn check_file(path: &Path, lines: u64) -> Result<TraceSample, String> {
     Ok(sample)
 }
 
-/// Replays a trace file for one share of its clients: the requests of clients `c` with
-/// `c mod parts == part`, in file order, from the start again after the end (a run lasts as long
-/// as its scenario says, not as long as the file).
+/// Which requests of a trace one client thread replays: node `node` of `nodes` takes the
+/// clients with id ≡ node (mod nodes); of those requests, in file order and counted on across
+/// passes, the k-th goes to thread k mod `threads`. Fixed by the file alone, so every backend
+/// (and every schedule) gives a thread the same requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Share {
+    pub node: u32,
+    pub nodes: u32,
+    pub thread: u32,
+    pub threads: u32,
+}
+
+/// Replays a trace file for one [`Share`], from the start again after the end (a run lasts as
+/// long as its scenario says, not as long as the file).
 pub struct TraceCursor {
     path: PathBuf,
     reader: TraceReader<BufReader<File>>,
-    part: u32,
-    parts: u32,
+    share: Share,
+    /// Requests of this node seen so far (the thread takes every `threads`-th).
+    node_seen: u64,
     /// Requests served, and completed passes over the file.
     pub served: u64,
     pub passes: u64,
-    served_this_pass: u64,
+    node_seen_this_pass: u64,
 }
 
 impl TraceCursor {
-    pub fn open(path: &Path, part: u32, parts: u32) -> Result<TraceCursor, String> {
-        assert!(part < parts, "share {part} of {parts}");
+    pub fn open(path: &Path, share: Share) -> Result<TraceCursor, String> {
+        assert!(share.node < share.nodes && share.thread < share.threads, "{share:?}");
         Ok(TraceCursor {
             path: path.to_path_buf(),
             reader: Self::reader(path)?,
-            part,
-            parts,
+            share,
+            node_seen: 0,
             served: 0,
             passes: 0,
-            served_this_pass: 0,
+            node_seen_this_pass: 0,
         })
     }
 
@@ -252,28 +264,34 @@ impl TraceCursor {
         Ok(TraceReader::new(BufReader::new(file)))
     }
 
-    /// The next request of this share.
+    /// The next request of this share. (A node share with requests gives every thread some:
+    /// the count runs on across passes.)
     pub fn next_record(&mut self) -> Result<TraceRecord, String> {
+        let s = self.share;
         loop {
             match self.reader.next() {
-                Some(Ok(r)) if r.client % self.parts == self.part => {
-                    self.served += 1;
-                    self.served_this_pass += 1;
-                    return Ok(r);
+                Some(Ok(r)) if r.client % s.nodes == s.node => {
+                    let k = self.node_seen;
+                    self.node_seen += 1;
+                    self.node_seen_this_pass += 1;
+                    if k % s.threads as u64 == s.thread as u64 {
+                        self.served += 1;
+                        return Ok(r);
+                    }
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(format!("{}: {e}", self.path.display())),
                 None => {
-                    if self.served_this_pass == 0 {
+                    if self.node_seen_this_pass == 0 {
                         return Err(format!(
                             "{}: no request of a client id = {} mod {} (this node's share)",
                             self.path.display(),
-                            self.part,
-                            self.parts
+                            s.node,
+                            s.nodes
                         ));
                     }
                     self.passes += 1;
-                    self.served_this_pass = 0;
+                    self.node_seen_this_pass = 0;
                     self.reader = Self::reader(&self.path)?;
                 }
             }
@@ -347,12 +365,17 @@ mod tests {
             text += &format!("{i},k{i},2,8,{},get,0\n", i % 3);
         }
         std::fs::write(&path, text).unwrap();
-        let mut c = TraceCursor::open(&path, 1, 3).unwrap();
+        let share = |node, nodes, thread, threads| Share { node, nodes, thread, threads };
+        let mut c = TraceCursor::open(&path, share(1, 3, 0, 1)).unwrap();
         let ts: Vec<u64> = (0..7).map(|_| c.next_record().unwrap().timestamp_s).collect();
         // Clients 1 mod 3 are lines 1, 4, 7; then the file again.
         assert_eq!(ts, [1, 4, 7, 1, 4, 7, 1]);
         assert_eq!((c.served, c.passes), (7, 2));
-        let mut none = TraceCursor::open(&path, 3, 4).unwrap();
+        // Thread 1 of 2 of that node takes its 2nd, 4th, 6th, ... request: lines 4, 1, 7, 4.
+        let mut t = TraceCursor::open(&path, share(1, 3, 1, 2)).unwrap();
+        let ts: Vec<u64> = (0..4).map(|_| t.next_record().unwrap().timestamp_s).collect();
+        assert_eq!(ts, [4, 1, 7, 4]);
+        let mut none = TraceCursor::open(&path, share(3, 4, 0, 1)).unwrap();
         assert!(none.next_record().unwrap_err().contains("no request of a client id = 3 mod 4"));
         assert_eq!(check_file(&path, 5).unwrap(), TraceSample { records: 5, reads: 5, clients_max: 2 });
         assert!(check_file(&dir.join("missing.csv"), 5).is_err());

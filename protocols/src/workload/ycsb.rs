@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use super::partition::Partitions;
 use super::twitter::{self, ClusterStats};
+use super::twitter_trace::{Share, TraceCursor};
 use super::zipf::{unit_f64, Zipf};
 use crate::common::shape::ShapeFields;
 use crate::harness::Problem;
@@ -524,8 +525,12 @@ impl YcsbStream {
                 _ => None,
             },
             replay: w.trace.as_ref().and_then(|t| t.file.as_deref()).map(|path| {
-                let share =
-                    Share { node: node as u32, nodes: nodes as u32, thread, threads: threads_per_node };
+                let share = Share {
+                    node: node as u32,
+                    nodes: nodes.max(1) as u32,
+                    thread,
+                    threads: threads_per_node.max(1),
+                };
                 replay_share(path, share, w.warmup_ops_per_thread + ops, w.keyspace)
             }),
             keyspace: w.keyspace,
@@ -626,34 +631,19 @@ impl YcsbStream {
     }
 }
 
-/// Which requests of a trace file one client thread replays.
-#[derive(Clone, Copy)]
-struct Share {
-    node: u32,
-    nodes: u32,
-    thread: u32,
-    threads: u32,
-}
-
 /// The first `count` requests of `share` in the file at `path` (read from the start again at its
 /// end) as (lookup?, key index). The plan checked the file ([`YcsbWorkload::check`]); a node
-/// share the file leaves empty, or a file changed since, fails the point with the reason. Every
-/// thread gets requests as long as its node's share has one (the count runs on across passes).
+/// share the file leaves empty, or a file changed since, fails the point with the reason.
 fn replay_share(path: &str, share: Share, count: u64, keyspace: u64) -> std::vec::IntoIter<(bool, u64)> {
-    use super::twitter_trace::TraceCursor;
-    let mut cursor = TraceCursor::open(std::path::Path::new(path), share.node, share.nodes.max(1))
+    let mut cursor = TraceCursor::open(std::path::Path::new(path), share)
         .unwrap_or_else(|e| panic!("workload.trace.file: {e}"));
-    let threads = share.threads.max(1) as u64;
-    let mut out = Vec::with_capacity(count.min(1 << 24) as usize);
-    let mut k = 0u64;
-    while (out.len() as u64) < count {
-        let r = cursor.next_record().unwrap_or_else(|e| panic!("workload.trace.file: {e}"));
-        if k % threads == share.thread as u64 {
-            out.push((r.op.is_read(), r.key % keyspace.max(1)));
-        }
-        k += 1;
-    }
-    out.into_iter()
+    (0..count)
+        .map(|_| {
+            let r = cursor.next_record().unwrap_or_else(|e| panic!("workload.trace.file: {e}"));
+            (r.op.is_read(), r.object(keyspace))
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
 }
 
 impl Iterator for YcsbStream {
