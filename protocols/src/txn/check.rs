@@ -20,6 +20,19 @@
 //! Deliveries' count = Σ C_DELIVERY_CNT per district; the customer-order index maps every order
 //! to its ORDER row; Σ S_YTD per warehouse = Σ OL_QUANTITY it supplied to the run's orders;
 //! Σ C_YTD_PAYMENT increments = Σ W_YTD increments = the committed payments; every CC word free.
+//!
+//! Under the authors' procedures (`procedures: artifact`) their Delivery deletes no NEW-ORDER
+//! row, touches no ORDER-LINE and credits no amount, and its counter wraps over the loaded
+//! orders (re-delivering them) instead of taking the oldest undelivered order. So conditions 3
+//! and 5 (delivered orders a prefix, live NEW-ORDER row iff undelivered), 7 (delivery date iff
+//! delivered) and 12 (balances = delivered amounts) do not hold there and are replaced by what
+//! does: every NEW-ORDER row loaded or inserted stays live with its id; each district's
+//! DISTRICT-NEW-ORDER counter = its start advanced (wrapping) by the committed Deliveries;
+//! O_CARRIER_ID is set exactly on the orders delivered at load and those the counter passed
+//! (never on the run's orders); order lines keep their load-time delivery date; every
+//! C_BALANCE + C_YTD_PAYMENT is 0 (nothing credited); each customer's C_DELIVERY_CNT = the times
+//! the counter passed one of their orders. Conditions 1, 2, 6, the customer-order index,
+//! S_YTD, the payment sums and the CC words are checked as under TPC-C's procedures.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -143,7 +156,7 @@ pub struct Db<'a> {
     /// The engine that ran (TO's tuples are wider: their timestamps follow the fields).
     pub cc: Cc,
     /// Words per tuple of each table (the workload's WAREHOUSE padding included).
-    pub widths: [usize; 11],
+    pub widths: [usize; super::tpcc::TABLES],
 }
 
 impl Db<'_> {
@@ -195,6 +208,7 @@ impl Db<'_> {
 /// The TPC-C consistency conditions over the final database.
 pub fn consistent(db: &Db, w: &TpccWorkload, s: &Stats) -> Result<(), String> {
     let (new_orders, paid_to, paid_by) = (&s.new_orders, &s.paid_to, &s.paid_by);
+    let artifact = w.procedures == Procedures::Artifact;
     for (key, v) in db.index {
         if *v != TOMBSTONE {
             db.cc_free(*key)?;
@@ -220,6 +234,27 @@ pub fn consistent(db: &Db, w: &TpccWorkload, s: &Stats) -> Result<(), String> {
             }
             // Loaded orders below this were delivered at load and never had a NEW-ORDER row.
             let queued_from = initial - w.initial_new_orders as u64 + 1;
+            let counted = s.delivered.get(&(wh << 8 | d)).copied().unwrap_or(0);
+            // The authors' Delivery: the loaded orders its counter passed in the run (with
+            // repeats: it wraps), their number per customer, and where the counter stands.
+            let mut passed = BTreeSet::new();
+            let mut deliveries_of: BTreeMap<u64, u64> = BTreeMap::new();
+            if artifact {
+                let dno = db.tuple(district_new_order_key(wh, d))?;
+                let at = (queued_from - 1 + counted) % initial + 1;
+                if dno[DNO_O_ID] != at {
+                    return Err(format!(
+                        "district ({wh}, {d}): DISTRICT-NEW-ORDER holds order {} but {counted} Deliveries from order {queued_from} (wrapping after {initial}) leave it at {at}",
+                        dno[DNO_O_ID]
+                    ));
+                }
+                for k in 0..counted {
+                    let o = (queued_from - 1 + k) % initial + 1;
+                    passed.insert(o);
+                    let c = db.tuple(order_key(wh, d, o))?[O_C_ID];
+                    *deliveries_of.entry(c).or_default() += 1;
+                }
+            }
             let mut delivered = 0u64;
             let mut undelivered_seen = None;
             for o in 1..=orders + 1 {
@@ -234,7 +269,18 @@ pub fn consistent(db: &Db, w: &TpccWorkload, s: &Stats) -> Result<(), String> {
                 let order = db.tuple(order_key(wh, d, o))?;
                 let is_delivered = carrier(&order) != 0;
                 let queued = db.live(new_order_key(wh, d, o)).is_some();
-                if queued == is_delivered {
+                if artifact {
+                    // Nothing deletes a NEW-ORDER row; the carrier is set on the orders
+                    // delivered at load and those the counter passed, on no other.
+                    let expected = o < queued_from || passed.contains(&o);
+                    if queued != (o >= queued_from) || is_delivered != expected {
+                        return Err(format!(
+                            "order ({wh}, {d}, {o}): O_CARRIER_ID {}, a live NEW-ORDER row {queued}, but the DISTRICT-NEW-ORDER counter passed it: {}",
+                            carrier(&order),
+                            passed.contains(&o)
+                        ));
+                    }
+                } else if queued == is_delivered {
                     return Err(format!(
                         "order ({wh}, {d}, {o}): O_CARRIER_ID {} but a live NEW-ORDER row {queued}",
                         carrier(&order)
@@ -247,6 +293,7 @@ pub fn consistent(db: &Db, w: &TpccWorkload, s: &Stats) -> Result<(), String> {
                     }
                 }
                 match (is_delivered, undelivered_seen) {
+                    _ if artifact => {}
                     (true, Some(u)) => {
                         return Err(format!(
                             "district ({wh}, {d}): order {o} delivered but the older order {u} is not (Delivery takes the oldest)"
@@ -277,14 +324,16 @@ pub fn consistent(db: &Db, w: &TpccWorkload, s: &Stats) -> Result<(), String> {
                         break;
                     }
                     let l = db.tuple(order_line_key(wh, d, o, ol))?;
-                    if (l[OL_DELIVERY_D] != 0) != is_delivered {
+                    // The authors' Delivery never touches order lines: dated as loaded.
+                    let dated = if artifact { o < queued_from } else { is_delivered };
+                    if (l[OL_DELIVERY_D] != 0) != dated {
                         return Err(format!(
                             "order line ({wh}, {d}, {o}, {ol}): OL_DELIVERY_D {} but the order's carrier {}",
                             l[OL_DELIVERY_D],
                             carrier(&order)
                         ));
                     }
-                    if is_delivered {
+                    if is_delivered && !artifact {
                         *owed.entry((wh, d, c)).or_default() += l[OL_AMOUNT];
                     }
                     if o > initial {
@@ -292,13 +341,19 @@ pub fn consistent(db: &Db, w: &TpccWorkload, s: &Stats) -> Result<(), String> {
                     }
                 }
             }
-            let in_run = delivered.saturating_sub(queued_from - 1);
-            let counted = s.delivered.get(&(wh << 8 | d)).copied().unwrap_or(0);
+            let in_run = if artifact { counted } else { delivered.saturating_sub(queued_from - 1) };
             let mut delivery_cnt = 0;
             for c in 1..=w.customers_per_district as u64 {
                 let customer = db.tuple(customer_key(wh, d, c))?;
                 *customer_paid.entry(wh).or_default() += customer[C_YTD_PAYMENT] - C_YTD_PAYMENT_INIT;
                 delivery_cnt += customer[C_DELIVERY_CNT];
+                let due = deliveries_of.get(&c).copied().unwrap_or(0);
+                if artifact && customer[C_DELIVERY_CNT] != due {
+                    return Err(format!(
+                        "customer ({wh}, {d}, {c}): C_DELIVERY_CNT {} but the DISTRICT-NEW-ORDER counter passed {due} of their orders",
+                        customer[C_DELIVERY_CNT]
+                    ));
+                }
             }
             if in_run != counted || delivery_cnt != counted {
                 return Err(format!(

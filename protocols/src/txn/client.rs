@@ -1,12 +1,14 @@
 //! One TPC-C terminal thread: NewOrder, Payment, OrderStatus, Delivery and StockLevel (clauses
 //! 2.4–2.8) over the engine, retried after an abort with a randomised exponential backoff,
 //! counted, and recorded for the checkers. Each terminal is bound to a home warehouse (thread
-//! number modulo the warehouses).
+//! number modulo the warehouses), or draws a warehouse per transaction (`warehouse_choice`).
 //!
 //! [CHOICE] Items and customers are drawn uniformly (not NURand), customers by id (not by last
 //! name), NewOrder never rolls back on an unused item; HISTORY rows are heap inserts without an
 //! index (TPC-C gives them no primary key). Delivery runs in the terminal's transaction (not
-//! queued, clause 2.7.2's deferred mode), all districts in one transaction.
+//! queued, clause 2.7.2's deferred mode), all districts in one transaction. `procedures:
+//! artifact` runs the authors' reduced Delivery, OrderStatus and StockLevel instead
+//! ([`TpccWorkload::procedures`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -431,6 +433,90 @@ async fn stock_level<P: super::pages::TxnPages>(
     Ok(low)
 }
 
+/// The authors' Delivery (`procedures: artifact`, `tpcc/TpccProcedure.h` DeliveryProcedure), in
+/// their order: for every district, the DISTRICT-NEW-ORDER counter row X (the order to deliver;
+/// the counter advances, wrapping from the last loaded order to 1); then for every district
+/// that ORDER row X (carrier set, customer read); no ORDER-LINE access (their order-line loop
+/// runs zero times, `no_o_ol_cnt = 0`); then for every district the order's CUSTOMER X
+/// (C_BALANCE + the zero amount; C_DELIVERY_CNT counted). Every district is delivered.
+async fn delivery_artifact<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn<P::Guard>,
+    w: u64,
+    districts: u64,
+    carrier_id: u64,
+    loaded: u64,
+) -> TxnResult<Vec<u64>> {
+    let mut orders = Vec::with_capacity(districts as usize);
+    for d in 1..=districts {
+        let nt = e.locate(district_new_order_key(w, d)).await?;
+        let mut row = e.read(x, nt, e.widths[DISTRICT_NEW_ORDER], true).await?;
+        let o = row[DNO_O_ID];
+        assert!((1..=loaded).contains(&o), "DISTRICT-NEW-ORDER ({w}, {d}) holds order {o}");
+        row[DNO_O_ID] = if o < loaded { o + 1 } else { 1 };
+        e.write(x, nt, row);
+        orders.push(o);
+    }
+    let mut customers = Vec::with_capacity(orders.len());
+    for (d, &o) in (1..=districts).zip(&orders) {
+        let ot = e.locate(order_key(w, d, o)).await?;
+        let mut order = e.read(x, ot, e.widths[ORDER], true).await?;
+        order[O_LOCAL_CARRIER] = with_carrier(order[O_LOCAL_CARRIER], carrier_id);
+        customers.push(order[O_C_ID]);
+        e.write(x, ot, order);
+    }
+    for (d, &c) in (1..=districts).zip(&customers) {
+        let ct = e.locate(customer_key(w, d, c)).await?;
+        let mut customer = e.read(x, ct, e.widths[CUSTOMER], true).await?;
+        customer[C_DELIVERY_CNT] += 1;
+        e.write(x, ct, customer);
+    }
+    Ok((1..=districts).collect())
+}
+
+/// The authors' OrderStatus (`procedures: artifact`, `tpcc/TpccProcedure.h`
+/// OrderStatusProcedure): the ORDER row whose id is the customer's id ("Use c_id to replace
+/// o_id to avoid the secondary" index; the loaded order c_id exists) and its order lines, all
+/// read; no CUSTOMER read.
+async fn order_status_artifact<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn<P::Guard>,
+    w: u64,
+    d: u64,
+    c: u64,
+) -> TxnResult<()> {
+    let ot = e.locate(order_key(w, d, c)).await?;
+    let order = e.read(x, ot, e.widths[ORDER], false).await?;
+    for ol in 1..=order[O_OL_CNT] {
+        let lt = e.locate(order_line_key(w, d, c, ol)).await?;
+        let _line = e.read(x, lt, e.widths[ORDER_LINE], false).await?;
+    }
+    Ok(())
+}
+
+/// The authors' StockLevel (`procedures: artifact`, `tpcc/TpccProcedure.h`
+/// StockLevelProcedure): DISTRICT read (D_NEXT_O_ID), then the last 5 ORDER rows read (their
+/// O_OL_CNT summed); no ORDER-LINE or STOCK read. An order below D_NEXT_O_ID not inserted yet
+/// (its NewOrder not committed) aborts the attempt, as theirs.
+async fn stock_level_artifact<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn<P::Guard>,
+    w: u64,
+    d: u64,
+) -> TxnResult<u64> {
+    let dt = e.locate(district_key(w, d)).await?;
+    let next = e.read(x, dt, e.widths[DISTRICT], false).await?[D_NEXT_O_ID];
+    let mut count = 0;
+    for o in next.saturating_sub(5).max(1)..next {
+        let v = e.tree.lookup(order_key(w, d, o)).await?;
+        if v == 0 {
+            return Err(Fail::Abort("StockLevel: an order below D_NEXT_O_ID is not inserted yet"));
+        }
+        count += e.read(x, super::heap::TupleRef(v), e.widths[ORDER], false).await?[O_OL_CNT];
+    }
+    Ok(count)
+}
+
 /// Run the terminal's transactions; the node's last terminal drains its cache when asked.
 pub async fn run_terminal<N: Nic>(
     mut e: Engine<SelccPages<N>>,
@@ -440,12 +526,17 @@ pub async fn run_terminal<N: Nic>(
 ) {
     let node = e.tree.pages.node.clone();
     let w = t.workload.clone();
+    let artifact = w.procedures == Procedures::Artifact;
     let mut local = Stats::default();
     'txns: for seq in 0..t.txns {
         if shared.errors.is_set() || node.errors.is_set() {
             break;
         }
-        let input = draw(&w, t.home, &t.partitioning, &mut rng);
+        let home = match w.warehouse_choice {
+            WarehouseChoice::Home => t.home,
+            WarehouseChoice::Random => between(&mut rng, 1, w.warehouses as u64),
+        };
+        let input = draw(&w, home, &t.partitioning, &mut rng);
         let kind = input.kind();
         let mut delivered = Vec::new();
         let start = e.tree.pages.now();
@@ -457,20 +548,32 @@ pub async fn run_terminal<N: Nic>(
                     let body = match &input {
                         Input::NewOrder { d, c, lines } => {
                             let part = t.partitioned.then_some((&t.partitioning, t.node_index, &mut remote));
-                            new_order(&mut e, &mut x, t.home, *d, *c, lines, part).await
+                            new_order(&mut e, &mut x, home, *d, *c, lines, part).await
                         }
                         Input::Payment { d, c_w, c_d, c, amount } => {
-                            payment(&mut e, &mut x, t.home, *d, *c_w, *c_d, *c, *amount).await
+                            payment(&mut e, &mut x, home, *d, *c_w, *c_d, *c, *amount).await
                         }
-                        Input::OrderStatus { d, c } => order_status(&mut e, &mut x, t.home, *d, *c).await,
+                        Input::OrderStatus { d, c } if artifact => {
+                            order_status_artifact(&mut e, &mut x, home, *d, *c).await
+                        }
+                        Input::OrderStatus { d, c } => order_status(&mut e, &mut x, home, *d, *c).await,
                         Input::Delivery { carrier } => {
                             let districts = w.districts_per_warehouse as u64;
-                            delivery(&mut e, &mut x, t.home, districts, *carrier).await.map(|done| {
+                            let done = if artifact {
+                                let loaded = w.initial_orders as u64;
+                                delivery_artifact(&mut e, &mut x, home, districts, *carrier, loaded).await
+                            } else {
+                                delivery(&mut e, &mut x, home, districts, *carrier).await
+                            };
+                            done.map(|done| {
                                 delivered = done;
                             })
                         }
+                        Input::StockLevel { d, .. } if artifact => {
+                            stock_level_artifact(&mut e, &mut x, home, *d).await.map(|_| ())
+                        }
                         Input::StockLevel { d, threshold } => {
-                            stock_level(&mut e, &mut x, t.home, *d, *threshold).await.map(|_| ())
+                            stock_level(&mut e, &mut x, home, *d, *threshold).await.map(|_| ())
                         }
                     };
                     match body {
@@ -498,16 +601,14 @@ pub async fn run_terminal<N: Nic>(
                     local.first_start_ns = Some(local.first_start_ns.map_or(start, |s| s.min(start)));
                     local.last_end_ns = local.last_end_ns.max(end);
                     match &input {
-                        Input::NewOrder { d, .. } => {
-                            *local.new_orders.entry(t.home << 8 | d).or_default() += 1
-                        }
+                        Input::NewOrder { d, .. } => *local.new_orders.entry(home << 8 | d).or_default() += 1,
                         Input::Payment { c_w, amount, .. } => {
-                            *local.paid_to.entry(t.home).or_default() += amount;
+                            *local.paid_to.entry(home).or_default() += amount;
                             *local.paid_by.entry(*c_w).or_default() += amount;
                         }
                         Input::Delivery { .. } => {
                             for d in &delivered {
-                                *local.delivered.entry(t.home << 8 | d).or_default() += 1;
+                                *local.delivered.entry(home << 8 | d).or_default() += 1;
                             }
                         }
                         Input::OrderStatus { .. } | Input::StockLevel { .. } => {}

@@ -34,7 +34,8 @@ use super::engine::{Cc, Engine};
 use super::heap::{per_page, place_per_node, stored_width, TupleRef, PAGE_HEADER};
 use super::mutants::Mutant;
 use super::tpcc::{
-    customer_orders, population, TpccWorkload, HISTORY, NEW_ORDER, ORDER, ORDER_LINE, WAREHOUSE, WIDTH,
+    customer_orders, population, Procedures, TpccWorkload, WarehouseChoice, DISTRICT_NEW_ORDER, HISTORY,
+    NEW_ORDER, ORDER, ORDER_LINE, WAREHOUSE, WIDTH,
 };
 use super::twopc::{serve, Partitioning, Prepared, SERVER_PORT};
 use super::wal::Wal;
@@ -207,6 +208,17 @@ impl TpccPlan {
                 ),
             ));
         }
+        if w.procedures == Procedures::Artifact
+            && per_page(page_words, stored_width(cc, widths[DISTRICT_NEW_ORDER])) == 0
+        {
+            out.push(Problem::new(
+                "protocol_options.gcl_size_bytes",
+                format!(
+                    "procedures artifact: a page must hold a DISTRICT-NEW-ORDER tuple ({} bytes with the header)",
+                    (PAGE_HEADER + stored_width(cc, widths[DISTRICT_NEW_ORDER])) * 8
+                ),
+            ));
+        }
         if partitioned && (cc != Cc::TwoPl || sel) {
             out.push(Problem::new(
                 "protocol_options.partitioned",
@@ -256,6 +268,12 @@ impl TpccPlan {
             out.push(Problem::new(
                 "workload.remote_payment_ratio",
                 "partitioned: Payment does not go through 2PC, so its customers must be local (0)",
+            ));
+        }
+        if partitioned && w.warehouse_choice == WarehouseChoice::Random {
+            out.push(Problem::new(
+                "workload.warehouse_choice",
+                "partitioned: a terminal runs on its home warehouse (its node's), so `home`",
             ));
         }
         if partitioned && (w.warehouses as u64) < terminals {

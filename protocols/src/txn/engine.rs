@@ -125,7 +125,7 @@ pub struct Engine<P: Pages> {
     /// NewOrder reads its home warehouse's copy of ITEM (the workload's switch).
     pub replicated_items: bool,
     /// Words per tuple of each table (the workload's WAREHOUSE padding included).
-    pub widths: [usize; 11],
+    pub widths: [usize; super::tpcc::TABLES],
     /// The node's write-ahead log (Fig. 19b), if logging.
     pub wal: Option<Arc<Wal>>,
     /// Partitioned SELCC: the 2PC server threads per node (0: fully shared).

@@ -232,4 +232,27 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn artifact_district_new_order_rows() {
+        // Goal: the authors' DISTRICT_NEW_ORDER table (issue 18, `procedures: artifact`): one
+        // row per district, padded to four per 2 KiB GCL (`c_data VARCHAR(480)`), starting at
+        // the first undelivered loaded order; TPC-C's procedures load no such row.
+        use crate::txn::tpcc::{district_new_order_key, DISTRICT_NEW_ORDER, DNO_O_ID};
+        assert_eq!(per_page(256, WIDTH[DISTRICT_NEW_ORDER]), 4);
+        let dno = |w: &TpccWorkload| -> Vec<(u64, u64)> {
+            population(w)
+                .into_iter()
+                .filter(|r| r.0 == DISTRICT_NEW_ORDER)
+                .map(|r| (r.1, r.2[DNO_O_ID]))
+                .collect()
+        };
+        assert!(dno(&workload("")).is_empty());
+        let artifact = workload(r#""procedures": "artifact","#);
+        let rows = dno(&artifact);
+        assert_eq!(rows.len(), 6);
+        assert!(rows.iter().all(|(_, o)| *o == 3), "initial_orders 4, initial_new_orders 2: order 3 first");
+        assert_eq!(rows[0].0, district_new_order_key(1, 1));
+        assert_eq!(warehouse_of(rows[5].0), Some(6));
+    }
 }

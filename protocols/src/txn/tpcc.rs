@@ -30,6 +30,10 @@ pub const ORDER_LINE: usize = 8;
 pub const HISTORY: usize = 9;
 /// Index-only: the secondary index customer → orders (newest first), for OrderStatus.
 pub const CUSTOMER_ORDER: usize = 10;
+/// The authors' per-district Delivery counter (`procedures: artifact` only): the id of the next
+/// order their Delivery delivers (`tpcc/TpccInitiator.h` `InitDistrictNewOrderSchema`).
+pub const DISTRICT_NEW_ORDER: usize = 11;
+pub const TABLES: usize = 12;
 
 /// The index value of a deleted row (never a tuple address).
 pub const TOMBSTONE: u64 = u64::MAX;
@@ -37,9 +41,12 @@ pub const TOMBSTONE: u64 = u64::MAX;
 /// Words per tuple: 1 version word + ceil(TPC-C row bytes / 8): WAREHOUSE 89 B, DISTRICT 95 B,
 /// CUSTOMER 655 B, ITEM 82 B, STOCK 306 B, ORDER 24 B, NEW-ORDER 8 B, ORDER-LINE 54 B, HISTORY 46 B.
 /// WAREHOUSE's width here is without the padding column ([`TpccWorkload::widths`] adds it).
-pub const WIDTH: [usize; 11] = [0, 13, 13, 83, 12, 40, 4, 2, 8, 7, 0];
+/// DISTRICT-NEW-ORDER (the authors' table, not TPC-C's): D_ID, W_ID, O_ID (4 bytes each) and
+/// its padding column `c_data VARCHAR(480)` ("Reduce the contention for update"), 492 B — four
+/// rows per 2 KiB GCL, as theirs.
+pub const WIDTH: [usize; TABLES] = [0, 13, 13, 83, 12, 40, 4, 2, 8, 7, 0, 63];
 
-pub const TABLE_NAMES: [&str; 11] = [
+pub const TABLE_NAMES: [&str; TABLES] = [
     "",
     "warehouse",
     "district",
@@ -51,6 +58,7 @@ pub const TABLE_NAMES: [&str; 11] = [
     "order-line",
     "history",
     "customer-order",
+    "district-new-order",
 ];
 
 // Field positions (word 0 is the version).
@@ -79,6 +87,8 @@ pub const OL_SUPPLY_W: usize = 2;
 pub const OL_QUANTITY: usize = 3;
 pub const OL_AMOUNT: usize = 4;
 pub const OL_DELIVERY_D: usize = 5;
+/// DISTRICT-NEW-ORDER's O_ID: the next order the authors' Delivery delivers in the district.
+pub const DNO_O_ID: usize = 1;
 
 pub fn carrier(order: &[u64]) -> u64 {
     order[O_LOCAL_CARRIER] >> 8
@@ -135,6 +145,9 @@ pub fn customer_order_key(w: u64, d: u64, c: u64, o: u64) -> u64 {
     debug_assert!(o <= MAX_ORDERS);
     key(CUSTOMER_ORDER, w << 44 | d << 36 | c << 12 | (MAX_ORDERS - o))
 }
+pub fn district_new_order_key(w: u64, d: u64) -> u64 {
+    key(DISTRICT_NEW_ORDER, w << 8 | d)
+}
 pub fn table_of(key: u64) -> usize {
     (key >> 60) as usize
 }
@@ -143,7 +156,7 @@ pub fn warehouse_of(key: u64) -> Option<u64> {
     let body = body(key);
     match table_of(key) {
         WAREHOUSE => Some(body),
-        DISTRICT => Some(body >> 8),
+        DISTRICT | DISTRICT_NEW_ORDER => Some(body >> 8),
         CUSTOMER | STOCK => Some(body >> 32),
         ORDER | NEW_ORDER => Some(body >> 40),
         ORDER_LINE | CUSTOMER_ORDER => Some(body >> 44),
@@ -207,6 +220,26 @@ fn warehouse_padding() -> u32 {
     1024
 }
 
+/// How a transaction picks its warehouse ([`TpccWorkload::warehouse_choice`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarehouseChoice {
+    #[default]
+    Home,
+    Random,
+}
+
+/// Which versions of Delivery, OrderStatus and StockLevel run ([`TpccWorkload::procedures`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Procedures {
+    /// TPC-C's (clauses 2.6–2.8).
+    #[default]
+    Tpcc,
+    /// The authors' reduced versions (`tpcc/TpccProcedure.h`), see [`TpccWorkload::procedures`].
+    Artifact,
+}
+
 /// The scenario's `workload` for `protocol: "tpcc"`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -255,6 +288,27 @@ pub struct TpccWorkload {
     /// TPC-C's per-line `remote_item_ratio`.
     #[serde(default)]
     pub distributed_ratio: Option<f64>,
+    /// Which warehouse a transaction runs on: `home`, the terminal's own (thread number modulo
+    /// the warehouses; TPC-C's terminal binding), or `random`, drawn uniformly from all
+    /// warehouses for every transaction, as the authors' fully shared runs
+    /// (`tpcc/TpccParams.h` `WORKLOAD_PATTERN RANDOM_SOURCE`, `GenerateWarehouseId(1,
+    /// num_warehouses_)`). A partitioned (2PC) run keeps `home`: its warehouses belong to nodes.
+    #[serde(default)]
+    pub warehouse_choice: WarehouseChoice,
+    /// `tpcc`: TPC-C's Delivery, OrderStatus and StockLevel. `artifact`: the authors' reduced
+    /// versions (`tpcc/TpccProcedure.h`; NewOrder and Payment are the same in both):
+    /// Delivery X-latches, per district, a DISTRICT-NEW-ORDER counter row (an extra table, one
+    /// per district, padded to ~4 rows per 2 KiB GCL, loaded with the other tables) and advances
+    /// it (wrapping from the last loaded order to order 1), then X the ORDER row that counter
+    /// named (sets its carrier), then X its CUSTOMER — no NEW-ORDER or ORDER-LINE access, so
+    /// no amount is credited (the customer's C_DELIVERY_CNT is still counted); OrderStatus
+    /// reads ORDER (order id = the customer id, "to avoid the secondary" index) and its order
+    /// lines, no CUSTOMER; StockLevel reads DISTRICT and the last 5 ORDER rows (aborting if
+    /// one is not inserted yet), no ORDER-LINE or STOCK. Needs every customer to have a loaded
+    /// order (`initial_orders >= customers_per_district`) and an undelivered one at load
+    /// (`initial_new_orders >= 1`), as the authors' load (one order per customer).
+    #[serde(default)]
+    pub procedures: Procedures,
     /// Payments of a customer of another warehouse (TPC-C: 15 %).
     #[serde(default = "remote_payment")]
     pub remote_payment_ratio: f64,
@@ -276,7 +330,7 @@ pub struct TpccWorkload {
 
 impl TpccWorkload {
     /// Words per tuple of each table: [`WIDTH`] with WAREHOUSE's padding.
-    pub fn widths(&self) -> [usize; 11] {
+    pub fn widths(&self) -> [usize; TABLES] {
         let mut w = WIDTH;
         w[WAREHOUSE] += (self.warehouse_padding_bytes as usize).div_ceil(8);
         w
@@ -322,10 +376,23 @@ impl TpccWorkload {
         if !(weights.iter().all(|x| *x >= 0.0) && m.total() > 0.0) {
             out.push(Problem::new(format!("{w}.mix"), "weights must be non-negative, not all zero"));
         }
-        if m.order_status > 0.0 && !self.customer_order_index {
+        let artifact = self.procedures == Procedures::Artifact;
+        if artifact && self.initial_orders < self.customers_per_district.max(1) {
+            out.push(Problem::new(
+                format!("{w}.initial_orders"),
+                "procedures artifact: at least customers_per_district (one loaded order per customer, as the authors' load; their OrderStatus reads order c_id and their Delivery wraps over the loaded orders)",
+            ));
+        }
+        if artifact && self.initial_new_orders == 0 {
+            out.push(Problem::new(
+                format!("{w}.initial_new_orders"),
+                "procedures artifact: at least 1 (the authors' Delivery counter starts at the first undelivered loaded order)",
+            ));
+        }
+        if m.order_status > 0.0 && !self.customer_order_index && !artifact {
             out.push(Problem::new(
                 format!("{w}.customer_order_index"),
-                "OrderStatus finds a customer's last order through this index: it must be true when mix.order_status > 0",
+                "OrderStatus finds a customer's last order through this index: it must be true when mix.order_status > 0 (procedures tpcc)",
             ));
         }
         if self.initial_new_orders > self.initial_orders {
@@ -383,6 +450,20 @@ pub fn population(w: &TpccWorkload) -> Vec<(usize, u64, Vec<u64>)> {
             let next = w.initial_orders as u64 + 1;
             let fields = [(D_YTD, D_YTD_INIT), (D_TAX, hash(wh << 8 | d, 2) % 2001), (D_NEXT_O_ID, next)];
             out.push((DISTRICT, district_key(wh, d), image(DISTRICT, &fields)));
+        }
+    }
+    if w.procedures == Procedures::Artifact {
+        // The authors' counter starts at the first undelivered loaded order
+        // (`tpcc/TpccPopulator.h`: customers - new orders + 1).
+        let first = (w.initial_orders - w.initial_new_orders) as u64 + 1;
+        for wh in ws.clone() {
+            for d in ds.clone() {
+                out.push((
+                    DISTRICT_NEW_ORDER,
+                    district_new_order_key(wh, d),
+                    image(DISTRICT_NEW_ORDER, &[(DNO_O_ID, first)]),
+                ));
+            }
         }
     }
     for wh in ws.clone() {
