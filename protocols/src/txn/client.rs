@@ -323,7 +323,19 @@ async fn order_status<P: super::pages::TxnPages>(
         return Ok(());
     }
     let o = MAX_ORDERS - (k & MAX_ORDERS);
-    let order = e.read(x, super::heap::TupleRef(v), e.widths[ORDER], false).await?;
+    read_order_and_lines(e, x, super::heap::TupleRef(v), w, d, o).await
+}
+
+/// Read order `o`'s ORDER row (at `ot`) and its order lines (OrderStatus, both variants).
+async fn read_order_and_lines<P: super::pages::TxnPages>(
+    e: &mut Engine<P>,
+    x: &mut Txn<P::Guard>,
+    ot: super::heap::TupleRef,
+    w: u64,
+    d: u64,
+    o: u64,
+) -> TxnResult<()> {
+    let order = e.read(x, ot, e.widths[ORDER], false).await?;
     for ol in 1..=order[O_OL_CNT] {
         let lt = e.locate(order_line_key(w, d, o, ol)).await?;
         let _line = e.read(x, lt, e.widths[ORDER_LINE], false).await?;
@@ -486,12 +498,7 @@ async fn order_status_artifact<P: super::pages::TxnPages>(
     c: u64,
 ) -> TxnResult<()> {
     let ot = e.locate(order_key(w, d, c)).await?;
-    let order = e.read(x, ot, e.widths[ORDER], false).await?;
-    for ol in 1..=order[O_OL_CNT] {
-        let lt = e.locate(order_line_key(w, d, c, ol)).await?;
-        let _line = e.read(x, lt, e.widths[ORDER_LINE], false).await?;
-    }
-    Ok(())
+    read_order_and_lines(e, x, ot, w, d, c).await
 }
 
 /// The authors' StockLevel (`procedures: artifact`, `tpcc/TpccProcedure.h`
