@@ -398,13 +398,8 @@ impl<N: Nic> Client<N> {
             return Ok(());
         }
         self.cur.splits += 1;
-        let m = live.len() / 2;
+        let (m, sibling_addr, mut sibling) = self.right_sibling(&node, &live);
         let split_key = live[m].key;
-        let sibling_addr = self.shared.allocate(self.alloc_hint);
-        self.alloc_hint += 1;
-        let mut sibling = Node::empty_leaf(v, split_key, node.highest);
-        sibling.version = 1;
-        sibling.sibling = node.sibling;
         for (i, s) in live[m..].iter().enumerate() {
             sibling.slots[i] = *s;
         }

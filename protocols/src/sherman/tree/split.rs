@@ -16,6 +16,19 @@ use crate::sherman::mutants::Mutant;
 use crate::sherman::node::{Node, Slot};
 
 impl<N: Nic> Client<N> {
+    /// The new right sibling of a splitting leaf whose live slots, sorted, are `live`: split at
+    /// the middle one (returned with the sibling's address); the sibling takes the leaf's upper
+    /// bound and link and is still empty. Sherman's and Marlin's leaf splits.
+    pub(super) fn right_sibling(&mut self, node: &Node, live: &[Slot]) -> (usize, Gaddr, Node) {
+        let m = live.len() / 2;
+        let sibling_addr = self.shared.allocate(self.alloc_hint);
+        self.alloc_hint += 1;
+        let mut sibling = Node::empty_leaf(self.config().versions, live[m].key, node.highest);
+        sibling.version = 1;
+        sibling.sibling = node.sibling;
+        (m, sibling_addr, sibling)
+    }
+
     /// Split a full leaf (already changed in `node`): new right sibling with the upper half.
     pub(super) async fn split_leaf(
         &mut self,
@@ -28,13 +41,8 @@ impl<N: Nic> Client<N> {
         let v = self.config().versions;
         let mut live: Vec<Slot> = node.slots.iter().copied().filter(|s| s.value != 0).collect();
         live.sort_unstable_by_key(|s| s.key);
-        let m = live.len() / 2;
+        let (m, sibling_addr, mut sibling) = self.right_sibling(&node, &live);
         let split_key = live[m].key;
-        let sibling_addr = self.shared.allocate(self.alloc_hint);
-        self.alloc_hint += 1;
-        let mut sibling = Node::empty_leaf(v, split_key, node.highest);
-        sibling.version = 1;
-        sibling.sibling = node.sibling;
         let upper_end = if self.mutant() == Mutant::SplitDropsEntry { live.len() - 1 } else { live.len() };
         for (i, s) in live[m..upper_end].iter().enumerate() {
             sibling.slots[i] = *s;
