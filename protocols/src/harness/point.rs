@@ -42,6 +42,8 @@ pub struct PointSpec {
     pub symmetric_nodes: u16,
     /// Modelled cores per memory node (`None`: unmodelled).
     pub memory_node_cores: Option<u32>,
+    /// Bytes of each node's storage device (`cluster.ssd_bytes_per_node`; 0: none).
+    pub ssd_bytes_per_node: u64,
     pub protocol_options: Value,
     pub workload: Value,
     /// Seeds the workload streams (the harness seeds everything else).

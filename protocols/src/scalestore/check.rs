@@ -14,7 +14,14 @@
 //!    frame for it (it will hand the page on; R1). A transfer that finds no frame panics
 //!    (`node.rs`), which the fuzzer also reports.
 //! 5. At the end of a quiesced run: nothing owed, no frame mid-fetch, and every directory
-//!    holder holds the page Hot in the directory's mode (metadata convergence).
+//!    holder holds the page Hot in the directory's mode (metadata convergence). A frame mid-
+//!    eviction (or read back by its directory) when the run stopped counts as held: the page
+//!    providers are daemons, stopped wherever they were.
+//! 6. **Evicted pages** (spec §3.11): a page no node holds has no anchor but the storage
+//!    device, which has its current version (`on_ssd`); an exclusive page is never only on the
+//!    device; the device is a shared page's source only while it is clean. (A Hot copy of a
+//!    page the directory lists nowhere fails 3: no page is both evicted and owned.)
+//! 7. The cache's occupancy count is the number of present frames.
 
 use std::sync::Mutex;
 
@@ -22,7 +29,7 @@ use crate::harness::Memory;
 use crate::nic::NodeId;
 
 use super::layout::Layout;
-use super::state::{bits, FrameState, NodeState, Owed};
+use super::state::{bits, FrameState, NodeState, Owed, SSD};
 
 /// Invariants 1–4.
 pub fn invariants(
@@ -90,6 +97,15 @@ pub fn invariants(
                 }
             }
         }
+        if entry.anchor == SSD || entry.holders == 0 {
+            if entry.anchor != SSD || !entry.on_ssd || entry.exclusive {
+                return Err((
+                    "evicted pages".into(),
+                    format!("page {g}: holders {:#b}, anchor {}, but {entry:?}", entry.holders, entry.anchor),
+                ));
+            }
+            continue;
+        }
         if entry.exclusive && (entry.holders.count_ones() != 1 || entry.holders != 1 << entry.anchor) {
             return Err((
                 "directory agrees with owners and sharers".into(),
@@ -110,6 +126,15 @@ pub fn invariants(
             ));
         }
     }
+    for (n, st) in states.iter().enumerate() {
+        let present = st.frames.iter().filter(|f| f.is_some()).count() as u64;
+        if present != st.used {
+            return Err((
+                "cache occupancy".into(),
+                format!("n{n}: {present} frames present, {} counted", st.used),
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -123,7 +148,10 @@ pub fn converged(layout: &Layout, nodes: &[&Mutex<NodeState>], owed: &Owed) -> R
         ));
     }
     for (n, st) in guards.iter().enumerate() {
-        if let Some(g) = st.frames.iter().position(|f| f.is_some_and(|f| f.state != FrameState::Hot)) {
+        let settled = |f: &super::state::Frame| {
+            f.state == FrameState::Hot || f.state == FrameState::Evicting || f.pulled
+        };
+        if let Some(g) = st.frames.iter().position(|f| f.is_some_and(|f| !settled(&f))) {
             return Err(("metadata convergence".into(), format!("n{n} still fetching page {g} at the end")));
         }
     }
@@ -132,7 +160,11 @@ pub fn converged(layout: &Layout, nodes: &[&Mutex<NodeState>], owed: &Owed) -> R
         let entry = guards[d].dir[(g % layout.pages_per_node) as usize];
         for n in bits(entry.holders) {
             let f = guards[n as usize].frames[g as usize];
-            if !f.is_some_and(|f| f.state == FrameState::Hot && f.exclusive == entry.exclusive) {
+            let held = |f: super::state::Frame| {
+                (f.state == FrameState::Hot || f.state == FrameState::Evicting || f.pulled)
+                    && f.exclusive == entry.exclusive
+            };
+            if !f.is_some_and(held) {
                 return Err((
                     "metadata convergence".into(),
                     format!("page {g}: directory lists n{n} as a holder, which has {f:?}"),

@@ -15,11 +15,45 @@ pub struct CpuCosts {
     pub handler_ns: u64,
     /// A worker building and posting one request.
     pub request_ns: u64,
+    /// A page provider examining one cached frame (sampling or scanning the table).
+    pub provider_frame_ns: u64,
+    /// A page provider evicting one page (latch, list entry or SSD command, unmap).
+    pub provider_evict_ns: u64,
 }
 
 impl Default for CpuCosts {
     fn default() -> Self {
-        CpuCosts { local_op_ns: 300, handler_ns: 300, request_ns: 100 }
+        CpuCosts {
+            local_op_ns: 300,
+            handler_ns: 300,
+            request_ns: 100,
+            provider_frame_ns: 10,
+            provider_evict_ns: 100,
+        }
+    }
+}
+
+/// Page eviction (spec §3.11; used when `workload.cache_pages_per_node` is below the data).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Eviction {
+    /// Page-provider tasks per node (paper: 2), each owning a share of the translation table.
+    pub providers: u16,
+    /// Providers evict while fewer than this share of the cache is free (code: 1 %; at least
+    /// one batch).
+    pub free_percent: f64,
+    /// Frames sampled to set the epoch threshold (code: 600).
+    pub sample: u32,
+    /// Evict frames whose last-access epoch is within this coolest share of the sample
+    /// (paper: "e.g., 10 %"; code default 0.1, the authors' scripts pass 0.5).
+    pub coolest: f64,
+    /// Pages per eviction list sent to one directory (paper: up to 100; code: 32; at most 64).
+    pub batch: u16,
+}
+
+impl Default for Eviction {
+    fn default() -> Self {
+        Eviction { providers: 2, free_percent: 1.0, sample: 600, coolest: 0.1, batch: 32 }
     }
 }
 
@@ -34,6 +68,7 @@ pub struct Config {
     /// poll of its response word.
     pub poll_ns: u64,
     pub cpu: CpuCosts,
+    pub eviction: Eviction,
     #[serde(skip)]
     pub mutant: Mutant,
 }
@@ -45,6 +80,7 @@ impl Default for Config {
             handler_tasks: 4,
             poll_ns: 100,
             cpu: CpuCosts::default(),
+            eviction: Eviction::default(),
             mutant: Mutant::None,
         }
     }
@@ -61,6 +97,22 @@ impl Config {
         }
         if self.poll_ns == 0 {
             out.push("poll_ns: must be at least 1".into());
+        }
+        let e = &self.eviction;
+        if e.providers == 0 || e.providers > 16 {
+            out.push("eviction.providers: must be in 1..=16".into());
+        }
+        if !(0.0..50.0).contains(&e.free_percent) {
+            out.push("eviction.free_percent: must be in [0, 50)".into());
+        }
+        if e.sample == 0 {
+            out.push("eviction.sample: must be at least 1".into());
+        }
+        if !(0.0..=1.0).contains(&e.coolest) {
+            out.push("eviction.coolest: must be in [0, 1]".into());
+        }
+        if e.batch == 0 || e.batch > 64 {
+            out.push("eviction.batch: must be in 1..=64 (the answer is a 64-bit bitmap)".into());
         }
         out
     }
@@ -85,6 +137,10 @@ pub struct Workload {
     /// Each node's workers access only the pages of its own directory (the paper's
     /// "partitionable" pattern); otherwise every page.
     pub partitioned: bool,
+    /// Frames each node may cache (0: every page of the cluster, no eviction). Below the
+    /// cluster's pages, page providers evict to the directories and their storage devices;
+    /// each node's pages start in its memory as far as its cache allows, the rest on its SSD.
+    pub cache_pages_per_node: u64,
 }
 
 impl Default for Workload {
@@ -98,6 +154,7 @@ impl Default for Workload {
             read_ratio: 0.5,
             zipf_theta: 0.0,
             partitioned: false,
+            cache_pages_per_node: 0,
         }
     }
 }
@@ -119,6 +176,13 @@ impl Workload {
         }
         if !(0.0..10.0).contains(&self.zipf_theta) {
             out.push("zipf_theta: must be in [0, 10)".into());
+        }
+        if self.cache_pages_per_node != 0 && self.cache_pages_per_node < self.threads_per_node as u64 + 2 {
+            out.push(
+                "cache_pages_per_node: must be 0 (no eviction) or at least threads_per_node + 2 \
+                 (a frame per fetching worker, and room to evict)"
+                    .into(),
+            );
         }
         out
     }

@@ -119,7 +119,13 @@ impl ScaleStorePlan {
             pages_per_node: workload.pages_per_node,
             page_bytes: config.page_bytes,
             keys_per_page: workload.keys_per_page,
+            providers: 0,
+            batch: config.eviction.batch as u64,
         };
+        let mut layout = layout;
+        if workload.cache_pages_per_node != 0 && workload.cache_pages_per_node < layout.total_pages() {
+            layout.providers = config.eviction.providers as u64;
+        }
         const REGION_MAX: u64 = 64 << 30;
         if layout.region_bytes() > REGION_MAX {
             return Err(vec![Problem::new(
@@ -127,6 +133,17 @@ impl ScaleStorePlan {
                 format!(
                     "every node has a frame per page: {} bytes per node (at most 64 GiB)",
                     layout.region_bytes()
+                ),
+            )]);
+        }
+        if layout.ssd_bytes() > point.ssd_bytes_per_node {
+            return Err(vec![Problem::new(
+                "cluster.ssd_bytes_per_node",
+                format!(
+                    "a cache smaller than the data evicts to each directory's storage device, which must hold its {} pages: at least {} bytes (got {})",
+                    layout.pages_per_node,
+                    layout.ssd_bytes(),
+                    point.ssd_bytes_per_node
                 ),
             )]);
         }
@@ -161,7 +178,11 @@ impl Plan for ScaleStorePlan {
     }
 
     fn node<N: Nic>(&self, nic: N) -> NodeRun<State> {
-        let node = Node::new(nic, self.layout.clone(), self.config.clone(), self.owed.clone());
+        let capacity = match self.layout.providers {
+            0 => u64::MAX,
+            _ => self.workload.cache_pages_per_node,
+        };
+        let node = Node::new(nic, self.layout.clone(), self.config.clone(), self.owed.clone(), capacity);
         let me = node.nic.node();
         if self.check.full() {
             self.states.lock().unwrap_or_else(|e| e.into_inner()).push(node.state.clone());
@@ -184,12 +205,15 @@ impl Plan for ScaleStorePlan {
             })
             .collect();
         let tasks = self.config.handler_tasks;
-        let daemons = (0..tasks)
+        let mut daemons: Vec<Task> = (0..tasks)
             .map(|i| {
                 let task: Task = Box::pin(node.clone().handler(i, tasks));
                 task
             })
             .collect();
+        for i in 0..self.layout.providers as u16 {
+            daemons.push(Box::pin(node.clone().provider(i)));
+        }
         let watched = node.clone();
         NodeRun {
             mains,
@@ -197,7 +221,8 @@ impl Plan for ScaleStorePlan {
             progress: Some(Arc::new(move || watched.stats.lock().unwrap_or_else(|e| e.into_inner()).ops)),
             state: Some(node.state.clone()),
             collect: Box::new(move || {
-                let stats = node.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let mut stats = node.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                stats.frames_used = node.state.lock().unwrap_or_else(|e| e.into_inner()).used;
                 NodeReport {
                     samples: std::mem::take(&mut *latencies.lock().unwrap_or_else(|e| e.into_inner())),
                     history: log.map(|l| l.snapshot()).unwrap_or_default(),
@@ -229,6 +254,17 @@ impl Plan for ScaleStorePlan {
         m.insert("upgrades_per_op".into(), total.upgrades as f64 / ops);
         m.insert("copy_restarts".into(), total.copy_restarts as f64);
         m.insert("handler_requeues_per_op".into(), total.requeues as f64 / ops);
+        if self.layout.providers > 0 {
+            let capacity = (self.workload.cache_pages_per_node * self.layout.nodes) as f64;
+            m.insert("ssd_reads_per_op".into(), total.ssd_reads as f64 / ops);
+            m.insert("ssd_writes_per_op".into(), total.ssd_writes as f64 / ops);
+            m.insert("evictions_per_op".into(), total.evictions as f64 / ops);
+            m.insert("eviction_declines_per_op".into(), total.eviction_declines as f64 / ops);
+            m.insert("pulls_per_op".into(), total.pulls as f64 / ops);
+            m.insert("frame_waits_per_op".into(), total.frame_waits as f64 / ops);
+            // Frames in use at the end over the cluster's cache (the paper's "cache utilization").
+            m.insert("cache_utilization".into(), total.frames_used as f64 / capacity);
+        }
         let mut samples: Vec<u64> = reports.iter().flat_map(|r| r.samples.iter().copied()).collect();
         if !samples.is_empty() {
             m.insert("latency_us_p50".into(), percentile(&mut samples, 50.0) / 1e3);

@@ -14,14 +14,15 @@
 
 use super::message::{Code, Kind, Request, Response};
 use super::mutants::Mutant;
-use super::state::{bits, epoch_after, Frame, FrameState, NodeState, Owed, EPOCH_MASK};
+use super::state::{bits, epoch_after, Frame, FrameState, NodeState, Owed, EPOCH_MASK, SSD};
 
 pub enum Decision {
     /// Not servable yet: re-poll later.
     Requeue,
-    /// Answer with `response`, writing this node's frame of the page first if `page`; if
-    /// `pin`, the frame was pinned for that write and is unpinned when it completes.
-    Reply { response: Response, page: bool, pin: bool },
+    /// Answer with `response`, writing the page first if `page`: this node's frame of it, or
+    /// if `from_ssd` the page read from this node's storage device. If `pin`, the frame was
+    /// pinned for that write and is unpinned when it completes.
+    Reply { response: Response, page: bool, pin: bool, from_ssd: bool },
 }
 
 /// Mark a frame a handler could not serve because it is latched or pinned, and re-poll.
@@ -96,17 +97,26 @@ pub fn own(
                 owe(owed, g, o);
             }
         }
+        if exclusive {
+            next.on_ssd = false;
+        }
         st.dir[slot] = next;
         response.epoch = next.epoch;
-        return Decision::Reply { response, page: false, pin: false };
+        return Decision::Reply { response, page: false, pin: false, from_ssd: false };
     }
-    // Shared mode.
+    // Shared mode (or on the storage device only: no holders, anchor `SSD`).
     let needs_page = !(has_copy && (e.holders & rbit != 0 || mutant == Mutant::TrustHasCopy));
     let mut others = e.holders & !rbit;
-    let mut page = false;
+    let (mut page, mut from_ssd) = (false, false);
     if needs_page {
         if others & meb != 0 && dir_copy {
             page = true;
+        } else if e.anchor == SSD {
+            // Only the directory's storage device is sure to have it (spec §3.11): the
+            // requester's copy comes from there, and a copy that cannot fail makes it the anchor.
+            assert!(e.on_ssd, "page {g}: no anchor in memory and its SSD copy is stale ({e:?})");
+            page = true;
+            from_ssd = true;
         } else {
             // Even when the anchor is the directory itself with its copy still arriving, the
             // requester is answered now and asks the anchor's handler, which serves once the
@@ -126,7 +136,7 @@ pub fn own(
             // with the response, the write reads the frame before the slot is ever refilled).
             others &= !meb;
             if mutant != Mutant::DirectoryKeepsCopy {
-                st.frames[g as usize] = None;
+                st.set(g, None);
             }
         }
         for n in bits(others) {
@@ -136,20 +146,88 @@ pub fn own(
         next.exclusive = true;
         next.holders = rbit;
         next.anchor = r;
+        next.on_ssd = false;
     } else {
         next.holders = e.holders | rbit;
+        if from_ssd {
+            next.anchor = r;
+        }
     }
     st.dir[slot] = next;
     response.epoch = next.epoch;
     response.page_sent = page;
     // A shared requester gets the directory's copy, which stays: pin it while it is written.
-    let pin = page && !exclusive && mutant != Mutant::NoPins;
+    let pin = page && !from_ssd && !exclusive && mutant != Mutant::NoPins;
     if pin {
         if let Some(f) = st.frames[g as usize].as_mut() {
             f.pins += 1;
         }
     }
-    Decision::Reply { response, page, pin }
+    Decision::Reply { response, page, pin, from_ssd }
+}
+
+/// The directory's answer to node `n`'s request to evict its copy of page `g` (spec §3.11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Eviction {
+    /// A request concerning `n`'s copy may be in flight (or `n` is the source copiers were
+    /// sent to): `n` keeps its copy.
+    Decline,
+    /// `n` drops its copy; the page stays with the other holders or on the storage device.
+    Accept,
+    /// `n` was the last holder of a dirty page: the directory READs it into its own frame
+    /// (inserted `Fetching` here) and answers once the READ completed.
+    Pull,
+}
+
+/// Decide `n`'s eviction of page `g` (slot `slot`) at its directory `me`. Owner stability
+/// needs no epoch here: every request that would send a transfer, copy or invalidation to `n`
+/// removed `n` from the holders (transfer, invalidation) or went to `n` as the anchor.
+pub fn evict(st: &mut NodeState, me: u16, n: u16, g: u64, slot: usize, mutant: Mutant) -> Eviction {
+    let e = st.dir[slot];
+    let (nb, meb) = (1u64 << n, 1u64 << me);
+    if e.holders & nb == 0 && mutant != Mutant::EvictIgnoresHolders {
+        return Eviction::Decline;
+    }
+    let mut next = e;
+    next.holders &= !nb;
+    if e.anchor != n {
+        // A sharer that is nobody's source: the anchor (or the SSD) still has the page.
+        assert!(next.holders != 0 || e.anchor == SSD, "page {g}: last holder n{n} is not the anchor ({e:?})");
+        st.dir[slot] = next;
+        return Eviction::Accept;
+    }
+    if next.holders != 0 {
+        // Copiers may be on their way to `n`: only the directory's own copy can take over.
+        let dir_copy = st.frames[g as usize].is_some_and(|f| f.state == FrameState::Hot);
+        if (e.holders & meb != 0 && dir_copy) || mutant == Mutant::EvictAnchorWithSharers {
+            next.anchor = if e.holders & meb != 0 { me } else { next.holders.trailing_zeros() as u16 };
+            st.dir[slot] = next;
+            return Eviction::Accept;
+        }
+        return Eviction::Decline;
+    }
+    if e.on_ssd || mutant == Mutant::EvictDirtyNoPull {
+        next.exclusive = false;
+        next.anchor = SSD;
+        next.on_ssd = true;
+        st.dir[slot] = next;
+        return Eviction::Accept;
+    }
+    if st.frames[g as usize].is_some() {
+        // The directory's own worker is about to ask for the page: let its request move it.
+        return Eviction::Decline;
+    }
+    next.epoch = e.epoch.wrapping_add(1) & EPOCH_MASK;
+    next.holders = meb;
+    next.anchor = me;
+    st.dir[slot] = next;
+    let mut f = Frame::fetching(e.exclusive);
+    f.grant = Some(next.epoch);
+    f.answered = true;
+    f.pulled = true;
+    f.last_epoch = st.epoch;
+    st.set(g, Some(f));
+    Eviction::Pull
 }
 
 /// A holder's answer to a `Take`, `Copy` or `Inval` request for page `g` from `r`.
@@ -159,6 +237,7 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
         response: Response::simple(code, req.seq),
         page: code == Code::WithPage,
         pin: false,
+        from_ssd: false,
     };
     let Some(f) = st.frames[g as usize] else {
         return match req.kind {
@@ -170,6 +249,10 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
             }
         };
     };
+    if f.state == FrameState::Evicting {
+        // Its provider asked the directory, which answers without waiting on anyone.
+        return busy(st, g);
+    }
     let serve_fetching = mutant == Mutant::ServeWhileFetching;
     let hot_busy = f.state == FrameState::Hot && f.busy() && mutant != Mutant::TakeWhileLatched;
     match req.kind {
@@ -188,13 +271,13 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
             }
             FrameState::Upgrading if f.lost => reply(Code::NotFound),
             FrameState::Upgrading => {
-                st.frames[g as usize] = Some(Frame { lost: true, ..f });
+                st.set(g, Some(Frame { lost: true, ..f }));
                 paid(owed, g, me);
                 reply(Code::WithPage)
             }
             _ => {
                 if f.state == FrameState::Hot {
-                    st.frames[g as usize] = None;
+                    st.set(g, None);
                 }
                 paid(owed, g, me);
                 reply(Code::WithPage)
@@ -208,8 +291,13 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
             FrameState::Hot if mutant == Mutant::NoPins => reply(Code::WithPage),
             FrameState::Hot => {
                 // The frame stays; it may not change until the page WRITE has read it.
-                st.frames[g as usize] = Some(Frame { pins: f.pins + 1, wanted: false, ..f });
-                Decision::Reply { response: Response::simple(Code::WithPage, req.seq), page: true, pin: true }
+                st.set(g, Some(Frame { pins: f.pins + 1, wanted: false, ..f }));
+                Decision::Reply {
+                    response: Response::simple(Code::WithPage, req.seq),
+                    page: true,
+                    pin: true,
+                    from_ssd: false,
+                }
             }
             _ => reply(Code::WithPage),
         },
@@ -224,17 +312,17 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
                 FrameState::Fetching if !f.exclusive => {
                     let later = f.inval.is_none_or(|i| epoch_after(e, i));
                     if later {
-                        st.frames[g as usize] = Some(Frame { inval: Some(e), ..f });
+                        st.set(g, Some(Frame { inval: Some(e), ..f }));
                     }
                 }
                 FrameState::Fetching => {}
-                FrameState::Upgrading if meant => st.frames[g as usize] = Some(Frame { lost: true, ..f }),
-                FrameState::Hot if meant => st.frames[g as usize] = None,
+                FrameState::Upgrading if meant => st.set(g, Some(Frame { lost: true, ..f })),
+                FrameState::Hot if meant => st.set(g, None),
                 _ => {}
             }
             paid(owed, g, me);
             reply(Code::Ack)
         }
-        Kind::Own => unreachable!("ownership requests go to the directory"),
+        Kind::Own | Kind::Evict => unreachable!("ownership and eviction requests go to the directory"),
     }
 }

@@ -4,12 +4,21 @@
 //! [ frames: one page slot per page of the cluster (direct-mapped) ]
 //! [ request mailboxes: (source node, worker) × 16 B, written by remote workers ]
 //! [ response slots:    (worker, answering node) × 16 B, written by remote handlers ]
+//! with eviction (a cache smaller than the data) also:
+//! [ staging pages:     (source node, worker) × page, a remote request's page read from SSD ]
+//! [ eviction lists in: (source node, provider) × batch × 8 B, written by remote providers ]
+//! [ eviction lists out: (provider, directory node) × batch × 8 B ]
 //! ```
 //!
-//! [CHOICE] Every node has a frame slot for every page (no eviction in this slice: the
-//! configurations built here are in-memory, cache ≥ data, as the paper's GAM table and its
-//! in-memory latency row). A slot is reused only by a later fetch of the same page, which the
-//! chain orders after every transfer out of it, so no page write can read a recycled frame.
+//! "Workers" above include the page providers (`agents` = workers + providers): a provider
+//! sends its eviction batches through a mailbox of its own.
+//!
+//! [CHOICE] Every node has a frame slot for every page (direct-mapped by global page index);
+//! the cache's capacity is a count of present frames (`NodeState::used`), not a pool of
+//! addresses. A slot is reused only by a later fetch of the same page, which the chain (or
+//! the directory's eviction decision) orders after every transfer out of it, so no page write
+//! can read a recycled frame. A remote request served from the directory's SSD goes through a
+//! staging page of the requester's mailbox (the paper's "temporary memory"), not a frame.
 
 use crate::memory::PayloadSpan;
 use crate::nic::{NodeId, RemoteAddr};
@@ -26,6 +35,10 @@ pub struct Layout {
     pub pages_per_node: u64,
     pub page_bytes: u64,
     pub keys_per_page: u64,
+    /// Page-provider tasks per node (0: no eviction, nothing of the eviction areas exists).
+    pub providers: u64,
+    /// Pages per eviction batch.
+    pub batch: u64,
 }
 
 impl Layout {
@@ -51,24 +64,69 @@ impl Layout {
         self.total_pages() * self.page_bytes
     }
 
-    /// Request mailbox of `(from, worker)` on any node.
-    pub fn request(&self, from: NodeId, worker: u32) -> u64 {
-        self.mailboxes() + (from.0 as u64 * self.threads + worker as u64) * SLOT_BYTES
+    /// Workers and page providers: the senders of requests.
+    pub fn agents(&self) -> u64 {
+        self.threads + self.providers
+    }
+
+    /// Request mailbox of `(from, agent)` on any node.
+    pub fn request(&self, from: NodeId, agent: u32) -> u64 {
+        self.mailboxes() + (from.0 as u64 * self.agents() + agent as u64) * SLOT_BYTES
     }
 
     pub fn mailbox_count(&self) -> u64 {
-        self.nodes * self.threads
+        self.nodes * self.agents()
     }
 
-    /// Response slot of local `worker` for answers from `from`.
-    pub fn response(&self, worker: u32, from: NodeId) -> u64 {
+    /// Response slot of local `agent` for answers from `from`.
+    pub fn response(&self, agent: u32, from: NodeId) -> u64 {
         self.mailboxes()
             + self.mailbox_count() * SLOT_BYTES
-            + (worker as u64 * self.nodes + from.0 as u64) * SLOT_BYTES
+            + (agent as u64 * self.nodes + from.0 as u64) * SLOT_BYTES
+    }
+
+    fn eviction_areas(&self) -> u64 {
+        self.mailboxes() + 2 * self.mailbox_count() * SLOT_BYTES
+    }
+
+    /// Staging page for the request of `(from, agent)` served from this node's SSD.
+    pub fn staging(&self, from: NodeId, agent: u32) -> u64 {
+        self.eviction_areas() + (from.0 as u64 * self.agents() + agent as u64) * self.page_bytes
+    }
+
+    /// Incoming eviction list of provider `provider` of node `from`.
+    pub fn evict_in(&self, from: NodeId, provider: u32) -> u64 {
+        self.eviction_areas()
+            + self.mailbox_count() * self.page_bytes
+            + (from.0 as u64 * self.providers + provider as u64) * self.batch * 8
+    }
+
+    /// Outgoing eviction list of local provider `provider` to directory `to`.
+    pub fn evict_out(&self, provider: u32, to: NodeId) -> u64 {
+        self.eviction_areas()
+            + self.mailbox_count() * self.page_bytes
+            + self.nodes * self.providers * self.batch * 8
+            + (provider as u64 * self.nodes + to.0 as u64) * self.batch * 8
     }
 
     pub fn region_bytes(&self) -> u64 {
-        self.mailboxes() + 2 * self.mailbox_count() * SLOT_BYTES
+        if self.providers == 0 {
+            return self.eviction_areas();
+        }
+        self.evict_out(0, NodeId(0)) + self.providers * self.nodes * self.batch * 8
+    }
+
+    /// Byte offset of page `g` on its directory's storage device.
+    pub fn ssd_offset(&self, g: u64) -> u64 {
+        (g % self.pages_per_node) * self.page_bytes
+    }
+
+    pub fn ssd_bytes(&self) -> u64 {
+        if self.providers == 0 {
+            0
+        } else {
+            self.pages_per_node * self.page_bytes
+        }
     }
 
     /// The page bytes past the records are never interpreted.

@@ -10,6 +10,8 @@
 //! | copy request (code's `PCR`) | `Kind::Copy` (the holder keeps it) | worker → a node-shared owner |
 //! | ownership invalidation request | `Kind::Inval` (argument: the requester's conflict epoch) | worker → each node-shared owner |
 //! | transfer / invalidation response | `WithPage` / `Ack` / `CopyFailed` / `NotFound` | holder → worker |
+//! | eviction batch (§4.2) | `Kind::Evict` (page field: entries in the list written before it) | page provider → directory handler |
+//! | its answer | `Ack`, argument: bitmap of accepted entries | directory → page provider |
 
 /// What a request asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +20,7 @@ pub enum Kind {
     Take = 2,
     Copy = 3,
     Inval = 4,
+    Evict = 5,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +58,7 @@ impl Request {
             2 => Kind::Take,
             3 => Kind::Copy,
             4 => Kind::Inval,
+            5 => Kind::Evict,
             k => panic!("ScaleStore request of unknown kind {k}"),
         };
         Some(Request {

@@ -23,7 +23,8 @@
 //! exclusive requester's predecessor, which hands the page on once it has it and has operated.
 //!
 //! Read top-down: [`config`] → [`layout`] → [`message`] → [`state`] → [`directory`] (the
-//! handlers' decisions) → [`node`] (workers and handler tasks) → [`bench`] → [`check`] →
+//! handlers' decisions) → [`node`] (workers and handler tasks) → [`evict`] (page providers,
+//! the SSD tier) → [`bench`] → [`check`] →
 //! [`def`] (the definition), [`mutants`]. Choices and what is missing: `NEEDS.md`.
 //!
 //! The distributed B-tree (§5): [`pages`] implements the B-link tree's page trait
@@ -35,6 +36,7 @@ pub mod check;
 pub mod config;
 pub mod def;
 pub mod directory;
+pub mod evict;
 pub mod layout;
 pub mod message;
 pub mod mutants;

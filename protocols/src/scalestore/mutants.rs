@@ -21,6 +21,10 @@ pub enum Mutant {
     StaleInvalidations,
     TakeWhileLatched,
     NoPins,
+    EvictIgnoresHolders,
+    EvictDirtyNoPull,
+    EvictAnchorWithSharers,
+    SkipWriteBack,
 }
 
 crate::mutant_table!(Mutant {
@@ -48,4 +52,12 @@ crate::mutant_table!(Mutant {
         "page-latch mode: a handler hands away or invalidates a frame while a local worker holds it latched",
     "no-pins" => NoPins:
         "a copy is served without pinning the frame, so a local writer may change the page while the NIC still reads it",
+    "evict-ignores-holders" => EvictIgnoresHolders:
+        "the directory accepts an eviction from a node it no longer lists as a holder (one owed a transfer or invalidation)",
+    "evict-dirty-no-pull" => EvictDirtyNoPull:
+        "the directory accepts the last holder's eviction of a dirty page without reading it back (its SSD copy is stale)",
+    "evict-anchor-with-sharers" => EvictAnchorWithSharers:
+        "the directory lets the anchor of a shared page evict while other holders remain and names another sharer, perhaps still copying, the anchor",
+    "skip-write-back" => SkipWriteBack:
+        "a directory evicting its own dirty page drops it without writing it to its storage device",
 });

@@ -15,7 +15,7 @@ use super::directory::{holder, own, Decision};
 use super::layout::Layout;
 use super::message::{Code, Kind, Request, Response, SEQ_MASK};
 use super::mutants::Mutant;
-use super::state::{bits, epoch_after, DirEntry, Frame, FrameState, NodeState, Owed};
+use super::state::{bits, epoch_after, DirEntry, Frame, FrameState, NodeState, Owed, SSD};
 use super::stats::Stats;
 
 pub struct Node<N: Nic> {
@@ -23,8 +23,14 @@ pub struct Node<N: Nic> {
     pub layout: Layout,
     pub config: Config,
     pub state: Arc<Mutex<NodeState>>,
-    /// Local workers waiting for a frame another local worker is fetching.
-    settled: Notify,
+    /// Local workers waiting for a frame another local worker is fetching, or for a free one.
+    pub(super) settled: Notify,
+    /// Frames this node may cache (`u64::MAX`: no eviction).
+    pub capacity: u64,
+    /// Page providers waiting for the cache to fill up.
+    pub(super) pressure: Notify,
+    /// Free frames the providers keep (spec §3.11's free limit).
+    pub(super) free_target: u64,
     pub errors: ErrorSlot,
     pub stats: Mutex<Stats>,
     /// The invariants' bookkeeping (check mode).
@@ -55,50 +61,86 @@ pub enum Access {
 }
 
 impl<N: Nic> Node<N> {
-    pub fn new(nic: N, layout: Layout, config: Config, owed: Option<Owed>) -> Arc<Node<N>> {
+    /// `capacity`: frames this node may cache (`u64::MAX`: every page, no eviction).
+    pub fn new(nic: N, layout: Layout, config: Config, owed: Option<Owed>, capacity: u64) -> Arc<Node<N>> {
         let me = nic.node();
         let first = me.0 as u64 * layout.pages_per_node;
-        // [CHOICE] Every page starts in memory at its directory, node-shared with it as the
-        // only holder (no SSD tier in this slice; spec §8 A2).
+        // [CHOICE] Every page starts at its directory, node-shared with it as the only holder,
+        // in memory as far as its cache leaves room for a provider's free target and one frame
+        // per worker (spec §8 A2); the rest only on its storage device, which holds every page
+        // at the start (the load).
+        let resident = layout.pages_per_node.min(capacity.saturating_sub(Self::reserve(&layout, &config)));
         let mut frames = vec![None; layout.total_pages() as usize];
-        for g in first..first + layout.pages_per_node {
+        for g in first..first + resident {
             frames[g as usize] = Some(Frame::hot(false, 0));
         }
-        let dir = vec![
-            DirEntry { exclusive: false, holders: 1 << me.0, epoch: 0, anchor: me.0 };
-            layout.pages_per_node as usize
-        ];
-        let state = NodeState { frames, dir };
+        let mut dir =
+            vec![
+                DirEntry { exclusive: false, holders: 1 << me.0, epoch: 0, anchor: me.0, on_ssd: true };
+                layout.pages_per_node as usize
+            ];
+        for e in &mut dir[resident as usize..] {
+            e.holders = 0;
+            e.anchor = SSD;
+        }
+        let state = NodeState::new(frames, dir);
+        let free_target = Self::free_target(capacity, &config);
         Arc::new(Node {
             nic,
             layout,
             config,
             state: Arc::new(Mutex::new(state)),
             settled: Notify::new(),
+            capacity,
+            pressure: Notify::new(),
+            free_target,
             errors: ErrorSlot::new(),
             stats: Mutex::new(Stats::default()),
             owed,
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, NodeState> {
+    /// Free frames the providers keep: `free_percent` of the cache, at least one batch.
+    fn free_target(capacity: u64, config: &Config) -> u64 {
+        if capacity == u64::MAX {
+            return 0;
+        }
+        let e = &config.eviction;
+        ((capacity as f64 * e.free_percent / 100.0).ceil() as u64).max(e.batch as u64)
+    }
+
+    /// Frames kept free at the start: the providers' target plus one per worker.
+    fn reserve(layout: &Layout, config: &Config) -> u64 {
+        if layout.providers == 0 {
+            return 0;
+        }
+        layout.threads + config.eviction.batch as u64
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, NodeState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+    pub(super) fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn me(&self) -> NodeId {
+    pub(super) fn me(&self) -> NodeId {
         self.nic.node()
     }
 
-    fn mutant(&self) -> Mutant {
+    pub(super) fn mutant(&self) -> Mutant {
         self.config.mutant
     }
 
     pub fn worker(&self, index: u32) -> Worker<N> {
-        Worker { nic: self.nic.qp(index as u16), index, seq: vec![0; self.layout.nodes as usize] }
+        self.agent(index, index as u16)
+    }
+
+    /// A sender of requests with mailbox index `index` (workers, then page providers) on its
+    /// own channel `qp`.
+    pub(super) fn agent(&self, index: u32, qp: u16) -> Worker<N> {
+        Worker { nic: self.nic.qp(qp), index, seq: vec![0; self.layout.nodes as usize] }
     }
 
     /// The record's word in this node's frame: read it, or replace it; returns the old value.
@@ -137,7 +179,8 @@ impl<N: Nic> Node<N> {
                     }
                     None => {
                         // R1: the frame exists (fetching) before the request leaves.
-                        st.frames[g as usize] = Some(Frame::fetching(exclusive));
+                        st.set(g, Some(Frame::fetching(exclusive)));
+                        self.after_insert(&st);
                         Next::Remote(false)
                     }
                 }
@@ -178,6 +221,7 @@ impl<N: Nic> Node<N> {
             self.stats().upgrades += 1;
         }
         loop {
+            let mut from_ssd = false;
             let resp = if dir == me {
                 // R4: the directory's own workers take the same path, without messages.
                 loop {
@@ -197,7 +241,10 @@ impl<N: Nic> Node<N> {
                         )
                     };
                     match decision {
-                        Decision::Reply { response, .. } => break response,
+                        Decision::Reply { response, from_ssd: ssd, .. } => {
+                            from_ssd = ssd;
+                            break response;
+                        }
                         Decision::Requeue => w.nic.sleep(Nanos(self.config.poll_ns)).await,
                     }
                 }
@@ -205,6 +252,14 @@ impl<N: Nic> Node<N> {
                 let req = Request { kind: Kind::Own, page: g, exclusive, has_copy, epoch: 0, seq: 0 };
                 self.call(w, dir, req).await?
             };
+            if from_ssd {
+                // The directory's own worker reads the page from its device into its frame.
+                let (at, len) = (self.layout.frame(g), self.layout.page_bytes as u32);
+                w.nic.ssd_read(self.layout.ssd_offset(g), at, len).await.map_err(|e| {
+                    ProtocolError::message(me, w.nic.now(), "SSDR", me, 0, "scalestore page", e)
+                })?;
+                self.stats().ssd_reads += 1;
+            }
             {
                 let mut st = self.lock();
                 let f = st.frames[g as usize].as_mut().expect("own frame while fetching");
@@ -295,13 +350,14 @@ impl<N: Nic> Node<N> {
         // copy to a shared requester) while the page arrives; its completion unpins.
         let mut hot = Frame::hot(exclusive, f.grant.unwrap_or(epoch));
         hot.pins = f.pins;
-        st.frames[g as usize] = Some(hot);
+        hot.last_epoch = st.epoch;
+        st.set(g, Some(hot));
         let v = self.touch(key, access);
         if doomed {
             // Invalidated while it arrived: serve this one read, keep no copy (once unpinned).
             match st.frames[g as usize].as_mut() {
                 Some(f) if f.pins > 0 => f.state = FrameState::Doomed,
-                _ => st.frames[g as usize] = None,
+                _ => st.set(g, None),
             }
         }
         v
@@ -319,10 +375,11 @@ impl<N: Nic> Node<N> {
         let mut hot = Frame::hot(exclusive, f.grant.unwrap_or(epoch));
         hot.latch = if exclusive { -1 } else { 1 };
         hot.pins = f.pins;
+        hot.last_epoch = st.epoch;
         if doomed {
             hot.state = FrameState::Doomed;
         }
-        st.frames[g as usize] = Some(hot);
+        st.set(g, Some(hot));
     }
 
     /// A handler's page WRITE out of frame `g` completed.
@@ -331,7 +388,7 @@ impl<N: Nic> Node<N> {
         let f = st.frames[g as usize].as_mut().expect("a pinned frame stays");
         f.pins -= 1;
         if f.pins == 0 && f.latch == 0 && f.state == FrameState::Doomed {
-            st.frames[g as usize] = None;
+            st.set(g, None);
         }
         drop(st);
         self.settled.notify_all();
@@ -346,12 +403,15 @@ impl<N: Nic> Node<N> {
             enum Next {
                 Done,
                 Wait,
+                Full,
                 Remote(bool),
             }
             let next = {
                 let mut st = self.lock();
+                let (epoch, full) = (st.epoch, st.used >= self.capacity);
                 match st.frames[g as usize].as_mut() {
                     Some(f) if f.state == FrameState::Hot && !f.wanted && (f.exclusive || !exclusive) => {
+                        f.last_epoch = f.last_epoch.max(epoch);
                         if exclusive && f.latch == 0 && f.pins == 0 {
                             f.latch = -1;
                             Next::Done
@@ -368,9 +428,11 @@ impl<N: Nic> Node<N> {
                         Next::Remote(true)
                     }
                     Some(_) => Next::Wait,
+                    None if full => Next::Full,
                     None => {
                         // R1: the frame exists (fetching, latched) before the request leaves.
-                        st.frames[g as usize] = Some(Frame { latch: -1, ..Frame::fetching(exclusive) });
+                        st.set(g, Some(Frame { latch: -1, ..Frame::fetching(exclusive) }));
+                        self.after_insert(&st);
                         Next::Remote(false)
                     }
                 }
@@ -386,6 +448,7 @@ impl<N: Nic> Node<N> {
                 Next::Wait => {
                     let _ = timeout(&w.nic, Nanos::from_us(20), self.settled.notified()).await;
                 }
+                Next::Full => self.wait_for_frame(w).await,
                 Next::Remote(has_copy) => {
                     let r = self.remote(w, g, exclusive, Then::Latch, has_copy).await;
                     self.settled.notify_all();
@@ -403,7 +466,7 @@ impl<N: Nic> Node<N> {
         let mut st = self.lock();
         let f = st.frames[g as usize].as_mut().expect("a latched frame stays");
         match f.state {
-            FrameState::Doomed => st.frames[g as usize] = None,
+            FrameState::Doomed => st.set(g, None),
             FrameState::Hot if f.latch < 0 => f.latch = 0,
             FrameState::Hot if f.latch > 0 => f.latch -= 1,
             s => panic!("page {g} unlatched in state {s:?} with latch {}", f.latch),
@@ -412,7 +475,32 @@ impl<N: Nic> Node<N> {
         self.settled.notify_all();
     }
 
-    async fn post(&self, w: &mut Worker<N>, to: NodeId, mut req: Request) -> ProtocolResult<u16> {
+    /// A frame was inserted: wake the page providers once free frames fall below their target.
+    fn after_insert(&self, st: &NodeState) {
+        if self.capacity.saturating_sub(st.used) < self.free_target {
+            self.pressure.notify_all();
+        }
+    }
+
+    /// The cache is full: wake the page providers and wait for a frame.
+    async fn wait_for_frame(&self, w: &Worker<N>) {
+        self.stats().frame_waits += 1;
+        self.pressure.notify_all();
+        let _ = timeout(&w.nic, Nanos::from_us(20), self.settled.notified()).await;
+    }
+
+    pub(super) async fn post(&self, w: &mut Worker<N>, to: NodeId, req: Request) -> ProtocolResult<u16> {
+        self.post_after(w, to, req, None).await
+    }
+
+    /// Post `req`, after `before` on the same channel if given (an eviction list).
+    pub(super) async fn post_after(
+        &self,
+        w: &mut Worker<N>,
+        to: NodeId,
+        mut req: Request,
+        before: Option<Verb>,
+    ) -> ProtocolResult<u16> {
         let seq = &mut w.seq[to.index()];
         *seq = seq.wrapping_add(1).max(1);
         req.seq = *seq;
@@ -426,11 +514,19 @@ impl<N: Nic> Node<N> {
             Verb::WriteWord { remote: box_addr.add(8), value: head },
         ];
         let verbs = if matches!(req.kind, Kind::Take | Kind::Inval) { &verbs[..] } else { &verbs[1..] };
-        w.nic.try_batch(verbs, "scalestore request").await?;
+        match before {
+            Some(v) => {
+                let all: Vec<Verb> = std::iter::once(v).chain(verbs.iter().copied()).collect();
+                w.nic.try_batch(&all, "scalestore eviction list").await?;
+            }
+            None => {
+                w.nic.try_batch(verbs, "scalestore request").await?;
+            }
+        }
         Ok(req.seq)
     }
 
-    async fn response(&self, w: &Worker<N>, from: NodeId, seq: u16) -> ProtocolResult<Response> {
+    pub(super) async fn response(&self, w: &Worker<N>, from: NodeId, seq: u16) -> ProtocolResult<Response> {
         let at = self.layout.response(w.index, from);
         let cond = WordCond::MaskEq { mask: SEQ_MASK, value: (seq as u64) << 48 };
         let head = w.nic.wait_word(at + 8, cond, Nanos(self.config.poll_ns), None).await.map_err(|e| {
@@ -457,25 +553,30 @@ impl<N: Nic> Node<N> {
     pub async fn handler(self: Arc<Self>, index: u16, tasks: u16) {
         let nic = self.nic.qp(self.layout.threads as u16 + index);
         let me = self.me();
+        let agents = self.layout.agents();
         let boxes: Vec<u64> = (0..self.layout.mailbox_count())
-            .filter(|j| j % tasks as u64 == index as u64 && j / self.layout.threads != me.0 as u64)
+            .filter(|j| j % tasks as u64 == index as u64 && j / agents != me.0 as u64)
             .collect();
         // The mailboxes this task sweeps lie in [lo, hi) (box j at `mailboxes + 16 j`).
-        let box_at = |j: u64| {
-            self.layout.request(NodeId((j / self.layout.threads) as u16), (j % self.layout.threads) as u32)
-        };
+        let box_at = |j: u64| self.layout.request(NodeId((j / agents) as u16), (j % agents) as u32);
         let (Some(&first), Some(&last)) = (boxes.first(), boxes.last()) else { return };
         let (lo, hi) = (box_at(first), box_at(last) + 16);
         loop {
             let (mut served, mut requeued) = (false, false);
             for &j in &boxes {
-                let from = NodeId((j / self.layout.threads) as u16);
-                let worker = (j % self.layout.threads) as u32;
+                let from = NodeId((j / agents) as u16);
+                let worker = (j % agents) as u32;
                 let at = self.layout.request(from, worker);
                 let Some(req) = Request::decode(nic.local().load(at), nic.local().load(at + 8)) else {
                     continue;
                 };
                 nic.cpu(Nanos(self.config.cpu.handler_ns)).await;
+                if req.kind == Kind::Evict {
+                    nic.local().store(at + 8, 0);
+                    self.serve_evictions(&nic, from, worker, req).await;
+                    served = true;
+                    continue;
+                }
                 let decision = {
                     let mut st = self.lock();
                     let d = match req.kind {
@@ -501,7 +602,7 @@ impl<N: Nic> Node<N> {
                     }
                     d
                 };
-                let Decision::Reply { mut response, page, pin } = decision else {
+                let Decision::Reply { mut response, page, pin, from_ssd } = decision else {
                     self.stats().requeues += 1;
                     requeued = true;
                     continue;
@@ -512,14 +613,12 @@ impl<N: Nic> Node<N> {
                 let (arg, head) = response.encode();
                 let slot = RemoteAddr::new(from, self.layout.response(worker, me));
                 let mut verbs = Vec::with_capacity(3);
+                let (frame, len_bytes) = (self.layout.frame(req.page), self.layout.page_bytes as u32);
+                // A page read from the device goes through the request's staging page.
+                let staging = self.layout.staging(from, worker);
                 if page {
-                    let frame = self.layout.frame(req.page);
-                    let len_bytes = self.layout.page_bytes as u32;
-                    verbs.push(Verb::Write {
-                        remote: RemoteAddr::new(from, frame),
-                        local_bytes: frame,
-                        len_bytes,
-                    });
+                    let local_bytes = if from_ssd { staging } else { frame };
+                    verbs.push(Verb::Write { remote: RemoteAddr::new(from, frame), local_bytes, len_bytes });
                 }
                 if response.code == Code::Granted {
                     // Always: the slot's old argument belongs to an earlier response.
@@ -534,6 +633,24 @@ impl<N: Nic> Node<N> {
                 // Posted in the background: the page and then the response on one QP (R6).
                 let (poster, node, g) = (nic.clone(), self.clone(), req.page);
                 nic.spawn(async move {
+                    if from_ssd {
+                        let offset = node.layout.ssd_offset(g);
+                        if let Err(e) = poster.ssd_read(offset, staging, len_bytes).await {
+                            let me = node.me();
+                            let at = poster.now();
+                            node.errors.record(ProtocolError::message(
+                                me,
+                                at,
+                                "SSDR",
+                                me,
+                                0,
+                                "scalestore page",
+                                e,
+                            ));
+                            return;
+                        }
+                        node.stats().ssd_reads += 1;
+                    }
                     if let Err(e) = poster.try_batch(&verbs, "scalestore reply").await {
                         node.errors.record(e);
                     }

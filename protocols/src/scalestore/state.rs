@@ -24,6 +24,9 @@ pub enum FrameState {
     /// A shared fetch invalidated while it arrived, latched by the one operation it serves;
     /// dropped at its unlatch (page-latch mode only; not a copy the directory knows).
     Doomed,
+    /// A Hot copy a page provider is evicting: no local access, handlers re-poll requests
+    /// for it, until the directory accepted (the frame goes) or declined (Hot again).
+    Evicting,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +53,11 @@ pub struct Frame {
     /// A handler had to re-poll a request because the frame was latched or pinned: no new
     /// local latch is granted until it is served (so a hot page cannot starve remote nodes).
     pub wanted: bool,
+    /// The node's eviction epoch at the last local access (spec §3.11's LRU approximation).
+    pub last_epoch: u32,
+    /// Fetching: the directory is READing back the copy of the page's last holder, which is
+    /// evicting it (answered when the READ completed).
+    pub pulled: bool,
 }
 
 impl Frame {
@@ -64,6 +72,8 @@ impl Frame {
             latch: 0,
             pins: 0,
             wanted: false,
+            last_epoch: 0,
+            pulled: false,
         }
     }
 
@@ -78,6 +88,8 @@ impl Frame {
             latch: 0,
             pins: 0,
             wanted: false,
+            last_epoch: 0,
+            pulled: false,
         }
     }
 
@@ -95,14 +107,39 @@ pub struct DirEntry {
     pub holders: u64,
     pub epoch: u32,
     /// A holder whose copy cannot fail to arrive (the owner when exclusive); see `own`.
+    /// [`SSD`] when no holder is one and the directory's storage has the current page.
     pub anchor: u16,
+    /// The directory's storage device has the current version (the page is clean).
+    pub on_ssd: bool,
 }
 
+/// `DirEntry::anchor` when the page's source is the directory's storage device.
+pub const SSD: u16 = u16::MAX;
+
 pub struct NodeState {
-    /// By global page index (every node has a slot for every page; see `layout`).
+    /// By global page index (every node has a slot for every page; see `layout`). Change
+    /// presence only through [`NodeState::set`], which keeps `used` right.
     pub frames: Vec<Option<Frame>>,
     /// This node's pages, by slot (PID low bits).
     pub dir: Vec<DirEntry>,
+    /// Frames present (any state): the cache's occupancy.
+    pub used: u64,
+    /// The eviction epoch, advanced by the page providers (spec §3.11).
+    pub epoch: u32,
+}
+
+impl NodeState {
+    pub fn new(frames: Vec<Option<Frame>>, dir: Vec<DirEntry>) -> NodeState {
+        let used = frames.iter().filter(|f| f.is_some()).count() as u64;
+        NodeState { frames, dir, used, epoch: 0 }
+    }
+
+    /// Put `frame` in slot `g`, counting occupancy.
+    pub fn set(&mut self, g: u64, frame: Option<Frame>) {
+        let slot = &mut self.frames[g as usize];
+        self.used = self.used + frame.is_some() as u64 - slot.is_some() as u64;
+        *slot = frame;
+    }
 }
 
 /// Invariant bookkeeping (check mode, one process): holders a directory removed that have not

@@ -22,6 +22,19 @@ pub struct Stats {
     /// Page-latch mode: latches taken, and those served on the local hot path.
     pub latches: u64,
     pub latch_hits: u64,
+    /// Workers that found the cache full (each wait for a frame).
+    pub frame_waits: u64,
+    /// Pages read from / written to this node's storage device.
+    pub ssd_reads: u64,
+    pub ssd_writes: u64,
+    /// This node's frames evicted, and evictions its directory (or the page's state) declined.
+    pub evictions: u64,
+    pub eviction_declines: u64,
+    /// Eviction lists sent, and dirty pages this directory read back from a last holder.
+    pub eviction_lists: u64,
+    pub pulls: u64,
+    /// Frames present at the end of the run.
+    pub frames_used: u64,
     /// Earliest start of a measured operation (ns).
     pub measure_start_ns: Option<u64>,
 }
@@ -41,6 +54,14 @@ impl Stats {
         self.requeues += o.requeues;
         self.latches += o.latches;
         self.latch_hits += o.latch_hits;
+        self.frame_waits += o.frame_waits;
+        self.ssd_reads += o.ssd_reads;
+        self.ssd_writes += o.ssd_writes;
+        self.evictions += o.evictions;
+        self.eviction_declines += o.eviction_declines;
+        self.eviction_lists += o.eviction_lists;
+        self.pulls += o.pulls;
+        self.frames_used += o.frames_used;
         self.measure_start_ns = match (self.measure_start_ns, o.measure_start_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

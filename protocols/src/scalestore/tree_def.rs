@@ -184,6 +184,8 @@ impl BlinkScaleStorePlan {
             page_bytes: config.page_bytes,
             // The invariants compare every word of shared copies.
             keys_per_page: page_words as u64,
+            providers: 0,
+            batch: 0,
         };
         if layout.region_bytes().saturating_mul(nodes) > MEMORY_BUDGET_BYTES {
             out.push(Problem::new(
@@ -298,7 +300,7 @@ impl Plan for BlinkScaleStorePlan {
     }
 
     fn node<N: Nic>(&self, nic: N) -> NodeRun<Mutex<NodeState>> {
-        let node = Node::new(nic, self.layout.clone(), self.config.clone(), self.owed.clone());
+        let node = Node::new(nic, self.layout.clone(), self.config.clone(), self.owed.clone(), u64::MAX);
         let me = node.nic.node();
         self.states.lock().unwrap_or_else(|e| e.into_inner()).push(node.state.clone());
         let nodes = self.layout.nodes;

@@ -52,6 +52,7 @@ pub fn point_spec(
         compute_nodes: config.cluster.compute_nodes,
         symmetric_nodes: config.cluster.symmetric_nodes,
         memory_node_cores: config.cluster.memory_node_cores,
+        ssd_bytes_per_node: config.cluster.ssd_bytes_per_node,
         protocol_options: config.protocol_options.clone(),
         workload: config.workload.clone(),
         seed,
