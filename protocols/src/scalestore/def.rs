@@ -182,7 +182,8 @@ impl Plan for ScaleStorePlan {
             0 => u64::MAX,
             _ => self.workload.cache_pages_per_node,
         };
-        let node = Node::new(nic, self.layout.clone(), self.config.clone(), self.owed.clone(), capacity);
+        let node =
+            Node::new(nic, self.layout.clone(), self.config.clone(), self.owed.clone(), capacity, None);
         let me = node.nic.node();
         if self.check.full() {
             self.states.lock().unwrap_or_else(|e| e.into_inner()).push(node.state.clone());

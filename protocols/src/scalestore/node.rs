@@ -62,26 +62,39 @@ pub enum Access {
 
 impl<N: Nic> Node<N> {
     /// `capacity`: frames this node may cache (`u64::MAX`: every page, no eviction).
-    pub fn new(nic: N, layout: Layout, config: Config, owed: Option<Owed>, capacity: u64) -> Arc<Node<N>> {
+    /// `loaded`: with eviction, this node's first `loaded` pages were written into its memory
+    /// by the plan's setup (a bulk-loaded tree) and start there, dirty, whatever the cache's
+    /// size: the page providers write the overflow to the device.
+    pub fn new(
+        nic: N,
+        layout: Layout,
+        config: Config,
+        owed: Option<Owed>,
+        capacity: u64,
+        loaded: Option<u64>,
+    ) -> Arc<Node<N>> {
         let me = nic.node();
         let first = me.0 as u64 * layout.pages_per_node;
-        // [CHOICE] Every page starts at its directory, node-shared with it as the only holder,
-        // in memory as far as its cache leaves room for a provider's free target and one frame
-        // per worker (spec §8 A2); the rest only on its storage device, which holds every page
-        // at the start (the load).
-        let resident = layout.pages_per_node.min(capacity.saturating_sub(Self::reserve(&layout, &config)));
+        // [CHOICE] Every page starts at its directory, node-shared with it as the only holder
+        // (spec §8 A2). With eviction, in memory as far as its cache leaves room for the
+        // providers' target and a frame per worker, the rest only on its storage device, which
+        // holds every page at the start (the load; records start at 0) — or, for a plan that
+        // loads pages into memory, those pages in memory and dirty, the rest (unused pool
+        // pages) on the device.
+        let (resident, dirty) = match loaded {
+            Some(n) if layout.providers > 0 => (n.min(layout.pages_per_node), true),
+            _ => (layout.pages_per_node.min(capacity.saturating_sub(Self::reserve(&layout, &config))), false),
+        };
         let mut frames = vec![None; layout.total_pages() as usize];
         for g in first..first + resident {
             frames[g as usize] = Some(Frame::hot(false, 0));
         }
-        let mut dir =
-            vec![
-                DirEntry { exclusive: false, holders: 1 << me.0, epoch: 0, anchor: me.0, on_ssd: true };
-                layout.pages_per_node as usize
-            ];
+        let entry = DirEntry { exclusive: false, holders: 1 << me.0, epoch: 0, anchor: me.0, on_ssd: !dirty };
+        let mut dir = vec![entry; layout.pages_per_node as usize];
         for e in &mut dir[resident as usize..] {
             e.holders = 0;
             e.anchor = SSD;
+            e.on_ssd = true;
         }
         let state = NodeState::new(frames, dir);
         let free_target = Self::free_target(capacity, &config);

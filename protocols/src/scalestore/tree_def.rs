@@ -8,8 +8,13 @@
 //! and `handler_tasks` message handlers. The bulk-loaded tree's pages are spread round-robin
 //! over the nodes' directories (page `i` of the load at node `i mod n`, the meta page first, at
 //! node 0), each starting node-shared at its directory; a node allocates split pages from its
-//! own pool. There is no eviction in ScaleStore here, so every node can cache every page: the
-//! configurations are in-memory ones (a `cache_frames`/`cache_ratio` is refused).
+//! own pool. Without `cache_frames`/`cache_ratio` every node can cache every page (in-memory
+//! configurations). With them each node caches that many frames (`cache_ratio`: a share of
+//! the pre-allocated pages) and page providers evict to the directories' storage devices
+//! (`cluster.ssd_bytes_per_node` must hold a node's pages): the loaded pages start in their
+//! directories' memory, dirty, and the providers write the overflow to the devices first (the
+//! load), so warm-up must run long enough for that. The pool's unused pages start on the
+//! device (a split allocating one reads it first: [CHOICE], rare in the figures' runs).
 //!
 //! `protocol_options` is ScaleStore's [`Config`] plus `tree` ([`TreeConfig`]); `workload` is
 //! YCSB ([`YcsbWorkload`]; no deletes). Checks: per-key linearizability of every lookup, store
@@ -97,6 +102,8 @@ pub struct BlinkScaleStorePlan {
     loaded: Vec<(u64, u64)>,
     /// Pre-allocated pages (meta page + bulk load), spread round-robin over the nodes.
     prealloc: u64,
+    /// Frames each node may cache (`u64::MAX`: every page).
+    capacity: u64,
     states: Mutex<Vec<Arc<Mutex<NodeState>>>>,
     owed: Option<Owed>,
 }
@@ -128,12 +135,6 @@ impl BlinkScaleStorePlan {
             out.push(Problem::new(
                 "workload.proportions.delete",
                 "the B-link tree has no delete (nodes never merge)",
-            ));
-        }
-        if w.cache_frames.is_some() || w.cache_ratio.is_some() {
-            out.push(Problem::new(
-                "workload",
-                "ScaleStore here has no eviction (every node can cache every page): give no cache_frames or cache_ratio",
             ));
         }
         if point.memory_nodes != 0 || point.compute_nodes != 0 {
@@ -185,8 +186,36 @@ impl BlinkScaleStorePlan {
             // The invariants compare every word of shared copies.
             keys_per_page: page_words as u64,
             providers: 0,
-            batch: 0,
+            batch: config.eviction.batch as u64,
         };
+        let mut layout = layout;
+        let capacity = match (w.cache_frames, w.cache_ratio) {
+            (Some(f), _) => f as u64,
+            (None, Some(r)) => (r * prealloc as f64).ceil() as u64,
+            (None, None) => u64::MAX,
+        };
+        if capacity < layout.total_pages() {
+            layout.providers = config.eviction.providers as u64;
+            if capacity < layout.threads * 2 + 2 {
+                out.push(Problem::new(
+                    "workload.cache_frames",
+                    format!(
+                        "{capacity} frames per node: at least 2 per worker + 2 (a worker latches a page and fetches its child)"
+                    ),
+                ));
+            }
+            if layout.ssd_bytes() > point.ssd_bytes_per_node {
+                out.push(Problem::new(
+                    "cluster.ssd_bytes_per_node",
+                    format!(
+                        "a cache smaller than the tree evicts to each directory's storage device, which must hold its {} pages: at least {} bytes (got {})",
+                        layout.pages_per_node,
+                        layout.ssd_bytes(),
+                        point.ssd_bytes_per_node
+                    ),
+                ));
+            }
+        }
         if layout.region_bytes().saturating_mul(nodes) > MEMORY_BUDGET_BYTES {
             out.push(Problem::new(
                 "workload",
@@ -221,6 +250,7 @@ impl BlinkScaleStorePlan {
             bulk: Arc::new(bulk),
             loaded,
             prealloc,
+            capacity,
             states: Mutex::new(Vec::new()),
             owed: point.check.full().then(Owed::default),
         })
@@ -300,12 +330,13 @@ impl Plan for BlinkScaleStorePlan {
     }
 
     fn node<N: Nic>(&self, nic: N) -> NodeRun<Mutex<NodeState>> {
-        let node = Node::new(nic, self.layout.clone(), self.config.clone(), self.owed.clone(), u64::MAX);
-        let me = node.nic.node();
-        self.states.lock().unwrap_or_else(|e| e.into_inner()).push(node.state.clone());
+        let me = nic.node();
         let nodes = self.layout.nodes;
         // This node's pre-allocated slots are 0..ceil((prealloc − me) / n); the rest is its pool.
         let used = (self.prealloc + nodes - 1 - me.0 as u64) / nodes;
+        let config = self.config.clone();
+        let node = Node::new(nic, self.layout.clone(), config, self.owed.clone(), self.capacity, Some(used));
+        self.states.lock().unwrap_or_else(|e| e.into_inner()).push(node.state.clone());
         let pool = Arc::new(Pool::new(used, self.layout.pages_per_node));
         let root = page_id(&self.layout, Self::placed(&self.layout, self.bulk.root));
         let shared = Arc::new(Shared::new(self.tree.clone(), self.meta(), root));
@@ -338,12 +369,15 @@ impl Plan for BlinkScaleStorePlan {
             })
             .collect();
         let tasks = self.config.handler_tasks;
-        let daemons = (0..tasks)
+        let mut daemons: Vec<Task> = (0..tasks)
             .map(|i| {
                 let task: Task = Box::pin(node.clone().handler(i, tasks));
                 task
             })
             .collect();
+        for i in 0..self.layout.providers as u16 {
+            daemons.push(Box::pin(node.clone().provider(i)));
+        }
         let watched = shared.clone();
         let log_out = log.take();
         NodeRun {
@@ -353,7 +387,8 @@ impl Plan for BlinkScaleStorePlan {
             state: Some(node.state.clone()),
             collect: Box::new(move || {
                 let tree = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let pages = node.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let mut pages = node.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                pages.frames_used = node.state.lock().unwrap_or_else(|e| e.into_inner()).used;
                 let error = shared.errors.first().or_else(|| node.errors.first());
                 NodeReport {
                     extra: serde_json::to_value(Report { tree, pages }).unwrap_or(Value::Null),
@@ -386,6 +421,16 @@ impl Plan for BlinkScaleStorePlan {
         m.insert("shared_conflicts_per_latch".into(), pages.shared_conflicts as f64 / latches);
         m.insert("upgrades_per_latch".into(), pages.upgrades as f64 / latches);
         m.insert("handler_requeues_per_latch".into(), pages.requeues as f64 / latches);
+        if self.layout.providers > 0 {
+            m.insert("ssd_reads_per_latch".into(), pages.ssd_reads as f64 / latches);
+            m.insert("ssd_writes_per_latch".into(), pages.ssd_writes as f64 / latches);
+            m.insert("evictions_per_latch".into(), pages.evictions as f64 / latches);
+            m.insert("pulls_per_latch".into(), pages.pulls as f64 / latches);
+            m.insert("frame_waits_per_latch".into(), pages.frame_waits as f64 / latches);
+            // Frames in use at the end over the cluster's cache (the paper's "cache utilization").
+            let capacity = (self.capacity * self.layout.nodes) as f64;
+            m.insert("cache_utilization".into(), pages.frames_used as f64 / capacity);
+        }
         m
     }
 
@@ -418,6 +463,11 @@ impl Plan for BlinkScaleStorePlan {
         if let Some(owed) = &self.owed {
             let refs: Vec<&Mutex<NodeState>> = states.iter().map(|s| s.as_ref()).collect();
             converged(&self.layout, &refs, owed).map_err(|(name, m)| Violation::new(name, m))?;
+        }
+        if self.layout.providers > 0 {
+            // Evicted pages live on the storage devices, which the check's memory view does
+            // not read: the structure and lost-key checks need every page in some memory.
+            return Ok(());
         }
         let guards: Vec<_> = states.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner())).collect();
         let views: Vec<&NodeState> = guards.iter().map(|g| &**g).collect();

@@ -94,6 +94,7 @@ const NAMED: &[(&str, &str)] = &[
     ("cx3_fdr56", include_str!("../../profiles/cx3_fdr56.json")),
     ("cx4_100g", include_str!("../../profiles/cx4_100g.json")),
     ("cx5_100g", include_str!("../../profiles/cx5_100g.json")),
+    ("cx5_nvme_scalestore", include_str!("../../profiles/cx5_nvme_scalestore.json")),
 ];
 
 /// The smallest rate or bandwidth a profile may state (its unit: Mops, Gb/s, MB/s).
