@@ -174,8 +174,9 @@ pub enum Eviction {
     Decline,
     /// `n` drops its copy; the page stays with the other holders or on the storage device.
     Accept,
-    /// `n` was the last holder of a dirty page: the directory READs it into its own frame
-    /// (inserted `Fetching` here) and answers once the READ completed.
+    /// `n` was the last holder of a dirty page, or the anchor of a dirty shared page the
+    /// directory holds no copy of: the directory READs it into its own frame (inserted
+    /// `Fetching` here), becomes the anchor, and answers once the READ completed.
     Pull,
 }
 
@@ -197,14 +198,27 @@ pub fn evict(st: &mut NodeState, me: u16, n: u16, g: u64, slot: usize, mutant: M
         return Eviction::Accept;
     }
     if next.holders != 0 {
-        // Copiers may be on their way to `n`: only the directory's own copy can take over.
+        // The anchor of sharers leaves. Copiers may be on their way to it (they will get
+        // `CopyFailed` and ask again), so the new source must be one that cannot fail: the
+        // directory's own copy, the device if the page is clean, else the page read back into
+        // the directory (declining instead could starve a node whose cache is full of pages
+        // it anchors for sharers that never need to evict).
         let dir_copy = st.frames[g as usize].is_some_and(|f| f.state == FrameState::Hot);
-        if (e.holders & meb != 0 && dir_copy) || mutant == Mutant::EvictAnchorWithSharers {
-            next.anchor = if e.holders & meb != 0 { me } else { next.holders.trailing_zeros() as u16 };
-            st.dir[slot] = next;
-            return Eviction::Accept;
+        if mutant == Mutant::EvictAnchorWithSharers {
+            next.anchor = next.holders.trailing_zeros() as u16;
+        } else if e.holders & meb != 0 && dir_copy {
+            next.anchor = me;
+        } else if e.on_ssd {
+            next.anchor = SSD;
+        } else {
+            if st.frames[g as usize].is_some() {
+                // The directory's own worker is about to ask for the page.
+                return Eviction::Decline;
+            }
+            return pull(st, me, g, slot, next);
         }
-        return Eviction::Decline;
+        st.dir[slot] = next;
+        return Eviction::Accept;
     }
     if e.on_ssd || mutant == Mutant::EvictDirtyNoPull {
         next.exclusive = false;
@@ -217,11 +231,17 @@ pub fn evict(st: &mut NodeState, me: u16, n: u16, g: u64, slot: usize, mutant: M
         // The directory's own worker is about to ask for the page: let its request move it.
         return Eviction::Decline;
     }
-    next.epoch = e.epoch.wrapping_add(1) & EPOCH_MASK;
-    next.holders = meb;
+    pull(st, me, g, slot, next)
+}
+
+/// The directory reads the page back from the evicting anchor into its own (absent) frame and
+/// becomes a holder and the anchor in the page's mode.
+fn pull(st: &mut NodeState, me: u16, g: u64, slot: usize, mut next: super::state::DirEntry) -> Eviction {
+    next.epoch = next.epoch.wrapping_add(1) & EPOCH_MASK;
+    next.holders |= 1u64 << me;
     next.anchor = me;
     st.dir[slot] = next;
-    let mut f = Frame::fetching(e.exclusive);
+    let mut f = Frame::fetching(next.exclusive);
     f.grant = Some(next.epoch);
     f.answered = true;
     f.pulled = true;

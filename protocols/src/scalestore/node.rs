@@ -113,13 +113,15 @@ impl<N: Nic> Node<N> {
         })
     }
 
-    /// Free frames the providers keep: `free_percent` of the cache, at least one batch.
+    /// Free frames the providers keep: `free_percent` of the cache, at least one batch, at
+    /// most a quarter of the cache (tiny caches).
     fn free_target(capacity: u64, config: &Config) -> u64 {
         if capacity == u64::MAX {
             return 0;
         }
         let e = &config.eviction;
-        ((capacity as f64 * e.free_percent / 100.0).ceil() as u64).max(e.batch as u64)
+        let target = ((capacity as f64 * e.free_percent / 100.0).ceil() as u64).max(e.batch as u64);
+        target.min(capacity / 4).max(1)
     }
 
     /// Frames kept free at the start: the providers' target plus one per worker.
