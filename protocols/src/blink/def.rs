@@ -495,4 +495,5 @@ fn per_kind(m: &mut BTreeMap<String, f64>, prefix: &str, s: &KindStats, latencie
     m.insert(format!("{prefix}latency_ns_avg"), per(s.latency_ns_total));
     m.insert(format!("{prefix}latency_ns_p50"), percentile(latencies, 50.0));
     m.insert(format!("{prefix}latency_ns_p99"), percentile(latencies, 99.0));
+    m.insert(format!("{prefix}latency_ns_p999"), percentile(latencies, 99.9));
 }

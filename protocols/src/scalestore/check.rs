@@ -128,10 +128,15 @@ pub fn invariants(
     }
     for (n, st) in states.iter().enumerate() {
         let present = st.frames.iter().filter(|f| f.is_some()).count() as u64;
-        if present != st.used {
+        let evicting =
+            st.frames.iter().filter(|f| f.is_some_and(|f| f.state == FrameState::Evicting)).count() as u64;
+        if present != st.used || evicting != st.evicting {
             return Err((
                 "cache occupancy".into(),
-                format!("n{n}: {present} frames present, {} counted", st.used),
+                format!(
+                    "n{n}: {present} frames present ({evicting} evicting), {} ({}) counted",
+                    st.used, st.evicting
+                ),
             ));
         }
     }

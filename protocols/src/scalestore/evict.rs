@@ -46,7 +46,11 @@ impl<N: Nic> Node<N> {
             if self.errors.is_set() {
                 return;
             }
-            let free = self.capacity.saturating_sub(self.lock().used);
+            // Frames on their way out count as free, or concurrent rounds would overshoot.
+            let free = {
+                let st = self.lock();
+                self.capacity.saturating_sub(st.used - st.evicting)
+            };
             if free >= self.free_target {
                 // Workers wake it when an insert leaves fewer free frames than the target; the
                 // bound only covers a wake-up lost between threads on hardware.
@@ -65,8 +69,8 @@ impl<N: Nic> Node<N> {
         }
     }
 
-    /// One provider round: sample, choose up to `needed` (at least a batch) victims, evict
-    /// them. Returns how many were chosen.
+    /// One provider round: sample, choose up to `needed` victims, evict them (lists of at
+    /// most a batch). Returns how many were chosen.
     async fn round(
         self: &Arc<Self>,
         w: &mut Worker<N>,
@@ -76,7 +80,6 @@ impl<N: Nic> Node<N> {
         let e = self.config.eviction.clone();
         let (me, step, total) = (self.me(), self.layout.providers, self.layout.total_pages());
         let share = total.div_ceil(step);
-        let needed = needed.max(e.batch as u64);
         let mut examined = 0u64;
         let mut victims = Vec::new();
         {

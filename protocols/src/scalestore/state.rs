@@ -124,6 +124,8 @@ pub struct NodeState {
     pub dir: Vec<DirEntry>,
     /// Frames present (any state): the cache's occupancy.
     pub used: u64,
+    /// Of those, frames `Evicting` (about to be freed: the providers count them as free).
+    pub evicting: u64,
     /// The eviction epoch, advanced by the page providers (spec §3.11).
     pub epoch: u32,
 }
@@ -131,13 +133,15 @@ pub struct NodeState {
 impl NodeState {
     pub fn new(frames: Vec<Option<Frame>>, dir: Vec<DirEntry>) -> NodeState {
         let used = frames.iter().filter(|f| f.is_some()).count() as u64;
-        NodeState { frames, dir, used, epoch: 0 }
+        NodeState { frames, dir, used, evicting: 0, epoch: 0 }
     }
 
     /// Put `frame` in slot `g`, counting occupancy.
     pub fn set(&mut self, g: u64, frame: Option<Frame>) {
         let slot = &mut self.frames[g as usize];
+        let evicting = |f: &Option<Frame>| f.is_some_and(|f| f.state == FrameState::Evicting) as u64;
         self.used = self.used + frame.is_some() as u64 - slot.is_some() as u64;
+        self.evicting = self.evicting + evicting(&frame) - evicting(slot);
         *slot = frame;
     }
 }

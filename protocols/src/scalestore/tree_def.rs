@@ -49,6 +49,7 @@ use crate::harness::{
     OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeId, RemoteAddr, Task};
+use crate::workload::partition::Partitions;
 use crate::workload::rng_for_thread;
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
@@ -99,6 +100,8 @@ pub struct BlinkScaleStorePlan {
     check: CheckLevel,
     quiesce: bool,
     bulk: Arc<BulkTree>,
+    /// `partitioned`: the key ranges of the nodes' workers.
+    parts: Option<Arc<Partitions>>,
     loaded: Vec<(u64, u64)>,
     /// Pre-allocated pages (meta page + bulk load), spread round-robin over the nodes.
     prealloc: u64,
@@ -117,6 +120,15 @@ impl BlinkScaleStorePlan {
             _ => return Err(vec![Problem::new("protocol_options", "must be an object of options")]),
         };
         let mut tree = tree_options(&mut options)?;
+        // The paper's "partitionable" access (§6.2): each node's workers draw only keys of its
+        // own key range (the ranges split the loaded keys evenly), as P-Sherman does.
+        let partitioned = match options.remove("partitioned") {
+            None => false,
+            Some(Value::Bool(b)) => b,
+            Some(_) => {
+                return Err(vec![Problem::new("protocol_options.partitioned", "must be true or false")])
+            }
+        };
         let presets = [("default", Config::default())];
         let mut config: Config =
             merge_options(&Value::Object(options), "protocol_options", &presets, RESERVED)
@@ -158,6 +170,9 @@ impl BlinkScaleStorePlan {
                 Problem::new(join_path("protocol_options.tree", field), reason)
             };
             out.push(at);
+        }
+        if partitioned {
+            w.check_partitioned(&mut out);
         }
         if !out.is_empty() {
             return Err(out);
@@ -236,6 +251,10 @@ impl BlinkScaleStorePlan {
             keys
         };
         let bulk = build(&loaded, per_node, |i| page_id(&layout, Self::placed(&layout, i)));
+        let parts = partitioned.then(|| {
+            let keys: Vec<u64> = loaded.iter().map(|(k, _)| *k).collect();
+            Arc::new(Partitions::new(&keys, nodes as usize))
+        });
         Ok(BlinkScaleStorePlan {
             workload: w,
             config,
@@ -251,6 +270,7 @@ impl BlinkScaleStorePlan {
             loaded,
             prealloc,
             capacity,
+            parts,
             states: Mutex::new(Vec::new()),
             owed: point.check.full().then(Owed::default),
         })
@@ -345,6 +365,7 @@ impl Plan for BlinkScaleStorePlan {
             let loader = nodes as u32 * self.threads;
             l.lock().extend(load_history(&self.loaded, loader));
         }
+        let members = self.parts.as_ref().map(|p| Arc::new(self.workload.partition_members(p, me.index())));
         let mains: Vec<Task> = (0..self.threads)
             .map(|t| {
                 let rng = rng_for_thread(self.seed, me.0, t);
@@ -357,6 +378,10 @@ impl Plan for BlinkScaleStorePlan {
                     self.ops_per_thread,
                     rng,
                 );
+                let stream = match (&self.parts, &members) {
+                    (Some(p), Some(m)) => stream.partitioned(p.clone(), me.index(), m.clone()),
+                    _ => stream,
+                };
                 let pages = ScaleStorePages::new(node.clone(), t, pool.clone());
                 let mut tree = Tree::new(pages, shared.clone());
                 let logger =
