@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::baselines::Conflicts;
 use super::mutants::Mutant;
 
 /// Costs charged with `nic.cpu` (a sleep unless the run models the node's cores). [CHOICE]
@@ -34,6 +35,19 @@ pub struct Config {
     /// poll of its response word.
     pub poll_ns: u64,
     pub cpu: CpuCosts,
+    /// Conflict resolution (spec §3.7, Fig. 5): `"chaining"` (anticipatory chaining, ScaleStore),
+    /// or the baselines `"fifo"` (FIFO queue at the directory) and `"busy_polling"`
+    /// (`baselines.rs`).
+    pub conflicts: Conflicts,
+    /// Busy polling: first back-off after a refusal; doubles per refusal up to `backoff_max_ns`
+    /// (each wait uniform in [b/2, b]). [CHOICE], not fitted.
+    pub backoff_ns: u64,
+    pub backoff_max_ns: u64,
+    /// The directory serves a transfer it would ask of itself (it owns the page exclusively,
+    /// or is the anchor of a shared page an exclusive requester takes) in the same step, the
+    /// page with the response, when its frame is Hot and free (spec §3.4, the code's
+    /// handler). Off by default: the runs before it keep their traces.
+    pub directory_sends_owned_page: bool,
     #[serde(skip)]
     pub mutant: Mutant,
 }
@@ -45,6 +59,10 @@ impl Default for Config {
             handler_tasks: 4,
             poll_ns: 100,
             cpu: CpuCosts::default(),
+            conflicts: Conflicts::Chaining,
+            backoff_ns: 1_000,
+            backoff_max_ns: 64_000,
+            directory_sends_owned_page: false,
             mutant: Mutant::None,
         }
     }
@@ -61,6 +79,9 @@ impl Config {
         }
         if self.poll_ns == 0 {
             out.push("poll_ns: must be at least 1".into());
+        }
+        if self.backoff_ns == 0 || self.backoff_max_ns < self.backoff_ns {
+            out.push("backoff_ns: must be at least 1 and at most backoff_max_ns".into());
         }
         out
     }
@@ -85,6 +106,14 @@ pub struct Workload {
     /// Each node's workers access only the pages of its own directory (the paper's
     /// "partitionable" pattern); otherwise every page.
     pub partitioned: bool,
+    /// Operations touch only the first `pages_used` pages of that range (0: all of them);
+    /// `1` puts every worker on one page, the page of node 0's directory (Fig. 6 "contended").
+    pub pages_used: u64,
+    /// Timed runs (0: off): operations starting before `measure_from_ns` (simulated time) are
+    /// warm-up, and none starts at or after `stop_at_ns`, so every node runs for the same
+    /// window and per-node throughputs compare (`ops_per_thread` stays a cap).
+    pub measure_from_ns: u64,
+    pub stop_at_ns: u64,
 }
 
 impl Default for Workload {
@@ -98,6 +127,9 @@ impl Default for Workload {
             read_ratio: 0.5,
             zipf_theta: 0.0,
             partitioned: false,
+            pages_used: 0,
+            measure_from_ns: 0,
+            stop_at_ns: 0,
         }
     }
 }
@@ -107,6 +139,9 @@ impl Workload {
         let mut out = Vec::new();
         if self.pages_per_node == 0 || self.pages_per_node >= 1 << 32 {
             out.push("pages_per_node: must be in 1..2^32".into());
+        }
+        if self.stop_at_ns > 0 && self.stop_at_ns <= self.measure_from_ns {
+            out.push("stop_at_ns: must be later than measure_from_ns".into());
         }
         if self.keys_per_page == 0 || self.keys_per_page > 8 {
             out.push("keys_per_page: must be in 1..=8 (the first cache line of a page)".into());

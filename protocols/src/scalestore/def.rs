@@ -4,7 +4,8 @@
 //! `workload.threads_per_node` workers and `handler_tasks` message handlers, caches pages and
 //! is the directory of `workload.pages_per_node` of them. `protocol_options` is any subset of
 //! [`Config`] (`page_bytes`, `handler_tasks`, `poll_ns`, `cpu.{local_op_ns, handler_ns,
-//! request_ns}`); `workload` is [`Workload`].
+//! request_ns}`, `conflicts` with the baselines' `backoff_ns`/`backoff_max_ns`); `workload` is
+//! [`Workload`].
 //!
 //! `run.check` logs every operation for the per-key linearizability checker; the fuzzer
 //! (`CheckLevel::Full`) adds the invariants of [`super::check`] after every event and the
@@ -130,7 +131,8 @@ impl ScaleStorePlan {
                 ),
             )]);
         }
-        let cluster = point.cluster(layout.region_bytes(), 0);
+        let extra = super::baselines::extra_bytes(&layout, config.conflicts);
+        let cluster = point.cluster(layout.region_bytes() + extra, 0);
         Ok(ScaleStorePlan {
             config,
             workload,
@@ -229,6 +231,8 @@ impl Plan for ScaleStorePlan {
         m.insert("upgrades_per_op".into(), total.upgrades as f64 / ops);
         m.insert("copy_restarts".into(), total.copy_restarts as f64);
         m.insert("handler_requeues_per_op".into(), total.requeues as f64 / ops);
+        let per_node: Vec<&Stats> = parsed.iter().map(|r| &r.stats).collect();
+        super::stats::per_node_metrics(&per_node, reports, &mut m);
         let mut samples: Vec<u64> = reports.iter().flat_map(|r| r.samples.iter().copied()).collect();
         if !samples.is_empty() {
             m.insert("latency_us_p50".into(), percentile(&mut samples, 50.0) / 1e3);

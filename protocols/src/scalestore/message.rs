@@ -10,6 +10,8 @@
 //! | copy request (code's `PCR`) | `Kind::Copy` (the holder keeps it) | worker → a node-shared owner |
 //! | ownership invalidation request | `Kind::Inval` (argument: the requester's conflict epoch) | worker → each node-shared owner |
 //! | transfer / invalidation response | `WithPage` / `Ack` / `CopyFailed` / `NotFound` | holder → worker |
+//! | baselines only (`conflicts: fifo / busy_polling`, see `baselines`): "D is informed" | `Kind::Done` (one head word in the sender's ack slot, no response) | requester → directory |
+//! | baselines only: busy polling's refusal | `Code::Retry` | directory → worker |
 
 /// What a request asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +20,10 @@ pub enum Kind {
     Take = 2,
     Copy = 3,
     Inval = 4,
+    /// Baselines only: the requester installed the page the directory granted it (the
+    /// acknowledgment that frees the page for the next request, spec §3.7 a/b). Written into
+    /// the sender's ack slot ([`super::baselines::ack_slot`]), not its mailbox; no response.
+    Done = 5,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +61,7 @@ impl Request {
             2 => Kind::Take,
             3 => Kind::Copy,
             4 => Kind::Inval,
+            5 => Kind::Done,
             k => panic!("ScaleStore request of unknown kind {k}"),
         };
         Some(Request {
@@ -81,6 +88,8 @@ pub enum Code {
     CopyFailed = 4,
     /// A `Take` found no frame: owner stability is broken.
     NotFound = 5,
+    /// Busy polling only: a transfer of the page is in flight; back off and ask again.
+    Retry = 6,
 }
 
 /// A response: head word `code | source | flags | epoch | seq`, argument word the holders to
@@ -125,6 +134,7 @@ impl Response {
             3 => Code::Ack,
             4 => Code::CopyFailed,
             5 => Code::NotFound,
+            6 => Code::Retry,
             c => panic!("ScaleStore response of unknown code {c}"),
         };
         let source = (head >> 4 & 0xff) as u16;

@@ -30,6 +30,7 @@
 //! (`blink::Pages`) with S/X page guards over [`node::Node::lock_page`], and [`tree_def`]
 //! defines `protocol: "blink-scalestore"`, the same tree as `blink`/`blink-sel` on ScaleStore.
 
+pub mod baselines;
 pub mod bench;
 pub mod check;
 pub mod config;
