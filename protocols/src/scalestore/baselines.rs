@@ -230,6 +230,7 @@ pub fn holder_at(
     match st.frames[g as usize] {
         Some(f)
             if conflicts != Conflicts::Chaining
+                && mutant != Mutant::UpgraderWaitsAtGate
                 && req.kind == Kind::Take
                 && f.state == FrameState::Upgrading
                 && !f.answered =>

@@ -1,6 +1,6 @@
 //! ScaleStore's mutants: planted bugs the fuzzer's checkers must catch
 //! (`dmsim fuzz scenarios/scalestore/fuzz-small.json --mutant <name>`), each switched at its one
-//! line in `node.rs` or `directory.rs`.
+//! line in `node.rs`, `directory.rs` or `baselines.rs`.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +21,7 @@ pub enum Mutant {
     StaleInvalidations,
     TakeWhileLatched,
     NoPins,
+    UpgraderWaitsAtGate,
 }
 
 crate::mutant_table!(Mutant {
@@ -48,4 +49,6 @@ crate::mutant_table!(Mutant {
         "page-latch mode: a handler hands away or invalidates a frame while a local worker holds it latched",
     "no-pins" => NoPins:
         "a copy is served without pinning the frame, so a local writer may change the page while the NIC still reads it",
+    "upgrader-waits-at-gate" => UpgraderWaitsAtGate:
+        "baselines (conflicts fifo / busy_polling): an upgrader whose request waits at the directory's gate re-polls a transfer request as under chaining instead of serving it from its old copy (fuzz-small-fifo.json)",
 });
