@@ -122,6 +122,17 @@ fn scalestore_five_thousand_schedules() {
 }
 
 #[test]
+fn scalestore_baselines_schedules() {
+    // The FIFO-queue and busy-polling baselines (`protocol_options.conflicts`): one request per
+    // page at a time at the directory, `Done` acknowledgments, refusals and back-offs, the
+    // directory's own workers bypassing the queue; the same checkers. 2,000 each (about 800
+    // schedules/s in release); the 20,000 random and 5,000 PCT campaigns are in
+    // protocols/src/scalestore/NEEDS.md.
+    campaign_of("scalestore/fuzz-small-fifo.json", 2_000);
+    campaign_of("scalestore/fuzz-small-busy-polling.json", 2_000);
+}
+
+#[test]
 fn tpcc_five_thousand_schedules() {
     // TPC-C NewOrder, Payment and StockLevel over SELCC with 2PL no-wait, TO or OCC drawn per
     // seed, conflicting terminals on 2 warehouses; serializability, the index and TPC-C's

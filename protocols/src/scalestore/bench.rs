@@ -25,6 +25,9 @@ pub async fn run_client<N: Nic>(
 ) {
     let me = node.nic.node();
     let mut w = node.worker(thread);
+    // Busy polling's back-off jitter, from the run's seed (not from `rng`: the workload's
+    // stream stays what it is without the baselines).
+    w.jitter = seed ^ (me.0 as u64) << 32 ^ thread as u64;
     let mut rng = rng_for_thread(seed, me.0, thread);
     let layout = node.layout.clone();
     let (base, pages) = if workload.partitioned {
@@ -32,9 +35,14 @@ pub async fn run_client<N: Nic>(
     } else {
         (0, layout.total_pages())
     };
+    let pages = if workload.pages_used > 0 { pages.min(workload.pages_used) } else { pages };
     let zipf = (workload.zipf_theta > 0.0).then(|| Zipf::new(pages, workload.zipf_theta));
     let mut sequence = 0;
+    let mut started = false;
     for i in 0..workload.warmup_ops + workload.ops_per_thread {
+        if workload.stop_at_ns > 0 && w.nic.now().0 >= workload.stop_at_ns {
+            break; // A timed run: no operation starts after `stop_at_ns`.
+        }
         let page = match &zipf {
             // [CHOICE] Rank r is page r−1 of the range (no scrambling; spec §8 A16).
             Some(z) => z.sample(|| rng.next_u64()) - 1,
@@ -48,9 +56,10 @@ pub async fn run_client<N: Nic>(
             sequence += 1;
             Access::Write(write_stamp(me, thread, sequence))
         };
-        let measured = i >= workload.warmup_ops;
         let start = w.nic.now().0;
-        if measured && i == workload.warmup_ops {
+        let measured = i >= workload.warmup_ops && start >= workload.measure_from_ns;
+        if measured && !started {
+            started = true;
             let mut s = node.stats.lock().unwrap_or_else(|e| e.into_inner());
             s.measure_start_ns = Some(s.measure_start_ns.map_or(start, |t| t.min(start)));
         }
@@ -79,6 +88,7 @@ pub async fn run_client<N: Nic>(
         if measured {
             latencies.lock().unwrap_or_else(|e| e.into_inner()).push(end - start);
             let mut s = node.stats.lock().unwrap_or_else(|e| e.into_inner());
+            s.measure_end_ns = s.measure_end_ns.max(end);
             s.ops += 1;
             s.reads += read as u64;
             s.hits += hit as u64;

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::baselines::Conflicts;
 use super::mutants::Mutant;
 
 /// Costs charged with `nic.cpu` (a sleep unless the run models the node's cores). [CHOICE]
@@ -69,6 +70,19 @@ pub struct Config {
     pub poll_ns: u64,
     pub cpu: CpuCosts,
     pub eviction: Eviction,
+    /// Conflict resolution (spec §3.7, Fig. 5): `"chaining"` (anticipatory chaining, ScaleStore),
+    /// or the baselines `"fifo"` (FIFO queue at the directory) and `"busy_polling"`
+    /// (`baselines.rs`).
+    pub conflicts: Conflicts,
+    /// Busy polling: first back-off after a refusal; doubles per refusal up to `backoff_max_ns`
+    /// (each wait uniform in [b/2, b]). [CHOICE], not fitted.
+    pub backoff_ns: u64,
+    pub backoff_max_ns: u64,
+    /// The directory serves a transfer it would ask of itself (it owns the page exclusively,
+    /// or is the anchor of a shared page an exclusive requester takes) in the same step, the
+    /// page with the response, when its frame is Hot and free (spec §3.4, the code's
+    /// handler). Off by default: the runs before it keep their traces.
+    pub directory_sends_owned_page: bool,
     #[serde(skip)]
     pub mutant: Mutant,
 }
@@ -81,6 +95,10 @@ impl Default for Config {
             poll_ns: 100,
             cpu: CpuCosts::default(),
             eviction: Eviction::default(),
+            conflicts: Conflicts::Chaining,
+            backoff_ns: 1_000,
+            backoff_max_ns: 64_000,
+            directory_sends_owned_page: false,
             mutant: Mutant::None,
         }
     }
@@ -114,6 +132,9 @@ impl Config {
         if e.batch == 0 || e.batch > 64 {
             out.push("eviction.batch: must be in 1..=64 (the answer is a 64-bit bitmap)".into());
         }
+        if self.backoff_ns == 0 || self.backoff_max_ns < self.backoff_ns {
+            out.push("backoff_ns: must be at least 1 and at most backoff_max_ns".into());
+        }
         out
     }
 }
@@ -141,6 +162,14 @@ pub struct Workload {
     /// cluster's pages, page providers evict to the directories and their storage devices;
     /// each node's pages start in its memory as far as its cache allows, the rest on its SSD.
     pub cache_pages_per_node: u64,
+    /// Operations touch only the first `pages_used` pages of that range (0: all of them);
+    /// `1` puts every worker on one page, the page of node 0's directory (Fig. 6 "contended").
+    pub pages_used: u64,
+    /// Timed runs (0: off): operations starting before `measure_from_ns` (simulated time) are
+    /// warm-up, and none starts at or after `stop_at_ns`, so every node runs for the same
+    /// window and per-node throughputs compare (`ops_per_thread` stays a cap).
+    pub measure_from_ns: u64,
+    pub stop_at_ns: u64,
 }
 
 impl Default for Workload {
@@ -155,6 +184,9 @@ impl Default for Workload {
             zipf_theta: 0.0,
             partitioned: false,
             cache_pages_per_node: 0,
+            pages_used: 0,
+            measure_from_ns: 0,
+            stop_at_ns: 0,
         }
     }
 }
@@ -164,6 +196,9 @@ impl Workload {
         let mut out = Vec::new();
         if self.pages_per_node == 0 || self.pages_per_node >= 1 << 32 {
             out.push("pages_per_node: must be in 1..2^32".into());
+        }
+        if self.stop_at_ns > 0 && self.stop_at_ns <= self.measure_from_ns {
+            out.push("stop_at_ns: must be later than measure_from_ns".into());
         }
         if self.keys_per_page == 0 || self.keys_per_page > 8 {
             out.push("keys_per_page: must be in 1..=8 (the first cache line of a page)".into());

@@ -4,7 +4,8 @@
 //! `workload.threads_per_node` workers and `handler_tasks` message handlers, caches pages and
 //! is the directory of `workload.pages_per_node` of them. `protocol_options` is any subset of
 //! [`Config`] (`page_bytes`, `handler_tasks`, `poll_ns`, `cpu.{local_op_ns, handler_ns,
-//! request_ns}`); `workload` is [`Workload`].
+//! request_ns}`, `conflicts` with the baselines' `backoff_ns`/`backoff_max_ns`); `workload` is
+//! [`Workload`].
 //!
 //! `run.check` logs every operation for the per-key linearizability checker; the fuzzer
 //! (`CheckLevel::Full`) adds the invariants of [`super::check`] after every event and the
@@ -136,6 +137,12 @@ impl ScaleStorePlan {
                 ),
             )]);
         }
+        if layout.providers > 0 && config.conflicts != super::baselines::Conflicts::Chaining {
+            return Err(vec![Problem::new(
+                "protocol_options.conflicts",
+                "the FIFO-queue and busy-polling baselines run without eviction (their gate does not order eviction lists): give no cache_pages_per_node below the data",
+            )]);
+        }
         if layout.ssd_bytes() > point.ssd_bytes_per_node {
             return Err(vec![Problem::new(
                 "cluster.ssd_bytes_per_node",
@@ -147,7 +154,8 @@ impl ScaleStorePlan {
                 ),
             )]);
         }
-        let cluster = point.cluster(layout.region_bytes(), 0);
+        let extra = super::baselines::extra_bytes(&layout, config.conflicts);
+        let cluster = point.cluster(layout.region_bytes() + extra, 0);
         Ok(ScaleStorePlan {
             config,
             workload,
@@ -266,6 +274,8 @@ impl Plan for ScaleStorePlan {
             // Frames in use at the end over the cluster's cache (the paper's "cache utilization").
             m.insert("cache_utilization".into(), total.frames_used as f64 / capacity);
         }
+        let per_node: Vec<&Stats> = parsed.iter().map(|r| &r.stats).collect();
+        super::stats::per_node_metrics(&per_node, reports, &mut m);
         let mut samples: Vec<u64> = reports.iter().flat_map(|r| r.samples.iter().copied()).collect();
         if !samples.is_empty() {
             m.insert("latency_us_p50".into(), percentile(&mut samples, 50.0) / 1e3);

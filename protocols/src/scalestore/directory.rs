@@ -40,7 +40,7 @@ fn owe(owed: Option<&Owed>, page: u64, node: u16) {
 }
 
 /// A holder served (or acknowledged) what the directory owed it.
-fn paid(owed: Option<&Owed>, page: u64, node: u16) {
+pub(super) fn paid(owed: Option<&Owed>, page: u64, node: u16) {
     if let Some(o) = owed {
         let mut o = o.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = o.get_mut(&(page, node)) {
@@ -343,6 +343,8 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
             paid(owed, g, me);
             reply(Code::Ack)
         }
-        Kind::Own | Kind::Evict => unreachable!("ownership and eviction requests go to the directory"),
+        Kind::Own | Kind::Evict | Kind::Done => {
+            unreachable!("ownership and eviction requests and acks go to the directory")
+        }
     }
 }

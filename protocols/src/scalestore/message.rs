@@ -12,6 +12,8 @@
 //! | transfer / invalidation response | `WithPage` / `Ack` / `CopyFailed` / `NotFound` | holder → worker |
 //! | eviction batch (§4.2) | `Kind::Evict` (page field: entries in the list written before it) | page provider → directory handler |
 //! | its answer | `Ack`, argument: bitmap of accepted entries | directory → page provider |
+//! | baselines only (`conflicts: fifo / busy_polling`, see `baselines`): "D is informed" | `Kind::Done` (one head word in the sender's ack slot, no response) | requester → directory |
+//! | baselines only: busy polling's refusal | `Code::Retry` | directory → worker |
 
 /// What a request asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +23,10 @@ pub enum Kind {
     Copy = 3,
     Inval = 4,
     Evict = 5,
+    /// Baselines only: the requester installed the page the directory granted it (the
+    /// acknowledgment that frees the page for the next request, spec §3.7 a/b). Written into
+    /// the sender's ack slot ([`super::baselines::ack_slot`]), not its mailbox; no response.
+    Done = 6,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +65,7 @@ impl Request {
             3 => Kind::Copy,
             4 => Kind::Inval,
             5 => Kind::Evict,
+            6 => Kind::Done,
             k => panic!("ScaleStore request of unknown kind {k}"),
         };
         Some(Request {
@@ -85,6 +92,8 @@ pub enum Code {
     CopyFailed = 4,
     /// A `Take` found no frame: owner stability is broken.
     NotFound = 5,
+    /// Busy polling only: a transfer of the page is in flight; back off and ask again.
+    Retry = 6,
 }
 
 /// A response: head word `code | source | flags | epoch | seq`, argument word the holders to
@@ -129,6 +138,7 @@ impl Response {
             3 => Code::Ack,
             4 => Code::CopyFailed,
             5 => Code::NotFound,
+            6 => Code::Retry,
             c => panic!("ScaleStore response of unknown code {c}"),
         };
         let source = (head >> 4 & 0xff) as u16;

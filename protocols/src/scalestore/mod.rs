@@ -21,16 +21,21 @@
 //!
 //! Conflicts are resolved by **anticipatory chaining** (spec §3.7): the directory names each
 //! exclusive requester's predecessor, which hands the page on once it has it and has operated.
+//! The two baselines it replaces (Fig. 5 a/b: busy polling, a FIFO queue at the directory)
+//! are [`baselines`], selected by `protocol_options.conflicts`; they gate the same directory
+//! decision so that one request per page is served at a time, and need the requester's
+//! `Done` acknowledgment.
 //!
 //! Read top-down: [`config`] → [`layout`] → [`message`] → [`state`] → [`directory`] (the
-//! handlers' decisions) → [`node`] (workers and handler tasks) → [`evict`] (page providers,
-//! the SSD tier) → [`bench`] → [`check`] →
+//! handlers' decisions) → [`node`] (workers and handler tasks) → [`baselines`] (FIFO queue,
+//! busy polling) → [`evict`] (page providers, the SSD tier) → [`bench`] → [`check`] →
 //! [`def`] (the definition), [`mutants`]. Choices and what is missing: `NEEDS.md`.
 //!
 //! The distributed B-tree (§5): [`pages`] implements the B-link tree's page trait
 //! (`blink::Pages`) with S/X page guards over [`node::Node::lock_page`], and [`tree_def`]
 //! defines `protocol: "blink-scalestore"`, the same tree as `blink`/`blink-sel` on ScaleStore.
 
+pub mod baselines;
 pub mod bench;
 pub mod check;
 pub mod config;

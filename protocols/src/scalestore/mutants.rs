@@ -1,6 +1,6 @@
 //! ScaleStore's mutants: planted bugs the fuzzer's checkers must catch
 //! (`dmsim fuzz scenarios/scalestore/fuzz-small.json --mutant <name>`), each switched at its one
-//! line in `node.rs` or `directory.rs`.
+//! line in `node.rs`, `directory.rs` or `baselines.rs`.
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +25,7 @@ pub enum Mutant {
     EvictDirtyNoPull,
     EvictAnchorWithSharers,
     SkipWriteBack,
+    UpgraderWaitsAtGate,
 }
 
 crate::mutant_table!(Mutant {
@@ -60,4 +61,6 @@ crate::mutant_table!(Mutant {
         "the directory lets the anchor of a shared page evict while other holders remain and names another sharer, perhaps still copying, the anchor",
     "skip-write-back" => SkipWriteBack:
         "a directory evicting its own dirty page drops it without writing it to its storage device",
+    "upgrader-waits-at-gate" => UpgraderWaitsAtGate:
+        "baselines (conflicts fifo / busy_polling): an upgrader whose request waits at the directory's gate re-polls a transfer request as under chaining instead of serving it from its old copy (fuzz-small-fifo.json)",
 });

@@ -10,8 +10,9 @@ use crate::nic::wait::WordCond;
 use crate::nic::{Nanos, Nic, NodeId, RemoteAddr, Verb};
 use crate::sync::Notify;
 
+use super::baselines::{self, Gate};
 use super::config::Config;
-use super::directory::{holder, own, Decision};
+use super::directory::{own, Decision};
 use super::layout::Layout;
 use super::message::{Code, Kind, Request, Response, SEQ_MASK};
 use super::mutants::Mutant;
@@ -35,6 +36,8 @@ pub struct Node<N: Nic> {
     pub stats: Mutex<Stats>,
     /// The invariants' bookkeeping (check mode).
     owed: Option<Owed>,
+    /// Baselines only (`config.conflicts`): the directory's per-page gate (`baselines.rs`).
+    pub(super) gate: Mutex<Gate>,
 }
 
 /// A worker's NIC handle (its own channel) and per-target request sequence numbers.
@@ -42,6 +45,8 @@ pub struct Worker<N: Nic> {
     pub nic: N,
     pub index: u32,
     seq: Vec<u16>,
+    /// Busy polling's back-off jitter state (`baselines::back_off`).
+    pub(super) jitter: u64,
 }
 
 /// What remote invocation does once the page is here.
@@ -110,6 +115,7 @@ impl<N: Nic> Node<N> {
             errors: ErrorSlot::new(),
             stats: Mutex::new(Stats::default()),
             owed,
+            gate: Mutex::new(Gate::default()),
         })
     }
 
@@ -155,7 +161,7 @@ impl<N: Nic> Node<N> {
     /// A sender of requests with mailbox index `index` (workers, then page providers) on its
     /// own channel `qp`.
     pub(super) fn agent(&self, index: u32, qp: u16) -> Worker<N> {
-        Worker { nic: self.nic.qp(qp), index, seq: vec![0; self.layout.nodes as usize] }
+        Worker { nic: self.nic.qp(qp), index, seq: vec![0; self.layout.nodes as usize], jitter: 0 }
     }
 
     /// The record's word in this node's frame: read it, or replace it; returns the old value.
@@ -235,9 +241,12 @@ impl<N: Nic> Node<N> {
         if has_copy {
             self.stats().upgrades += 1;
         }
+        let mut refusals = 0;
         loop {
             let mut from_ssd = false;
             let resp = if dir == me {
+                // Baselines: wait for the page's gate (FIFO: bypassing queued remote requests).
+                baselines::enter_local(self, w, g).await;
                 // R4: the directory's own workers take the same path, without messages.
                 loop {
                     let decision = {
@@ -265,7 +274,14 @@ impl<N: Nic> Node<N> {
                 }
             } else {
                 let req = Request { kind: Kind::Own, page: g, exclusive, has_copy, epoch: 0, seq: 0 };
-                self.call(w, dir, req).await?
+                let resp = self.call(w, dir, req).await?;
+                if resp.code == Code::Retry {
+                    // Busy polling: a transfer is in flight; back off and ask again.
+                    baselines::back_off(self, w, refusals).await;
+                    refusals += 1;
+                    continue;
+                }
+                resp
             };
             if from_ssd {
                 // The directory's own worker reads the page from its device into its frame.
@@ -297,6 +313,7 @@ impl<N: Nic> Node<N> {
                         // The sharer lost its copy to a later exclusive request: ask again.
                         self.stats().copy_restarts += 1;
                         has_copy = false;
+                        baselines::done(self, w, g).await?; // Baselines: give up the turn first.
                         continue;
                     }
                     code => {
@@ -325,10 +342,14 @@ impl<N: Nic> Node<N> {
             if self.mutant() == Mutant::WriteBeforeAcks {
                 let v = install(self);
                 self.invalidate(w, g, targets, resp.epoch).await?;
+                baselines::done(self, w, g).await?;
                 return Ok(v);
             }
             self.invalidate(w, g, targets, resp.epoch).await?;
-            return Ok(install(self));
+            let v = install(self);
+            // Baselines: the acknowledgment that frees the page at its directory.
+            baselines::done(self, w, g).await?;
+            return Ok(v);
         }
     }
 
@@ -576,12 +597,19 @@ impl<N: Nic> Node<N> {
         let box_at = |j: u64| self.layout.request(NodeId((j / agents) as u16), (j % agents) as u32);
         let (Some(&first), Some(&last)) = (boxes.first(), boxes.last()) else { return };
         let (lo, hi) = (box_at(first), box_at(last) + 16);
+        let hi = baselines::watch_end(&self.layout, self.config.conflicts, last, hi);
         loop {
             let (mut served, mut requeued) = (false, false);
             for &j in &boxes {
                 let from = NodeId((j / agents) as u16);
                 let worker = (j % agents) as u32;
                 let at = self.layout.request(from, worker);
+                if let Some(page) = baselines::take_ack(&self, &nic, j) {
+                    // Baselines: a requester's `Done` frees the page for the next request.
+                    nic.cpu(Nanos(self.config.cpu.handler_ns)).await;
+                    baselines::release(&self, page);
+                    served = true;
+                }
                 let Some(req) = Request::decode(nic.local().load(at), nic.local().load(at + 8)) else {
                     continue;
                 };
@@ -597,19 +625,28 @@ impl<N: Nic> Node<N> {
                     let d = match req.kind {
                         Kind::Own => {
                             let slot = (req.page % self.layout.pages_per_node) as usize;
-                            own(
+                            // `own`, behind the baselines' gate when `conflicts` names one.
+                            baselines::own_at_directory(
+                                &self.gate,
+                                &self.config,
                                 &mut st,
                                 me.0,
                                 from.0,
-                                req.page,
+                                j,
+                                &req,
                                 slot,
-                                req.exclusive,
-                                req.has_copy,
                                 self.mutant(),
                                 self.owed.as_ref(),
                             )
                         }
-                        _ => holder(&mut st, me.0, &req, self.mutant(), self.owed.as_ref()),
+                        _ => baselines::holder_at(
+                            self.config.conflicts,
+                            &mut st,
+                            me.0,
+                            &req,
+                            self.mutant(),
+                            self.owed.as_ref(),
+                        ),
                     };
                     if let (Decision::Reply { .. }, Some(f)) = (&d, st.frames[req.page as usize].as_mut()) {
                         // Served: local workers may latch the frame again.

@@ -1,6 +1,10 @@
 //! Per-node counters (measured operations only).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+
+use crate::harness::NodeReport;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Stats {
@@ -19,6 +23,10 @@ pub struct Stats {
     pub page_transfers: u64,
     /// Handler re-polls of a request it could not serve yet (R2).
     pub requeues: u64,
+    /// Baselines (`conflicts`): acknowledgments sent to a directory (`Done`), and busy
+    /// polling's refusals received (each followed by a back-off and a new request).
+    pub acks: u64,
+    pub retries: u64,
     /// Page-latch mode: latches taken, and those served on the local hot path.
     pub latches: u64,
     pub latch_hits: u64,
@@ -37,6 +45,8 @@ pub struct Stats {
     pub frames_used: u64,
     /// Earliest start of a measured operation (ns).
     pub measure_start_ns: Option<u64>,
+    /// Latest end of a measured operation (ns).
+    pub measure_end_ns: u64,
 }
 
 impl Stats {
@@ -52,6 +62,8 @@ impl Stats {
         self.messages += o.messages;
         self.page_transfers += o.page_transfers;
         self.requeues += o.requeues;
+        self.acks += o.acks;
+        self.retries += o.retries;
         self.latches += o.latches;
         self.latch_hits += o.latch_hits;
         self.frame_waits += o.frame_waits;
@@ -62,9 +74,49 @@ impl Stats {
         self.eviction_lists += o.eviction_lists;
         self.pulls += o.pulls;
         self.frames_used += o.frames_used;
+        self.measure_end_ns = self.measure_end_ns.max(o.measure_end_ns);
         self.measure_start_ns = match (self.measure_start_ns, o.measure_start_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+    }
+}
+
+/// Per-node throughput and the latency spread (Fig. 6): node 0 (the directory of page 0, the
+/// one page of a `pages_used: 1` run) against the other nodes, the slowest and fastest node,
+/// the baselines' acknowledgments and refusals per operation, and the latency's p90 and
+/// standard deviation. `nodes[i]`/`reports[i]` are node `i`'s. A node's throughput is its
+/// measured operations over its own measured span (first start to last end): comparable
+/// between nodes in a timed run (`workload.stop_at_ns`), where every node runs the same window;
+/// with a fixed count of operations per worker every node does the same number.
+pub fn per_node_metrics(nodes: &[&Stats], reports: &[NodeReport], m: &mut BTreeMap<String, f64>) {
+    let kops: Vec<f64> = nodes
+        .iter()
+        .map(|s| {
+            let span = s.measure_end_ns.saturating_sub(s.measure_start_ns.unwrap_or(0)) as f64 / 1e9;
+            s.ops as f64 / span.max(1e-12) / 1e3
+        })
+        .collect();
+    if let Some((first, rest)) = kops.split_first() {
+        m.insert("node0_kops".into(), *first);
+        if !rest.is_empty() {
+            let others = rest.iter().sum::<f64>() / rest.len() as f64;
+            m.insert("other_nodes_kops".into(), others);
+            m.insert("node0_over_others".into(), if others > 0.0 { first / others } else { 0.0 });
+        }
+        m.insert("node_kops_min".into(), kops.iter().copied().fold(f64::INFINITY, f64::min));
+        m.insert("node_kops_max".into(), kops.iter().copied().fold(0.0, f64::max));
+    }
+    let ops = nodes.iter().map(|s| s.ops).sum::<u64>().max(1) as f64;
+    m.insert("acks_per_op".into(), nodes.iter().map(|s| s.acks).sum::<u64>() as f64 / ops);
+    m.insert("retries_per_op".into(), nodes.iter().map(|s| s.retries).sum::<u64>() as f64 / ops);
+    let mut samples: Vec<u64> = reports.iter().flat_map(|r| r.samples.iter().copied()).collect();
+    if !samples.is_empty() {
+        let n = samples.len() as f64;
+        let mean = samples.iter().map(|&x| x as f64).sum::<f64>() / n;
+        let var = samples.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+        m.insert("latency_us_mean".into(), mean / 1e3);
+        m.insert("latency_us_stddev".into(), var.sqrt() / 1e3);
+        m.insert("latency_us_p90".into(), crate::common::metrics::percentile(&mut samples, 90.0) / 1e3);
     }
 }

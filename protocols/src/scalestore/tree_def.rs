@@ -143,6 +143,12 @@ impl BlinkScaleStorePlan {
             Default::default()
         });
         w.check(&mut out);
+        if config.conflicts != super::baselines::Conflicts::Chaining {
+            out.push(Problem::new(
+                "protocol_options.conflicts",
+                "the FIFO and busy-polling baselines run with protocol scalestore only (not built for page latches)",
+            ));
+        }
         if w.proportions().delete > 0.0 {
             out.push(Problem::new(
                 "workload.proportions.delete",
