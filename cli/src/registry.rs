@@ -33,6 +33,7 @@ fn all() -> Vec<Registered> {
         entry(dmsim_protocols::blink::Blink),
         entry(dmsim_protocols::difache::Difache),
         entry(dmsim_protocols::scalestore::ScaleStore),
+        entry(dmsim_protocols::scalestore::ScaleStoreDm),
         entry(dmsim_protocols::txn::Tpcc),
         entry(dmsim_protocols::dolphin::Dolphin),
         entry(dmsim_protocols::scalestore::BlinkScaleStore),

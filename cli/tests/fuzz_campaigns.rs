@@ -122,6 +122,16 @@ fn scalestore_five_thousand_schedules() {
 }
 
 #[test]
+fn scalestore_eviction_five_thousand_schedules() {
+    // Page eviction and the SSD tier: caches of 4-8 frames over 12-24 pages, page providers
+    // evicting own pages (dirty ones written back first) and sending eviction lists that the
+    // directories accept, decline or answer with a read-back; pages no node holds served from
+    // the directory's SSD. Every invariant after every event. The larger random and PCT
+    // campaigns are in protocols/src/scalestore/NEEDS.md.
+    campaign("scalestore/fuzz-evict-small.json");
+}
+
+#[test]
 fn scalestore_baselines_schedules() {
     // The FIFO-queue and busy-polling baselines (`protocol_options.conflicts`): one request per
     // page at a time at the directory, `Done` acknowledgments, refusals and back-offs, the

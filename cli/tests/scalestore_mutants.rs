@@ -4,7 +4,8 @@
 //!
 //! Measured with `dmsim fuzz scenarios/scalestore/fuzz-small.json --seeds 300 --mutant M`:
 //! the nine mutants in [`CAUGHT`] fail 20–197 of 300 random schedules. `stale-invalidations`
-//! fails none of 300 and is listed in `protocols/src/scalestore/NEEDS.md`.
+//! fails none of 300 and is listed in `protocols/src/scalestore/NEEDS.md`. The eviction
+//! mutants ([`CAUGHT_EVICTING`]) run on `fuzz-evict-small.json`, where they fail 80–258 of 300.
 
 use dmsim::registry;
 use dmsim_sim::fuzz::campaign::{run_campaign, CampaignSpec, StrategyKind};
@@ -21,10 +22,16 @@ const CAUGHT: &[&str] = &[
     "install-doomed",
     "write-before-acks",
 ];
+const CAUGHT_EVICTING: &[&str] =
+    &["evict-ignores-holders", "evict-dirty-no-pull", "evict-anchor-with-sharers", "skip-write-back"];
 const BUDGET: u64 = 60;
 
 fn target() -> ProtocolTarget {
-    let path = format!("{}/../scenarios/scalestore/fuzz-small.json", env!("CARGO_MANIFEST_DIR"));
+    target_of("fuzz-small.json")
+}
+
+fn target_of(file: &str) -> ProtocolTarget {
+    let path = format!("{}/../scenarios/scalestore/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).expect("scenario file");
     ProtocolTarget::from_json(&text, &registry::sim()).unwrap_or_else(|p| panic!("{path}: {p:?}"))
 }
@@ -53,6 +60,21 @@ fn every_scalestore_mutant_in_the_list_is_caught() {
         }
     }
     assert!(missed.is_empty(), "scalestore mutants not caught: {missed:?}");
+}
+
+#[test]
+fn every_eviction_mutant_is_caught() {
+    let target = target_of("fuzz-evict-small.json");
+    let mut missed = Vec::new();
+    for name in CAUGHT_EVICTING {
+        match campaign(&target, name, true).first_failing_seed {
+            Some(seed) => eprintln!("scalestore {name}: caught at seed {seed}"),
+            None => missed.push(*name),
+        }
+    }
+    assert!(missed.is_empty(), "eviction mutants not caught: {missed:?}");
+    let correct = campaign(&target, "none", false);
+    assert_eq!(correct.violations, 0, "false alarm: {:?}", correct.failures);
 }
 
 #[test]

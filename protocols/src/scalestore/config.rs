@@ -41,7 +41,7 @@ pub struct Eviction {
     /// Page-provider tasks per node (paper: 2), each owning a share of the translation table.
     pub providers: u16,
     /// Providers evict while fewer than this share of the cache is free (code: 1 %; at least
-    /// one batch).
+    /// one frame per worker).
     pub free_percent: f64,
     /// Frames sampled to set the epoch threshold (code: 600).
     pub sample: u32,

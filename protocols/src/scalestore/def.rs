@@ -116,6 +116,7 @@ impl ScaleStorePlan {
         }
         let layout = Layout {
             nodes: point.symmetric_nodes as u64,
+            homes: point.symmetric_nodes as u64,
             threads: workload.threads_per_node as u64,
             pages_per_node: workload.pages_per_node,
             page_bytes: config.page_bytes,

@@ -25,14 +25,14 @@
 
 use std::sync::Arc;
 
-use crate::common::error::{NicExt, ProtocolError};
+use crate::common::error::ProtocolError;
 use crate::common::sync_ext::timeout;
 use crate::nic::{Nanos, Nic, NodeId, RemoteAddr, Verb};
 
 use super::directory::{evict, Eviction};
 use super::message::{Code, Kind, Request, Response};
 use super::mutants::Mutant;
-use super::node::{Node, Worker};
+use super::node::{post_all, Node, Worker};
 use super::state::{epoch_after, Frame, FrameState, SSD};
 
 impl<N: Nic> Node<N> {
@@ -303,9 +303,12 @@ impl<N: Nic> Node<N> {
                         Verb::Read { remote: RemoteAddr::new(from, at), local_bytes: at, len_bytes }
                     })
                     .collect();
-                if let Err(e) = poster.try_batch(&reads, "scalestore eviction read-back").await {
-                    node.errors.record(e);
-                    return;
+                // Linked READs, at most a batch of work requests at a time.
+                for chunk in reads.chunks(crate::nic::MAX_BATCH) {
+                    if let Err(e) = post_all(&poster, chunk, "scalestore eviction read-back").await {
+                        node.errors.record(e);
+                        return;
+                    }
                 }
                 let mut st = node.lock();
                 for &g in &pulls {
@@ -329,7 +332,7 @@ impl<N: Nic> Node<N> {
                 Verb::WriteWord { remote: slot, value: arg },
                 Verb::WriteWord { remote: slot.add(8), value: head },
             ];
-            if let Err(e) = poster.try_batch(&verbs, "scalestore eviction answer").await {
+            if let Err(e) = post_all(&poster, &verbs, "scalestore eviction answer").await {
                 node.errors.record(e);
             }
         });

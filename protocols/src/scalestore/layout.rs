@@ -31,6 +31,9 @@ pub const PID_NODE_SHIFT: u32 = 56;
 #[derive(Clone, Debug)]
 pub struct Layout {
     pub nodes: u64,
+    /// Directory nodes: ids `0..homes` (all nodes when symmetric; the memory nodes when
+    /// ScaleStore is SELCC's baseline on memory + compute nodes, `dm_def`).
+    pub homes: u64,
     pub threads: u64,
     pub pages_per_node: u64,
     pub page_bytes: u64,
@@ -43,7 +46,7 @@ pub struct Layout {
 
 impl Layout {
     pub fn total_pages(&self) -> u64 {
-        self.nodes * self.pages_per_node
+        self.homes * self.pages_per_node
     }
 
     /// The PID of global page `g`: directory node in the top 8 bits, slot below.

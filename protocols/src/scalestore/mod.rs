@@ -41,6 +41,7 @@ pub mod check;
 pub mod config;
 pub mod def;
 pub mod directory;
+pub mod dm_def;
 pub mod evict;
 pub mod layout;
 pub mod message;
@@ -53,4 +54,5 @@ pub mod tree_def;
 
 pub use config::{Config, Workload};
 pub use def::{ScaleStore, ScaleStorePlan};
+pub use dm_def::{ScaleStoreDm, ScaleStoreDmPlan};
 pub use tree_def::{BlinkScaleStore, BlinkScaleStorePlan};

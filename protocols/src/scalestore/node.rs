@@ -65,6 +65,19 @@ pub enum Access {
     Write(u64),
 }
 
+/// Post `verbs` as one batch, waiting while the QP has too many outstanding: a handler's
+/// replies are posted by concurrent tasks on its one QP, and a burst (eviction lists with
+/// read-backs, many requesters) may fill it.
+pub(super) async fn post_all<N: Nic>(nic: &N, verbs: &[Verb], during: &'static str) -> ProtocolResult<()> {
+    loop {
+        match nic.batch(verbs).await {
+            Ok(_) => return Ok(()),
+            Err(crate::nic::NicError::QpOverflow { .. }) => nic.sleep(Nanos(100)).await,
+            Err(e) => return Err(ProtocolError::batch(nic.node(), nic.now(), verbs, during, e)),
+        }
+    }
+}
+
 impl<N: Nic> Node<N> {
     /// `capacity`: frames this node may cache (`u64::MAX`: every page, no eviction).
     /// `loaded`: with eviction, this node's first `loaded` pages were written into its memory
@@ -91,18 +104,20 @@ impl<N: Nic> Node<N> {
             _ => (layout.pages_per_node.min(capacity.saturating_sub(Self::reserve(&layout, &config))), false),
         };
         let mut frames = vec![None; layout.total_pages() as usize];
+        let home = (me.0 as u64) < layout.homes;
+        let resident = if home { resident } else { 0 };
         for g in first..first + resident {
             frames[g as usize] = Some(Frame::hot(false, 0));
         }
         let entry = DirEntry { exclusive: false, holders: 1 << me.0, epoch: 0, anchor: me.0, on_ssd: !dirty };
-        let mut dir = vec![entry; layout.pages_per_node as usize];
+        let mut dir = vec![entry; if home { layout.pages_per_node as usize } else { 0 }];
         for e in &mut dir[resident as usize..] {
             e.holders = 0;
             e.anchor = SSD;
             e.on_ssd = true;
         }
         let state = NodeState::new(frames, dir);
-        let free_target = Self::free_target(capacity, &config);
+        let free_target = Self::free_target(capacity, &layout, &config);
         Arc::new(Node {
             nic,
             layout,
@@ -119,14 +134,15 @@ impl<N: Nic> Node<N> {
         })
     }
 
-    /// Free frames the providers keep: `free_percent` of the cache, at least one batch, at
-    /// most a quarter of the cache (tiny caches).
-    fn free_target(capacity: u64, config: &Config) -> u64 {
+    /// Free frames the providers keep: `free_percent` of the cache, at least one per worker
+    /// (so workers rarely wait for a frame; the paper's 1 % of 150 GB is far more than its 20
+    /// workers need, a scaled-down cache's 1 % may not be), at most a quarter of the cache.
+    fn free_target(capacity: u64, layout: &Layout, config: &Config) -> u64 {
         if capacity == u64::MAX {
             return 0;
         }
         let e = &config.eviction;
-        let target = ((capacity as f64 * e.free_percent / 100.0).ceil() as u64).max(e.batch as u64);
+        let target = ((capacity as f64 * e.free_percent / 100.0).ceil() as u64).max(layout.threads);
         target.min(capacity / 4).max(1)
     }
 
@@ -703,7 +719,7 @@ impl<N: Nic> Node<N> {
                         }
                         node.stats().ssd_reads += 1;
                     }
-                    if let Err(e) = poster.try_batch(&verbs, "scalestore reply").await {
+                    if let Err(e) = post_all(&poster, &verbs, "scalestore reply").await {
                         node.errors.record(e);
                     }
                     if pin {

@@ -201,6 +201,7 @@ impl BlinkScaleStorePlan {
         let prealloc = 1 + bulk_nodes;
         let layout = Layout {
             nodes,
+            homes: nodes,
             threads: run.threads_per_node as u64,
             pages_per_node: prealloc.div_ceil(nodes) + extra,
             page_bytes: config.page_bytes,
