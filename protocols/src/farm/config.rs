@@ -19,6 +19,12 @@ pub struct Config {
     pub install_ns: u64,
     /// Back-off between a failed validation or a rejected update and the next attempt.
     pub backoff: Backoff,
+    /// Moving a record's cache line to a core that installs or reads it locally (ns): from a
+    /// core of the same socket, and of the other socket (the constants of DEX's local-latch
+    /// timing: ~100 ns on the same socket, 200 ns from the other; two sockets, workers
+    /// alternating, handlers on socket 0 as ScaleStore's threads are "pinned to NUMA 0").
+    pub line_local_ns: u64,
+    pub line_remote_ns: u64,
     #[serde(skip)]
     pub mutant: Mutant,
 }
@@ -31,6 +37,8 @@ impl Default for Config {
             handler_ns: 300,
             install_ns: 50,
             backoff: Backoff::default(),
+            line_local_ns: 100,
+            line_remote_ns: 200,
             mutant: Mutant::None,
         }
     }

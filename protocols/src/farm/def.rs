@@ -15,8 +15,9 @@ use std::sync::{Arc, Mutex};
 
 use super::config::Config;
 use super::node::{
-    UpdateHandler, Worker, HANDLER_CHANNEL_BASE, LOCK, REPLY_PORT_BASE, UPDATE_PORT, VERSION_AT,
+    Lines, UpdateHandler, Worker, HANDLER_CHANNEL_BASE, LOCK, REPLY_PORT_BASE, UPDATE_PORT, VERSION_AT,
 };
+use crate::common::local_latch::interleaved_socket;
 use crate::common::rpc::{self, Client};
 use crate::harness::{
     merge_options, CheckLevel, Invariants, Memory, NodeReport, NodeRun, OpLog, Plan, PointSpec, Problem,
@@ -127,12 +128,14 @@ impl Plan for FarmPlan {
             log: self.check.histories().then(OpLog::new),
             errors: Arc::default(),
         };
+        let lines = Lines::new(&self.config);
         let mains = (0..self.workload.threads_per_node)
             .map(|t| {
                 let worker = Worker {
                     client: Client::new(nic.qp(t as u16), REPLY_PORT_BASE + t as u16),
                     layout: self.layout.clone(),
                     config: self.config.clone(),
+                    lines: lines.on_socket(interleaved_socket(t, 2)),
                     thread: t,
                     rng: rng_for_thread(self.seed ^ BACKOFF_STREAM, me.0, t),
                     cost: Default::default(),
@@ -151,6 +154,7 @@ impl Plan for FarmPlan {
         let handler = Arc::new(UpdateHandler {
             layout: self.layout.clone(),
             config: self.config.clone(),
+            lines: lines.on_socket(0),
             errors: sink.errors.clone(),
         });
         let daemons = rpc::serve(&nic, UPDATE_PORT, HANDLER_CHANNEL_BASE, self.config.handler_tasks, handler);

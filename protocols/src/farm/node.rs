@@ -4,7 +4,7 @@
 //! 8 stamp; 64 line-1 version, 72 stamp; 128 line-2 version, 136 stamp. The stamp copies are
 //! the record's value as the checkers see it (one per cache line, so a torn copy shows).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rand_chacha::rand_core::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -12,6 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use super::config::Config;
 use super::mutants::Mutant;
 use crate::common::error::{ErrorSlot, NicExt, ProtocolError, ProtocolResult};
+use crate::common::local_latch::{HandOff, LatchTimes, Mode};
 use crate::common::rpc::{self, Client, Handler, Incoming, Wire};
 use crate::nic::{Nanos, Nic, Verb};
 use crate::workload::record_array::{ArrayWorker, Layout, OpCost, TORN};
@@ -56,10 +57,14 @@ pub fn validate(mutant: Mutant, word: impl Fn(u64) -> u64) -> Option<Snapshot> {
 /// and it is not locked: lock, write every line with the next version, hold the lock while
 /// the value is copied (`install_ns`), unlock at the next version. Returns the value replaced,
 /// or `None` when the record changed (or is being changed) since the updater read it.
+///
+/// The record stays locked for `install_ns` plus moving its three cache lines to this core
+/// ([`Lines::write`]): under skew, the cores of the hot record's node pass its lines around.
 pub async fn install<N: Nic>(
     nic: &N,
     layout: &Layout,
     config: &Config,
+    lines: &Lines,
     key: u64,
     expect: u64,
     stamp: u64,
@@ -71,11 +76,12 @@ pub async fn install<N: Nic>(
         return None;
     }
     let replaced = local.load(at + STAMP_AT[0]);
+    let moved = lines.write(key, nic.now().0);
     if config.mutant == Mutant::NoVersionBump {
         for s in STAMP_AT {
             local.store(at + s, stamp);
         }
-        nic.cpu(Nanos(config.install_ns)).await;
+        nic.cpu(Nanos(config.install_ns + moved)).await;
         return Some(replaced);
     }
     let next = expect + 1;
@@ -85,9 +91,49 @@ pub async fn install<N: Nic>(
         local.store(at + s, stamp);
     }
     local.store(at + STAMP_AT[0], stamp);
-    nic.cpu(Nanos(config.install_ns)).await;
+    nic.cpu(Nanos(config.install_ns + moved)).await;
     nic.local().store(at, next << 1);
     Some(replaced)
+}
+
+/// Where a node's records' cache lines are (which socket wrote them last, which read them
+/// since), shared by its workers and handlers: the cost of a local access to a record
+/// ([`crate::common::local_latch`]; the record's lock bit in memory does the excluding, so
+/// the sections are unqueued).
+#[derive(Clone)]
+pub struct Lines {
+    times: Arc<Mutex<LatchTimes>>,
+    socket: u32,
+    hand: HandOff,
+}
+
+/// Cache lines of a record slot.
+const RECORD_LINES: u64 = 3;
+
+impl Lines {
+    pub fn new(config: &Config) -> Lines {
+        let hand = HandOff { local_ns: config.line_local_ns, remote_ns: config.line_remote_ns };
+        Lines { times: Arc::default(), socket: 0, hand }
+    }
+
+    /// The same lines, seen from a thread on `socket`.
+    pub fn on_socket(&self, socket: u32) -> Lines {
+        Lines { socket, ..self.clone() }
+    }
+
+    /// Moving record `key`'s lines to this core for writing, at `t` (ns).
+    pub fn write(&self, key: u64, t: u64) -> u64 {
+        let mut times = self.times.lock().unwrap_or_else(|e| e.into_inner());
+        let section = times.acquire_lines(key, t, self.socket, self.hand, RECORD_LINES - 1, Mode::Unqueued);
+        section.map_or(0, |s| s.end - t)
+    }
+
+    /// Moving record `key`'s lines to this core for reading, at `t` (ns): nothing if a core
+    /// of this socket shares them already.
+    pub fn read(&self, key: u64, t: u64) -> u64 {
+        let mut times = self.times.lock().unwrap_or_else(|e| e.into_inner());
+        times.try_read(key, t, 0, self.socket, self.hand).unwrap_or_else(|e| e) * RECORD_LINES
+    }
 }
 
 /// An update request: key, the version the updater read, the new record (136 bytes on the
@@ -152,6 +198,8 @@ impl Wire for Outcome {
 pub struct UpdateHandler {
     pub layout: Layout,
     pub config: Config,
+    /// Handlers run on socket 0.
+    pub lines: Lines,
     pub errors: Arc<ErrorSlot>,
 }
 
@@ -164,10 +212,11 @@ impl<N: Nic> Handler<N> for UpdateHandler {
 
     async fn handle(&self, nic: &N, msg: Incoming<Update>) -> ProtocolResult<()> {
         let u = msg.msg;
-        let outcome = match install(nic, &self.layout, &self.config, u.key, u.version, u.stamp).await {
-            Some(replaced) => Outcome::Installed(replaced),
-            None => Outcome::Changed,
-        };
+        let outcome =
+            match install(nic, &self.layout, &self.config, &self.lines, u.key, u.version, u.stamp).await {
+                Some(replaced) => Outcome::Installed(replaced),
+                None => Outcome::Changed,
+            };
         match msg.reply_to {
             Some(to) => rpc::reply(nic, to, &outcome).await,
             None => Ok(()),
@@ -183,6 +232,8 @@ pub struct Worker<N: Nic> {
     pub client: Client<N>,
     pub layout: Layout,
     pub config: Config,
+    /// The node's record lines, from this worker's socket.
+    pub lines: Lines,
     pub thread: u32,
     pub rng: ChaCha8Rng,
     pub cost: OpCost,
@@ -205,7 +256,12 @@ impl<N: Nic> Worker<N> {
         let rec = self.layout.record(key);
         if rec.node == self.nic().node() {
             let local = self.nic().local();
-            return Ok(validate(self.config.mutant, |at| local.load(rec.offset_bytes + at)));
+            let seen = validate(self.config.mutant, |at| local.load(rec.offset_bytes + at));
+            let moved = self.lines.read(key, self.nic().now().0);
+            if moved > 0 {
+                self.nic().cpu(Nanos(moved)).await;
+            }
+            return Ok(seen);
         }
         let scratch = self.layout.scratch(self.thread);
         self.cost.rdma_ops += 1;
@@ -239,7 +295,7 @@ impl<N: Nic> Worker<N> {
             let s = self.read_consistent(key).await?;
             let outcome = if home == self.nic().node() {
                 let nic = self.nic().clone();
-                match install(&nic, &self.layout, &self.config, key, s.version, stamp).await {
+                match install(&nic, &self.layout, &self.config, &self.lines, key, s.version, stamp).await {
                     Some(replaced) => Outcome::Installed(replaced),
                     None => Outcome::Changed,
                 }

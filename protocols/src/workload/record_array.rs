@@ -54,6 +54,12 @@ pub struct Workload {
     pub zipf_theta: f64,
     /// Open-loop Poisson arrivals at a target throughput (Fig. 13); absent: closed loop.
     pub open_loop: Option<OpenLoopSpec>,
+    /// Timed run (the paper's fixed-length phases): every worker runs for `warmup_ns` unmeasured,
+    /// then starts operations for `measure_ns` more (`ops_per_thread` and `warmup_ops` are then
+    /// ignored); `throughput_mops` counts the operations completed inside the window.
+    /// Absent: each worker runs its `warmup_ops + ops_per_thread` operations.
+    pub measure_ns: Option<u64>,
+    pub warmup_ns: u64,
 }
 
 impl Default for Workload {
@@ -66,6 +72,8 @@ impl Default for Workload {
             read_ratio: 0.5,
             zipf_theta: 0.0,
             open_loop: None,
+            measure_ns: None,
+            warmup_ns: 0,
         }
     }
 }
@@ -87,6 +95,14 @@ impl Workload {
         }
         if let Some(o) = &self.open_loop {
             out.extend(o.validate());
+        }
+        if self.measure_ns == Some(0)
+            || self.measure_ns.is_some_and(|m| m.saturating_add(self.warmup_ns) > 1 << 50)
+        {
+            out.push("measure_ns: must be in 1..2^50 with warmup_ns".into());
+        }
+        if self.measure_ns.is_none() && self.warmup_ns != 0 {
+            out.push("warmup_ns: only with measure_ns (a timed run)".into());
         }
         out
     }
@@ -153,6 +169,12 @@ pub struct Stats {
     pub late_starts: u64,
     /// Earliest start of a measured operation (ns).
     pub measure_start_ns: Option<u64>,
+    /// Timed runs (`workload.measure_ns`): the measured window's length, and the operations
+    /// that completed inside it (whenever they started).
+    #[serde(default)]
+    pub measure_ns: Option<u64>,
+    #[serde(default)]
+    pub completed_in_window: u64,
 }
 
 impl Stats {
@@ -165,6 +187,8 @@ impl Stats {
         self.retries += o.retries;
         self.aborts += o.aborts;
         self.late_starts += o.late_starts;
+        self.completed_in_window += o.completed_in_window;
+        self.measure_ns = self.measure_ns.or(o.measure_ns);
         self.measure_start_ns = match (self.measure_start_ns, o.measure_start_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -174,10 +198,20 @@ impl Stats {
     /// The metrics both baselines report.
     pub fn metrics(&self, samples: &mut [u64], elapsed_ns: u64) -> std::collections::BTreeMap<String, f64> {
         use crate::common::metrics::percentile;
-        let span = elapsed_ns.saturating_sub(self.measure_start_ns.unwrap_or(0)) as f64 * 1e-9;
         let ops = self.ops.max(1) as f64;
         let mut m = std::collections::BTreeMap::new();
-        m.insert("throughput_mops".into(), self.ops as f64 / span.max(1e-12) / 1e6);
+        let throughput = match self.measure_ns {
+            // Timed: what completed inside the window, every worker running throughout (the
+            // paper's fixed-length phases).
+            Some(window) => self.completed_in_window as f64 / window as f64 * 1e3,
+            // Counted: all measured operations over the span from the first measured start to
+            // the run's end (the last worker's last operation).
+            None => {
+                let span = elapsed_ns.saturating_sub(self.measure_start_ns.unwrap_or(0)) as f64 * 1e-9;
+                self.ops as f64 / span.max(1e-12) / 1e6
+            }
+        };
+        m.insert("throughput_mops".into(), throughput);
         m.insert("ops".into(), self.ops as f64);
         m.insert("local_ratio".into(), self.local_ops as f64 / ops);
         m.insert("rdma_ops_per_op".into(), self.rdma_ops as f64 / ops);
@@ -243,7 +277,17 @@ pub async fn run_worker<W: ArrayWorker>(
         OpenLoop::new(o.target_mops, workers, w.nic().now().0, seed, me.0, thread)
     });
     let mut sequence = 0;
-    for i in 0..workload.warmup_ops + workload.ops_per_thread {
+    // Timed run: the window [from, to) on this worker's clock.
+    let t0 = w.nic().now().0;
+    let window = workload.measure_ns.map(|m| (t0 + workload.warmup_ns, t0 + workload.warmup_ns + m));
+    if window.is_some() {
+        sink.stats.lock().unwrap_or_else(|e| e.into_inner()).measure_ns = workload.measure_ns;
+    }
+    let counted = workload.warmup_ops + workload.ops_per_thread;
+    for i in 0.. {
+        if window.is_none() && i == counted {
+            break;
+        }
         let key = match &zipf {
             Some(z) => z.sample(|| rng.next_u64()) - 1,
             None => ((rng.next_u64() as u128 * layout.records as u128) >> 64) as u64,
@@ -257,10 +301,14 @@ pub async fn run_worker<W: ArrayWorker>(
             }
             None => None,
         };
-        let measured = i >= workload.warmup_ops;
         let invoke = w.nic().now().0;
         let start = scheduled.unwrap_or(invoke);
-        if measured && i == workload.warmup_ops {
+        let measured = match window {
+            Some((_, to)) if start >= to => break,
+            Some((from, _)) => start >= from,
+            None => i >= workload.warmup_ops,
+        };
+        if measured && window.is_none() && i == workload.warmup_ops {
             let mut s = sink.stats.lock().unwrap_or_else(|e| e.into_inner());
             s.measure_start_ns = Some(s.measure_start_ns.map_or(start, |t| t.min(start)));
         }
@@ -291,6 +339,11 @@ pub async fn run_worker<W: ArrayWorker>(
             });
         }
         let cost = std::mem::take(w.cost());
+        if window.is_some_and(|(from, to)| end > from && end <= to) {
+            // Whatever completes inside the window counts, also an operation a worker behind
+            // schedule started before it (open loop, or a long one at its start).
+            sink.stats.lock().unwrap_or_else(|e| e.into_inner()).completed_in_window += 1;
+        }
         if measured {
             sink.latencies.lock().unwrap_or_else(|e| e.into_inner()).push(end - start);
             let mut s = sink.stats.lock().unwrap_or_else(|e| e.into_inner());
