@@ -11,7 +11,7 @@ use std::process::Command;
 
 use dmsim::registry;
 use dmsim_sim::fuzz::campaign::{run_campaign, CampaignSpec, StrategyKind};
-use dmsim_sim::fuzz::{CampaignSummary, Faults, ProtocolTarget};
+use dmsim_sim::fuzz::{CampaignSummary, Faults, FuzzTarget, ProtocolTarget};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("dmsim-baselines-{}-{name}", std::process::id()));
@@ -112,7 +112,7 @@ fn every_baseline_mutant_is_caught_and_the_correct_protocols_pass() {
             assert!(!breaks.is_empty());
             match campaign(&target, name, 300, true).first_failing_seed {
                 Some(seed) => eprintln!("{protocol} {name}: caught at seed {seed}"),
-                None => missed.push(name.clone()),
+                None => missed.push(*name),
             }
         }
         assert!(missed.is_empty(), "{protocol} mutants not caught in 300 schedules: {missed:?}");
