@@ -74,17 +74,17 @@ impl<N: Nic> Worker<N> {
 
     async fn do_read(&mut self, key: u64) -> ProtocolResult<u64> {
         let latch = self.config.mutant != Mutant::ReadWithoutLatch;
-        let mut attempt = 0;
-        while latch {
-            let old = self.faa(key, SHARED, "shared latch").await?;
-            if old & EXCLUSIVE == 0 || self.config.mutant == Mutant::SharedIgnoresWriter {
-                break;
-            }
-            self.faa(key, SHARED.wrapping_neg(), "undo shared latch").await?;
-            attempt += 1;
-            self.back_off(attempt).await;
-        }
         if latch {
+            let mut attempt = 0;
+            loop {
+                let old = self.faa(key, SHARED, "shared latch").await?;
+                if old & EXCLUSIVE == 0 || self.config.mutant == Mutant::SharedIgnoresWriter {
+                    break;
+                }
+                self.faa(key, SHARED.wrapping_neg(), "undo shared latch").await?;
+                attempt += 1;
+                self.back_off(attempt).await;
+            }
             self.ghost(key, false, true);
         }
         let data = self.layout.record(key).add(8);
