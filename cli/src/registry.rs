@@ -37,6 +37,8 @@ fn all() -> Vec<Registered> {
         entry(dmsim_protocols::txn::Tpcc),
         entry(dmsim_protocols::dolphin::Dolphin),
         entry(dmsim_protocols::scalestore::BlinkScaleStore),
+        entry(dmsim_protocols::namdb::NamDb),
+        entry(dmsim_protocols::farm::Farm),
     ]
 }
 

@@ -143,6 +143,23 @@ fn scalestore_baselines_schedules() {
 }
 
 #[test]
+fn namdb_five_thousand_schedules() {
+    // ScaleStore's NAM-DB-like baseline: 3 symmetric nodes over 3-9 records, shared and
+    // exclusive RDMA-atomic latches colliding every few operations, torn large verbs; latch
+    // invariants after every event, per-key linearizability. The PCT campaign is in
+    // protocols/src/namdb/NEEDS.md.
+    campaign("namdb/fuzz-small.json");
+}
+
+#[test]
+fn farm_five_thousand_schedules() {
+    // ScaleStore's FaRM-like baseline: lock-free reads against owner installs and rejected
+    // updates, torn large verbs; record consistency after every event, per-key
+    // linearizability. The PCT campaign is in protocols/src/farm/NEEDS.md.
+    campaign("farm/fuzz-small.json");
+}
+
+#[test]
 fn tpcc_five_thousand_schedules() {
     // TPC-C NewOrder, Payment and StockLevel over SELCC with 2PL no-wait, TO or OCC drawn per
     // seed, conflicting terminals on 2 warehouses; serializability, the index and TPC-C's

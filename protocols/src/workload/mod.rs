@@ -3,6 +3,10 @@
 //!
 //! * [`micro`] — the GAM-style micro-benchmark of SELCC §7.1 (sharing ratio, read ratio,
 //!   uniform/zipf skew, repeat-previous locality).
+//! * [`open_loop`] — Poisson open-loop schedules with coordinated-omission correction
+//!   (ScaleStore Fig. 13).
+//! * [`record_array`] — the YCSB point workload over a pre-allocated record array (ScaleStore's
+//!   NAM-DB and FaRM baselines).
 //! * [`partition`] — range partitioning of keys across compute nodes (DEX's P-* variants).
 //! * [`scan_check`] — the history check that no scan skipped a key live throughout it.
 //! * [`scenario`] — the micro-benchmark's `workload` section as scenarios write it.
@@ -13,7 +17,9 @@
 //!   ordered indexes, with the scrambled-zipfian and latest key choices, and its scenario section.
 
 pub mod micro;
+pub mod open_loop;
 pub mod partition;
+pub mod record_array;
 pub mod scan_check;
 pub mod scenario;
 pub mod twitter;
