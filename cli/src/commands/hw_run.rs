@@ -208,7 +208,9 @@ pub fn run(mut args: HwRunArgs) -> ExitCode {
                  behave as on-chip memory would, latency and atomic rate are host memory's"
             );
         }
-        match plan.run(&args, &format!("scenario {scenario_hash} point {i}"), device_memory_bytes) {
+        let ssd_bytes = point.config.cluster.ssd_bytes_per_node;
+        match plan.run(&args, &format!("scenario {scenario_hash} point {i}"), device_memory_bytes, ssd_bytes)
+        {
             Ok(Some(outcome)) => {
                 points.push(point.clone());
                 results.push(outcome.result);
@@ -254,12 +256,14 @@ pub trait HwPlan {
     /// What the plan leaves out on hardware.
     fn notes(&self) -> Vec<String>;
     /// `job` describes the scenario and point for the rendezvous' job hash; memory nodes offer
-    /// `device_memory_bytes` of emulated NIC device memory (the point's `cluster.device_memory`).
+    /// `device_memory_bytes` of emulated NIC device memory (the point's `cluster.device_memory`);
+    /// every node gets a storage file of `ssd_bytes` (the point's `cluster.ssd_bytes_per_node`).
     fn run(
         &self,
         args: &HwRunArgs,
         job: &str,
         device_memory_bytes: u64,
+        ssd_bytes: u64,
     ) -> Result<Option<PointOutcome>, ExitCode>;
 }
 
@@ -288,8 +292,9 @@ impl<P: Plan> HwPlan for Planned<P> {
         args: &HwRunArgs,
         job: &str,
         device_memory_bytes: u64,
+        ssd_bytes: u64,
     ) -> Result<Option<PointOutcome>, ExitCode> {
-        run_plan(&self.0, args, job, device_memory_bytes)
+        run_plan(&self.0, args, job, device_memory_bytes, ssd_bytes)
     }
 }
 
@@ -317,11 +322,36 @@ fn run_plan<P: Plan>(
     args: &HwRunArgs,
     job: &str,
     device_memory_bytes: u64,
+    ssd_bytes: u64,
 ) -> Result<Option<PointOutcome>, ExitCode> {
     let mut options = BootstrapOptions::new(plan.cluster());
     // Every rank registers the region (its role is known only after the bootstrap); protocols
     // address device memory on memory nodes only, as in the simulator.
     options.config.device_memory_bytes = device_memory_bytes;
+    // The storage device is a fresh file per job and rank (a reused one would hold an earlier
+    // run's pages where the protocol expects the zeros of a new device).
+    let ssd_file = (ssd_bytes > 0).then(|| {
+        let name: String = job.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+        std::env::temp_dir().join(format!("dmsim-ssd-{name}-rank{}", args.rank.unwrap_or(0)))
+    });
+    if let Some(path) = &ssd_file {
+        let _ = std::fs::remove_file(path);
+        options.config.ssd_path = Some(path.clone());
+        options.config.ssd_bytes = ssd_bytes;
+    }
+    let outcome = run_bootstrapped(plan, args, job, options);
+    if let Some(path) = &ssd_file {
+        let _ = std::fs::remove_file(path);
+    }
+    outcome
+}
+
+fn run_bootstrapped<P: Plan>(
+    plan: &P,
+    args: &HwRunArgs,
+    job: &str,
+    mut options: BootstrapOptions,
+) -> Result<Option<PointOutcome>, ExitCode> {
     options.rank = args.rank;
     options.size = args.size;
     options.rendezvous = args.rendezvous.clone();

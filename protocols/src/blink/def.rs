@@ -176,13 +176,20 @@ impl BlinkPlan {
         // Room for every split: each new key splits at most one leaf per half-node of inserts,
         // internal splits and new roots at most as many again.
         let p = w.proportions();
-        let stores = (run.ops_per_thread + w.warmup_ops_per_thread) as f64
+        let stores = run.ops_per_thread.saturating_add(w.warmup_ops_per_thread) as f64
             * run.threads_per_node as f64
             * point.compute_nodes as f64
             * (p.update + p.insert);
         let new_keys = stores.min((w.keyspace - w.bulk_load().min(w.keyspace)) as f64 + stores * p.insert);
         let half = (tree.max_entries(page_words) / 2).max(1) as f64;
-        let extra = (2.0 * new_keys / half).ceil() as u64 + 16;
+        let extra = (2.0 * new_keys / half).ceil();
+        if !(extra < 1e9) {
+            return Err(vec![Problem::new(
+                "workload",
+                format!("this run's stores could split about {extra:.0} pages (at most 10^9): fewer operations or threads"),
+            )]);
+        }
+        let extra = extra as u64 + 16;
         let mns = point.memory_nodes.max(1) as u64;
         let prealloc = 1 + bulk_nodes;
         let stride = c.gcl_size_bytes as u64 + 16;

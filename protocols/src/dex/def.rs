@@ -196,10 +196,20 @@ impl DexPlan {
         }
         let p = w.proportions();
         let store_share = p.update + p.insert + p.delete;
-        let stores =
-            (run.ops_per_thread + w.warmup_ops_per_thread) as f64 * run.threads_per_node as f64 * store_share;
+        let per_thread = run.ops_per_thread.saturating_add(w.warmup_ops_per_thread);
+        let stores = per_thread as f64 * run.threads_per_node as f64 * store_share;
         let half_leaf = (config.leaf_split() / 2).max(1) as f64;
-        let per_cn = (2.0 * stores / half_leaf).ceil() as u64 + 64;
+        let splits = (2.0 * stores / half_leaf).ceil();
+        if !(splits < 1e9) {
+            return Err(vec![Problem::new(
+                "workload",
+                format!(
+                    "{} operations per thread x {} threads would need about {splits:.0} split nodes per compute node (at most 10^9)",
+                    per_thread, run.threads_per_node
+                ),
+            )]);
+        }
+        let per_cn = splits as u64 + 64;
         let bulk_frames = per_mn.iter().copied().max().unwrap_or(1);
         // New nodes go on the splitting node's memory server: a slab that fits all of them.
         let slab_frames = per_cn + 4;

@@ -140,13 +140,26 @@ impl DolphinPlan {
         // a case-1 split), twice over for lost CAS races, spread over the memory nodes.
         let p = w.proportions();
         let share = p.update + p.insert + p.delete;
-        let stores =
-            ((run.ops_per_thread + w.warmup_ops_per_thread) * run.threads_per_node as u64) as f64 * share;
+        let stores = (run
+            .ops_per_thread
+            .saturating_add(w.warmup_ops_per_thread)
+            .saturating_mul(run.threads_per_node as u64)) as f64
+            * share;
         let per_mn = (2.0 * stores * (LEAF_BYTES + NODE_BYTES) as f64 / mns as f64) as u64;
+        let arena_bytes = per_mn.saturating_add(config.arena_slack_bytes);
+        if arena_bytes > MEMORY_REGION_MAX_BYTES {
+            return Err(vec![Problem::new(
+                "workload",
+                format!(
+                    "the room for this run's stores needs more than {} GiB per memory node: fewer operations or threads",
+                    MEMORY_REGION_MAX_BYTES >> 30
+                ),
+            )]);
+        }
         let layout = Layout {
             memory_nodes: mns as usize,
             image_bytes: image.bytes.clone(),
-            arena_bytes: (per_mn + config.arena_slack_bytes).next_multiple_of(64),
+            arena_bytes: arena_bytes.next_multiple_of(64),
             compute_nodes: point.compute_nodes as usize,
         };
         if layout.region_bytes() > MEMORY_REGION_MAX_BYTES {

@@ -191,13 +191,20 @@ impl BlinkScaleStorePlan {
         // Room for every split, as `blink/def.rs` sizes it, in every node's own pool (a node
         // allocates only PIDs of its own directory, and under skew one node may split most).
         let p = w.proportions();
-        let stores = (run.ops_per_thread + w.warmup_ops_per_thread) as f64
+        let stores = run.ops_per_thread.saturating_add(w.warmup_ops_per_thread) as f64
             * run.threads_per_node as f64
             * nodes as f64
             * (p.update + p.insert);
         let new_keys = stores.min((w.keyspace - w.bulk_load().min(w.keyspace)) as f64 + stores * p.insert);
         let half = (tree.max_entries(page_words) / 2).max(1) as f64;
-        let extra = (2.0 * new_keys / half).ceil() as u64 + 16;
+        let extra = (2.0 * new_keys / half).ceil();
+        if !(extra < 1e9) {
+            return Err(vec![Problem::new(
+                "workload",
+                format!("this run's stores could split about {extra:.0} pages (at most 10^9): fewer operations or threads"),
+            )]);
+        }
+        let extra = extra as u64 + 16;
         let prealloc = 1 + bulk_nodes;
         let layout = Layout {
             nodes,

@@ -172,8 +172,9 @@ impl ShermanPlan {
         // roots are rarer still. Twice a fair share of the cluster's stores, plus slack.
         let p = w.proportions();
         let store_share = p.update + p.insert + p.delete;
-        let stores =
-            (run.ops_per_thread + w.warmup_ops_per_thread) as f64 * run.threads_per_node as f64 * store_share;
+        let stores = run.ops_per_thread.saturating_add(w.warmup_ops_per_thread) as f64
+            * run.threads_per_node as f64
+            * store_share;
         let half_leaf = (config.leaf_split() / 2).max(1) as f64;
         let per_cn = ((2.0 * stores / half_leaf).ceil() as u64).saturating_add(64);
         let mut layout = Layout {
@@ -192,7 +193,8 @@ impl ShermanPlan {
             // Every store writes one new item (never freed); all of a compute node's may land
             // on one memory node.
             let bulk_items = items_per_memory_node(&tree, &layout).into_iter().max().unwrap_or(0);
-            layout.items = Some(ItemSpace { bulk_items, slab_items: stores.ceil() as u64 + 64 });
+            layout.items =
+                Some(ItemSpace { bulk_items, slab_items: (stores.ceil() as u64).saturating_add(64) });
         }
         if layout.checked_memory_region_bytes().is_none_or(|bytes| bytes > MEMORY_REGION_MAX_BYTES) {
             return Err(vec![Problem::new(
