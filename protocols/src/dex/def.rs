@@ -200,7 +200,7 @@ impl DexPlan {
         let stores = per_thread as f64 * run.threads_per_node as f64 * store_share;
         let half_leaf = (config.leaf_split() / 2).max(1) as f64;
         let splits = (2.0 * stores / half_leaf).ceil();
-        if !(splits < 1e9) {
+        if splits.is_nan() || splits >= 1e9 {
             return Err(vec![Problem::new(
                 "workload",
                 format!(

@@ -198,7 +198,7 @@ impl BlinkScaleStorePlan {
         let new_keys = stores.min((w.keyspace - w.bulk_load().min(w.keyspace)) as f64 + stores * p.insert);
         let half = (tree.max_entries(page_words) / 2).max(1) as f64;
         let extra = (2.0 * new_keys / half).ceil();
-        if !(extra < 1e9) {
+        if extra.is_nan() || extra >= 1e9 {
             return Err(vec![Problem::new(
                 "workload",
                 format!("this run's stores could split about {extra:.0} pages (at most 10^9): fewer operations or threads"),
