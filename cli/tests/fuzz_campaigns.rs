@@ -129,6 +129,9 @@ fn scalestore_eviction_five_thousand_schedules() {
     // the directory's SSD. Every invariant after every event. The larger random and PCT
     // campaigns are in protocols/src/scalestore/NEEDS.md.
     campaign("scalestore/fuzz-evict-small.json");
+    // ScaleStore as SELCC's baseline: directories on memory nodes, stateless caching compute
+    // nodes evicting to them, SELCC's micro-benchmark.
+    campaign_of("scalestore/dm-fuzz-small.json", 2_000);
 }
 
 #[test]
