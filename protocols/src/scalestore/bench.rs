@@ -12,7 +12,7 @@ use crate::workload::rng_for_thread;
 use crate::workload::zipf::{unit_f64, Zipf};
 
 use super::config::Workload;
-use super::node::{Access, Node};
+use super::node::{Access, Node, Worker};
 
 /// One worker thread. Stops at its first error (kept in the node's error slot).
 pub async fn run_client<N: Nic>(
@@ -63,35 +63,53 @@ pub async fn run_client<N: Nic>(
             let mut s = node.stats.lock().unwrap_or_else(|e| e.into_inner());
             s.measure_start_ns = Some(s.measure_start_ns.map_or(start, |t| t.min(start)));
         }
-        let (seen, hit) = match node.access(&mut w, key, access).await {
-            Ok(r) => r,
-            Err(e) => {
-                node.errors.record(e);
-                return;
-            }
-        };
-        let end = w.nic.now().0;
-        if let Some((log, client)) = &log {
-            let write = match access {
-                Access::Write(v) => Some(v),
-                Access::Read => None,
-            };
-            log.lock().push(LoggedOp {
-                client: *client,
-                key,
-                write,
-                seen: Some(seen),
-                invoke_ns: start,
-                return_ns: Some(end),
-            });
-        }
-        if measured {
-            latencies.lock().unwrap_or_else(|e| e.into_inner()).push(end - start);
-            let mut s = node.stats.lock().unwrap_or_else(|e| e.into_inner());
-            s.measure_end_ns = s.measure_end_ns.max(end);
-            s.ops += 1;
-            s.reads += read as u64;
-            s.hits += hit as u64;
+        if !timed_access(&node, &mut w, key, access, measured, &log, &latencies).await {
+            return;
         }
     }
+}
+
+/// One operation through the page API, logged for the checkers and, if `measured`, counted
+/// and timed. Returns false at the first error (kept in the node's error slot).
+pub(super) async fn timed_access<N: Nic>(
+    node: &Node<N>,
+    w: &mut Worker<N>,
+    key: u64,
+    access: Access,
+    measured: bool,
+    log: &Option<(OpLog, u32)>,
+    latencies: &Mutex<Vec<u64>>,
+) -> bool {
+    let start = w.nic.now().0;
+    let (seen, hit) = match node.access(w, key, access).await {
+        Ok(r) => r,
+        Err(e) => {
+            node.errors.record(e);
+            return false;
+        }
+    };
+    let end = w.nic.now().0;
+    if let Some((log, client)) = log {
+        let write = match access {
+            Access::Write(v) => Some(v),
+            Access::Read => None,
+        };
+        log.lock().push(LoggedOp {
+            client: *client,
+            key,
+            write,
+            seen: Some(seen),
+            invoke_ns: start,
+            return_ns: Some(end),
+        });
+    }
+    if measured {
+        latencies.lock().unwrap_or_else(|e| e.into_inner()).push(end - start);
+        let mut s = node.stats.lock().unwrap_or_else(|e| e.into_inner());
+        s.measure_end_ns = s.measure_end_ns.max(end);
+        s.ops += 1;
+        s.reads += (access == Access::Read) as u64;
+        s.hits += hit as u64;
+    }
+    true
 }

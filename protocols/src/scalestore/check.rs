@@ -25,13 +25,27 @@
 
 use std::sync::Mutex;
 
-use crate::harness::Memory;
+use crate::harness::{Invariants, Memory, Violation};
 use crate::nic::NodeId;
 
 use super::layout::Layout;
 use super::state::{bits, FrameState, NodeState, Owed, SSD};
 
-/// Invariants 1–4.
+/// The per-event hook of a plan in check mode: invariants 1–4 and 6–7 over every node's state.
+pub fn hook(
+    layout: &Layout,
+    owed: &Owed,
+    states: Vec<Option<std::sync::Arc<Mutex<NodeState>>>>,
+) -> Invariants {
+    let states: Vec<std::sync::Arc<Mutex<NodeState>>> = states.into_iter().flatten().collect();
+    let (layout, owed) = (layout.clone(), owed.clone());
+    Box::new(move |memory: Memory| {
+        let refs: Vec<&Mutex<NodeState>> = states.iter().map(|s| s.as_ref()).collect();
+        invariants(&layout, &refs, &owed, memory).map_err(|(name, m)| Violation::new(name, m))
+    })
+}
+
+/// Invariants 1–4, 6, 7.
 pub fn invariants(
     layout: &Layout,
     nodes: &[&Mutex<NodeState>],

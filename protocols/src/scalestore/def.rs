@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use super::bench::run_client;
-use super::check::{converged, invariants};
+use super::check::converged;
 use super::config::{Config, Workload};
 use super::layout::Layout;
 use super::node::Node;
@@ -71,9 +71,73 @@ pub struct ScaleStorePlan {
     owed: Option<Owed>,
 }
 
+/// A node's report (`NodeReport::extra`): its counters.
 #[derive(Serialize, Deserialize)]
-struct Report {
-    stats: Stats,
+pub(super) struct Report {
+    pub stats: Stats,
+}
+
+/// Every node's counters, parsed back.
+pub(super) fn parse_reports(reports: &[NodeReport]) -> Vec<Report> {
+    reports.iter().filter_map(|r| r.extra_as::<Report>()).collect()
+}
+
+/// What a node of `scalestore` or `scalestore-dm` reports at the end.
+pub(super) fn node_report<N: Nic>(
+    node: &Node<N>,
+    latencies: &Mutex<Vec<u64>>,
+    log: Option<OpLog>,
+) -> NodeReport {
+    let mut stats = node.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    stats.frames_used = node.state.lock().unwrap_or_else(|e| e.into_inner()).used;
+    NodeReport {
+        samples: std::mem::take(&mut *latencies.lock().unwrap_or_else(|e| e.into_inner())),
+        history: log.map(|l| l.snapshot()).unwrap_or_default(),
+        extra: serde_json::to_value(Report { stats }).unwrap_or(serde_json::Value::Null),
+        error: report_error(node.errors.first()),
+        ..NodeReport::default()
+    }
+}
+
+/// The record-operation metrics over the merged counters `total`; `capacity`: the cluster's
+/// cache in frames when pages are evicted.
+pub(super) fn page_metrics(
+    total: &Stats,
+    reports: &[NodeReport],
+    elapsed: Nanos,
+    capacity: Option<f64>,
+) -> BTreeMap<String, f64> {
+    let span = elapsed.saturating_sub(Nanos(total.measure_start_ns.unwrap_or(0))).as_secs_f64();
+    let ops = total.ops.max(1) as f64;
+    let mut m = BTreeMap::new();
+    m.insert("throughput_mops".into(), total.ops as f64 / span.max(1e-12) / 1e6);
+    m.insert("throughput_kops".into(), total.ops as f64 / span.max(1e-12) / 1e3);
+    m.insert("ops".into(), total.ops as f64);
+    m.insert("hit_ratio".into(), total.hits as f64 / ops);
+    m.insert("messages_per_op".into(), total.messages as f64 / ops);
+    m.insert("page_transfers_per_op".into(), total.page_transfers as f64 / ops);
+    m.insert("exclusive_conflicts_per_op".into(), total.exclusive_conflicts as f64 / ops);
+    m.insert("shared_conflicts_per_op".into(), total.shared_conflicts as f64 / ops);
+    m.insert("upgrades_per_op".into(), total.upgrades as f64 / ops);
+    m.insert("copy_restarts".into(), total.copy_restarts as f64);
+    m.insert("handler_requeues_per_op".into(), total.requeues as f64 / ops);
+    if let Some(capacity) = capacity {
+        m.insert("ssd_reads_per_op".into(), total.ssd_reads as f64 / ops);
+        m.insert("ssd_writes_per_op".into(), total.ssd_writes as f64 / ops);
+        m.insert("evictions_per_op".into(), total.evictions as f64 / ops);
+        m.insert("eviction_declines_per_op".into(), total.eviction_declines as f64 / ops);
+        m.insert("pulls_per_op".into(), total.pulls as f64 / ops);
+        m.insert("frame_waits_per_op".into(), total.frame_waits as f64 / ops);
+        // Frames in use at the end over the cluster's cache (the paper's "cache utilization").
+        m.insert("cache_utilization".into(), total.frames_used as f64 / capacity);
+    }
+    let mut samples: Vec<u64> = reports.iter().flat_map(|r| r.samples.iter().copied()).collect();
+    if !samples.is_empty() {
+        m.insert("latency_us_p50".into(), percentile(&mut samples, 50.0) / 1e3);
+        m.insert("latency_us_p99".into(), percentile(&mut samples, 99.0) / 1e3);
+        m.insert("latency_us_p999".into(), percentile(&mut samples, 99.9) / 1e3);
+    }
+    m
 }
 
 fn at(prefix: &str, text: &str) -> Problem {
@@ -171,7 +235,7 @@ impl ScaleStorePlan {
     }
 
     fn parse(reports: &[NodeReport]) -> Vec<Report> {
-        reports.iter().filter_map(|r| r.extra_as::<Report>()).collect()
+        parse_reports(reports)
     }
 }
 
@@ -214,33 +278,14 @@ impl Plan for ScaleStorePlan {
                 task
             })
             .collect();
-        let tasks = self.config.handler_tasks;
-        let mut daemons: Vec<Task> = (0..tasks)
-            .map(|i| {
-                let task: Task = Box::pin(node.clone().handler(i, tasks));
-                task
-            })
-            .collect();
-        for i in 0..self.layout.providers as u16 {
-            daemons.push(Box::pin(node.clone().provider(i)));
-        }
+        let daemons = node.daemons(true);
         let watched = node.clone();
         NodeRun {
             mains,
             daemons,
             progress: Some(Arc::new(move || watched.stats.lock().unwrap_or_else(|e| e.into_inner()).ops)),
             state: Some(node.state.clone()),
-            collect: Box::new(move || {
-                let mut stats = node.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                stats.frames_used = node.state.lock().unwrap_or_else(|e| e.into_inner()).used;
-                NodeReport {
-                    samples: std::mem::take(&mut *latencies.lock().unwrap_or_else(|e| e.into_inner())),
-                    history: log.map(|l| l.snapshot()).unwrap_or_default(),
-                    extra: serde_json::to_value(Report { stats }).unwrap_or(serde_json::Value::Null),
-                    error: report_error(node.errors.first()),
-                    ..NodeReport::default()
-                }
-            }),
+            collect: Box::new(move || node_report(&node, &latencies, log)),
         }
     }
 
@@ -250,39 +295,11 @@ impl Plan for ScaleStorePlan {
         for r in &parsed {
             total.merge(&r.stats);
         }
-        let span = elapsed.saturating_sub(Nanos(total.measure_start_ns.unwrap_or(0))).as_secs_f64();
-        let ops = total.ops.max(1) as f64;
-        let mut m = BTreeMap::new();
-        m.insert("throughput_mops".into(), total.ops as f64 / span.max(1e-12) / 1e6);
-        m.insert("throughput_kops".into(), total.ops as f64 / span.max(1e-12) / 1e3);
-        m.insert("ops".into(), total.ops as f64);
-        m.insert("hit_ratio".into(), total.hits as f64 / ops);
-        m.insert("messages_per_op".into(), total.messages as f64 / ops);
-        m.insert("page_transfers_per_op".into(), total.page_transfers as f64 / ops);
-        m.insert("exclusive_conflicts_per_op".into(), total.exclusive_conflicts as f64 / ops);
-        m.insert("shared_conflicts_per_op".into(), total.shared_conflicts as f64 / ops);
-        m.insert("upgrades_per_op".into(), total.upgrades as f64 / ops);
-        m.insert("copy_restarts".into(), total.copy_restarts as f64);
-        m.insert("handler_requeues_per_op".into(), total.requeues as f64 / ops);
-        if self.layout.providers > 0 {
-            let capacity = (self.workload.cache_pages_per_node * self.layout.nodes) as f64;
-            m.insert("ssd_reads_per_op".into(), total.ssd_reads as f64 / ops);
-            m.insert("ssd_writes_per_op".into(), total.ssd_writes as f64 / ops);
-            m.insert("evictions_per_op".into(), total.evictions as f64 / ops);
-            m.insert("eviction_declines_per_op".into(), total.eviction_declines as f64 / ops);
-            m.insert("pulls_per_op".into(), total.pulls as f64 / ops);
-            m.insert("frame_waits_per_op".into(), total.frame_waits as f64 / ops);
-            // Frames in use at the end over the cluster's cache (the paper's "cache utilization").
-            m.insert("cache_utilization".into(), total.frames_used as f64 / capacity);
-        }
+        let capacity = (self.layout.providers > 0)
+            .then(|| (self.workload.cache_pages_per_node * self.layout.nodes) as f64);
+        let mut m = page_metrics(&total, reports, elapsed, capacity);
         let per_node: Vec<&Stats> = parsed.iter().map(|r| &r.stats).collect();
         super::stats::per_node_metrics(&per_node, reports, &mut m);
-        let mut samples: Vec<u64> = reports.iter().flat_map(|r| r.samples.iter().copied()).collect();
-        if !samples.is_empty() {
-            m.insert("latency_us_p50".into(), percentile(&mut samples, 50.0) / 1e3);
-            m.insert("latency_us_p99".into(), percentile(&mut samples, 99.0) / 1e3);
-            m.insert("latency_us_p999".into(), percentile(&mut samples, 99.9) / 1e3);
-        }
         m
     }
 
@@ -294,12 +311,7 @@ impl Plan for ScaleStorePlan {
         if !self.check.full() {
             return None;
         }
-        let states: Vec<Arc<State>> = states.into_iter().flatten().collect();
-        let (layout, owed) = (self.layout.clone(), self.owed.clone()?);
-        Some(Box::new(move |memory: Memory| {
-            let refs: Vec<&State> = states.iter().map(|s| s.as_ref()).collect();
-            invariants(&layout, &refs, &owed, memory).map_err(|(name, m)| Violation::new(name, m))
-        }))
+        Some(super::check::hook(&self.layout, self.owed.as_ref()?, states))
     }
 
     fn verify(&self, reports: &[NodeReport], _memory: Option<Memory>) -> Result<(), Violation> {

@@ -170,6 +170,19 @@ impl<N: Nic> Node<N> {
         self.config.mutant
     }
 
+    /// The node's daemons: its message-handler tasks and, if `providers`, its page providers.
+    pub fn daemons(self: &Arc<Self>, providers: bool) -> Vec<crate::nic::Task> {
+        let tasks = self.config.handler_tasks;
+        let mut daemons: Vec<crate::nic::Task> =
+            (0..tasks).map(|i| -> crate::nic::Task { Box::pin(self.clone().handler(i, tasks)) }).collect();
+        if providers {
+            for i in 0..self.layout.providers as u16 {
+                daemons.push(Box::pin(self.clone().provider(i)));
+            }
+        }
+        daemons
+    }
+
     pub fn worker(&self, index: u32) -> Worker<N> {
         self.agent(index, index as u16)
     }

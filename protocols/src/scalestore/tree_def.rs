@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::check::{converged, invariants};
+use super::check::converged;
 use super::config::Config;
 use super::layout::Layout;
 use super::node::Node;
@@ -407,16 +407,7 @@ impl Plan for BlinkScaleStorePlan {
                 task
             })
             .collect();
-        let tasks = self.config.handler_tasks;
-        let mut daemons: Vec<Task> = (0..tasks)
-            .map(|i| {
-                let task: Task = Box::pin(node.clone().handler(i, tasks));
-                task
-            })
-            .collect();
-        for i in 0..self.layout.providers as u16 {
-            daemons.push(Box::pin(node.clone().provider(i)));
-        }
+        let daemons = node.daemons(true);
         let watched = shared.clone();
         let log_out = log.take();
         NodeRun {
@@ -481,12 +472,7 @@ impl Plan for BlinkScaleStorePlan {
         if !self.check.full() {
             return None;
         }
-        let states: Vec<Arc<Mutex<NodeState>>> = states.into_iter().flatten().collect();
-        let (layout, owed) = (self.layout.clone(), self.owed.clone()?);
-        Some(Box::new(move |memory: Memory| {
-            let refs: Vec<&Mutex<NodeState>> = states.iter().map(|s| s.as_ref()).collect();
-            invariants(&layout, &refs, &owed, memory).map_err(|(name, m)| Violation::new(name, m))
-        }))
+        Some(super::check::hook(&self.layout, self.owed.as_ref()?, states))
     }
 
     fn verify(&self, reports: &[NodeReport], memory: Option<Memory>) -> Result<(), Violation> {
