@@ -44,7 +44,7 @@ use crate::harness::{
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeKind};
 use crate::workload::micro::MicroSpec;
-use crate::workload::scenario::{MicroWorkload, SharingModel};
+use crate::workload::scenario::MicroWorkload;
 
 /// The registration.
 #[derive(Clone, Copy)]
@@ -113,19 +113,7 @@ impl GamPlan {
                 .map_err(|p| vec![p])?;
         let set = |field: &str| point.protocol_options.get(field).is_some();
         let mut out = Vec::new();
-        if w.sharing_model == SharingModel::PerNodeWorkingSet && w.sharing_ratio != 1.0 {
-            // With everything shared the models coincide.
-            out.push(Problem::new("workload.sharing_model", "gam supports fixed_total only"));
-        }
-        for (set, field) in [
-            (w.write_only_nodes > 0, "write_only_nodes"),
-            (w.timeline_at_ns.is_some(), "timeline_at_ns"),
-            (w.timeline_node.is_some(), "timeline_node"),
-        ] {
-            if set {
-                out.push(Problem::new(format!("workload.{field}"), "gam does not support it"));
-            }
-        }
+        w.check_plain("gam", &mut out);
         let run = shape::resolve(&w.shape_fields(), point.compute_nodes, w.gcl_count, false, &mut out);
         let spec = MicroSpec {
             gcl_count: w.gcl_count,

@@ -45,6 +45,25 @@ pub fn hook(
     })
 }
 
+/// The end-of-run check of the record-operation plans: no node failed, and after a quiesced
+/// run with every node's state kept (check mode, one process) metadata convergence.
+pub fn verify_records(
+    layout: &Layout,
+    reports: &[crate::harness::NodeReport],
+    states: &[std::sync::Arc<Mutex<NodeState>>],
+    quiesce: bool,
+    owed: Option<&Owed>,
+) -> Result<(), Violation> {
+    if let Some(e) = crate::harness::first_error(reports) {
+        return Err(Violation::new("no protocol error", e.to_string()));
+    }
+    if let (true, true, Some(owed)) = (quiesce, states.len() == layout.nodes as usize, owed) {
+        let refs: Vec<&Mutex<NodeState>> = states.iter().map(|s| s.as_ref()).collect();
+        converged(layout, &refs, owed).map_err(|(name, m)| Violation::new(name, m))?;
+    }
+    Ok(())
+}
+
 /// Invariants 1–4, 6, 7.
 pub fn invariants(
     layout: &Layout,

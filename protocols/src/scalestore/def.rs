@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use super::bench::run_client;
-use super::check::converged;
 use super::config::{Config, Workload};
 use super::layout::Layout;
 use super::node::Node;
@@ -315,16 +314,7 @@ impl Plan for ScaleStorePlan {
     }
 
     fn verify(&self, reports: &[NodeReport], _memory: Option<Memory>) -> Result<(), Violation> {
-        if let Some(e) = crate::harness::first_error(reports) {
-            return Err(Violation::new("no protocol error", e.to_string()));
-        }
         let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        if let (true, true, Some(owed)) =
-            (self.quiesce, states.len() == self.layout.nodes as usize, &self.owed)
-        {
-            let refs: Vec<&State> = states.iter().map(|s| s.as_ref()).collect();
-            converged(&self.layout, &refs, owed).map_err(|(name, m)| Violation::new(name, m))?;
-        }
-        Ok(())
+        super::check::verify_records(&self.layout, reports, &states, self.quiesce, self.owed.as_ref())
     }
 }

@@ -20,7 +20,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use super::bench::timed_access;
-use super::check::converged;
 use super::config::Config;
 use super::def::{node_report, page_metrics, parse_reports};
 use super::layout::Layout;
@@ -36,7 +35,7 @@ use crate::harness::{
 use crate::nic::{Cluster, Nanos, Nic, Task};
 use crate::workload::micro::{MicroSpec, MicroStream};
 use crate::workload::rng_for_thread;
-use crate::workload::scenario::{MicroWorkload, SharingModel};
+use crate::workload::scenario::MicroWorkload;
 
 #[derive(Clone, Copy)]
 pub struct ScaleStoreDm;
@@ -99,18 +98,7 @@ impl ScaleStoreDmPlan {
             out.push(Problem::new("mutant", format!("scalestore has no mutant {:?}", point.mutant)));
             Default::default()
         });
-        if w.sharing_model == SharingModel::PerNodeWorkingSet && w.sharing_ratio != 1.0 {
-            out.push(Problem::new("workload.sharing_model", "scalestore-dm supports fixed_total only"));
-        }
-        for (set, field) in [
-            (w.write_only_nodes > 0, "write_only_nodes"),
-            (w.timeline_at_ns.is_some(), "timeline_at_ns"),
-            (w.timeline_node.is_some(), "timeline_node"),
-        ] {
-            if set {
-                out.push(Problem::new(format!("workload.{field}"), "scalestore-dm does not support it"));
-            }
-        }
+        w.check_plain("scalestore-dm", &mut out);
         point.no_symmetric("scalestore-dm", &mut out);
         if point.memory_nodes == 0 || point.compute_nodes == 0 {
             out.push(Problem::new(
@@ -219,6 +207,12 @@ async fn run_micro<N: Nic>(
     let stream = MicroStream::new(&spec, compute_index, compute_count, rng_for_thread(seed, me.0, thread));
     let layout = node.layout.clone();
     let mut sequence = 0;
+    {
+        // Every operation is measured, from this worker's first on.
+        let start = w.nic.now().0;
+        let mut s = node.stats.lock().unwrap_or_else(|e| e.into_inner());
+        s.measure_start_ns = Some(s.measure_start_ns.map_or(start, |t| t.min(start)));
+    }
     for op in stream {
         let key = page_of(&layout, op.gcl_index) * layout.keys_per_page + (op.offset_bytes / 8) as u64;
         let access = if op.write {
@@ -227,11 +221,6 @@ async fn run_micro<N: Nic>(
         } else {
             Access::Read
         };
-        let start = w.nic.now().0;
-        {
-            let mut s = node.stats.lock().unwrap_or_else(|e| e.into_inner());
-            s.measure_start_ns = Some(s.measure_start_ns.map_or(start, |t| t.min(start)));
-        }
         if !timed_access(&node, &mut w, key, access, true, &log, &latencies).await {
             return;
         }
@@ -315,16 +304,7 @@ impl Plan for ScaleStoreDmPlan {
     }
 
     fn verify(&self, reports: &[NodeReport], _memory: Option<Memory>) -> Result<(), Violation> {
-        if let Some(e) = crate::harness::first_error(reports) {
-            return Err(Violation::new("no protocol error", e.to_string()));
-        }
         let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        if let (true, true, Some(owed)) =
-            (self.quiesce, states.len() == self.layout.nodes as usize, &self.owed)
-        {
-            let refs: Vec<&Mutex<NodeState>> = states.iter().map(|s| s.as_ref()).collect();
-            converged(&self.layout, &refs, owed).map_err(|(name, m)| Violation::new(name, m))?;
-        }
-        Ok(())
+        super::check::verify_records(&self.layout, reports, &states, self.quiesce, self.owed.as_ref())
     }
 }

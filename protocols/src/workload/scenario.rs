@@ -74,6 +74,24 @@ pub enum SharingModel {
 }
 
 impl MicroWorkload {
+    /// Problems for a protocol (`name`) that runs only the fixed-total sharing model and none
+    /// of the SELCC figure extras (GAM, ScaleStore as SELCC's baseline).
+    pub fn check_plain(&self, name: &str, out: &mut Vec<Problem>) {
+        if self.sharing_model == SharingModel::PerNodeWorkingSet && self.sharing_ratio != 1.0 {
+            // With everything shared the models coincide.
+            out.push(Problem::new("workload.sharing_model", format!("{name} supports fixed_total only")));
+        }
+        for (set, field) in [
+            (self.write_only_nodes > 0, "write_only_nodes"),
+            (self.timeline_at_ns.is_some(), "timeline_at_ns"),
+            (self.timeline_node.is_some(), "timeline_node"),
+        ] {
+            if set {
+                out.push(Problem::new(format!("workload.{field}"), format!("{name} does not support it")));
+            }
+        }
+    }
+
     pub fn shape_fields(&self) -> ShapeFields {
         ShapeFields {
             threads_per_node: self.threads_per_node,
