@@ -135,6 +135,17 @@ fn scalestore_eviction_five_thousand_schedules() {
 }
 
 #[test]
+fn scalestore_adaptation_schedules() {
+    // Figs. 9 and 10's paths through the B-link tree over eviction: storage nodes holding
+    // every directory while compute nodes (no directory, no pool) join and leave, 2,000
+    // schedules (~100 per second in release); partitions moving between nodes every few
+    // microseconds, 300 (~5 per second: a tree run with SSD reads and every invariant after
+    // every event). The larger campaigns are in protocols/src/scalestore/NEEDS.md.
+    campaign_of("scalestore/blink-elastic-fuzz-small.json", 2_000);
+    campaign_of("scalestore/blink-shift-fuzz-small.json", 300);
+}
+
+#[test]
 fn scalestore_baselines_schedules() {
     // The FIFO-queue and busy-polling baselines (`protocol_options.conflicts`): one request per
     // page at a time at the directory, `Done` acknowledgments, refusals and back-offs, the

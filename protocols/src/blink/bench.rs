@@ -13,7 +13,7 @@ use crate::common::bench::write_stamp;
 use crate::harness::{LoggedOp, OpLog};
 use crate::nic::{Nic, NodeId};
 use crate::workload::scan_check::ScanRecord;
-use crate::workload::ycsb::{OpKind, YcsbStream};
+use crate::workload::ycsb::{OpKind, YcsbOp, YcsbStream};
 
 /// History logging of one client: its node's log and its cluster-wide client id.
 pub struct KvLogger {
@@ -59,7 +59,7 @@ pub async fn run_ops<P: Pages>(
     tree: &mut Tree<P>,
     me: NodeId,
     thread: u32,
-    stream: YcsbStream,
+    stream: impl IntoIterator<Item = YcsbOp>,
     logger: Option<KvLogger>,
     failed: impl Fn() -> bool,
 ) {

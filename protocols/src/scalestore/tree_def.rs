@@ -34,6 +34,7 @@ use super::config::Config;
 use super::layout::Layout;
 use super::node::Node;
 use super::pages::{page_id, page_index, Pool, ScaleStorePages, PREFIX_BYTES};
+use super::phases::{merge_timeline, Elastic, PhasedStream, Phases};
 use super::state::{FrameState, NodeState, Owed};
 use super::stats::Stats;
 use crate::blink::bench::{run_ops, KvLogger};
@@ -86,6 +87,9 @@ const RESERVED: &[(&str, &str)] = &[("mutant", "dmsim fuzz --mutant (ScaleStore'
 struct Report {
     tree: TreeStats,
     pages: Stats,
+    /// Operations completed per `phases.timeline_bucket_ns`.
+    #[serde(default)]
+    timeline: Vec<u64>,
 }
 
 pub struct BlinkScaleStorePlan {
@@ -100,13 +104,20 @@ pub struct BlinkScaleStorePlan {
     check: CheckLevel,
     quiesce: bool,
     bulk: Arc<BulkTree>,
-    /// `partitioned`: the key ranges of the nodes' workers.
+    /// `partitioned`: the key ranges of the nodes' workers, and each range's key indexes.
     parts: Option<Arc<Partitions>>,
+    members: Vec<Arc<Vec<u64>>>,
+    phases: Phases,
+    elastic: Option<Elastic>,
     loaded: Vec<(u64, u64)>,
-    /// Pre-allocated pages (meta page + bulk load), spread round-robin over the nodes.
-    prealloc: u64,
-    /// Frames each node may cache (`u64::MAX`: every page).
+    /// Pre-allocated pages (meta page + bulk load): each one's global page, and how many each
+    /// directory holds (its slots `0..preloaded[d]`; the rest is its pool).
+    placement: Vec<u64>,
+    preloaded: Vec<u64>,
+    /// Frames each node may cache (`u64::MAX`: every page), and an elastic run's compute
+    /// nodes' cache.
     capacity: u64,
+    compute_capacity: u64,
     states: Mutex<Vec<Arc<Mutex<NodeState>>>>,
     owed: Option<Owed>,
 }
@@ -122,12 +133,22 @@ impl BlinkScaleStorePlan {
         let mut tree = tree_options(&mut options)?;
         // The paper's "partitionable" access (§6.2): each node's workers draw only keys of its
         // own key range (the ranges split the loaded keys evenly), as P-Sherman does.
-        let partitioned = match options.remove("partitioned") {
-            None => false,
-            Some(Value::Bool(b)) => b,
-            Some(_) => {
-                return Err(vec![Problem::new("protocol_options.partitioned", "must be true or false")])
-            }
+        let mut flag = |name: &str| match options.remove(name) {
+            None => Ok(false),
+            Some(Value::Bool(b)) => Ok(b),
+            Some(_) => Err(vec![Problem::new(join_path("protocol_options", name), "must be true or false")]),
+        };
+        let partitioned = flag("partitioned")?;
+        // Fig. 9: "every node accesses only data from its local partition" — each partition's
+        // leaves start at the directory of the node that works on it.
+        let local_partitions = flag("local_partitions")?;
+        let phases: Phases = match options.remove("phases") {
+            None => Phases::default(),
+            Some(v) => parse_typed(&v, "protocol_options.phases").map_err(|p| vec![p])?,
+        };
+        let elastic: Option<Elastic> = match options.remove("elastic") {
+            None => None,
+            Some(v) => Some(parse_typed(&v, "protocol_options.elastic").map_err(|p| vec![p])?),
         };
         let presets = [("default", Config::default())];
         let mut config: Config =
@@ -180,6 +201,32 @@ impl BlinkScaleStorePlan {
         if partitioned {
             w.check_partitioned(&mut out);
         }
+        for p in phases.validate() {
+            let (field, reason) = p.split_once(": ").unwrap_or(("", &p));
+            out.push(Problem::new(join_path("protocol_options.phases", field), reason));
+        }
+        if local_partitions && !partitioned {
+            out.push(Problem::new("protocol_options.local_partitions", "needs protocol_options.partitioned"));
+        }
+        if phases.shift_every_ns > 0 && !partitioned {
+            out.push(Problem::new(
+                "protocol_options.phases.shift_every_ns",
+                "a workload shift moves nodes between partitions: needs protocol_options.partitioned",
+            ));
+        }
+        if let Some(e) = &elastic {
+            for p in e.validate(point.symmetric_nodes as u64) {
+                let (field, reason) = p.split_once(": ").unwrap_or(("", &p));
+                out.push(Problem::new(join_path("protocol_options.elastic", field), reason));
+            }
+            if partitioned {
+                out.push(Problem::new("protocol_options.elastic", "runs without partitioned access"));
+            }
+            if w.proportions().insert > 0.0 {
+                // A compute node has no directory, so no pool to allocate split pages from.
+                out.push(Problem::new("workload.proportions.insert", "an elastic run has no inserts"));
+            }
+        }
         if !out.is_empty() {
             return Err(out);
         }
@@ -206,11 +253,38 @@ impl BlinkScaleStorePlan {
         }
         let extra = extra as u64 + 16;
         let prealloc = 1 + bulk_nodes;
+        let homes = elastic.as_ref().map_or(nodes, |e| e.storage_nodes);
+        let loaded: Vec<(u64, u64)> = {
+            let mut keys: Vec<(u64, u64)> = (0..w.bulk_load()).map(|i| (w.key(i), load_value(i))).collect();
+            keys.sort_unstable();
+            keys
+        };
+        let parts = partitioned.then(|| {
+            let keys: Vec<u64> = loaded.iter().map(|(k, _)| *k).collect();
+            Arc::new(Partitions::new(&keys, nodes as usize))
+        });
+        // Directory and slot of each pre-allocated page: round-robin, or with `local_partitions`
+        // each leaf at the node whose partition holds its first key (the bulk load numbers the
+        // leaves 1..=L in key order, `per_node` keys each, the meta page 0).
+        let mut slots = vec![0u64; homes as usize];
+        let placement: Vec<(u64, u64)> = (0..prealloc)
+            .map(|i| {
+                let first_key = (i as usize).checked_sub(1).and_then(|l| loaded.get(l * per_node));
+                let d = match (&parts, first_key, local_partitions) {
+                    (Some(p), Some((k, _)), true) if i <= loaded.len().div_ceil(per_node) as u64 => {
+                        p.owner(*k) as u64
+                    }
+                    _ => i % homes,
+                };
+                slots[d as usize] += 1;
+                (d, slots[d as usize] - 1)
+            })
+            .collect();
         let layout = Layout {
             nodes,
-            homes: nodes,
+            homes,
             threads: run.threads_per_node as u64,
-            pages_per_node: prealloc.div_ceil(nodes) + extra,
+            pages_per_node: slots.iter().copied().max().unwrap_or(0) + extra,
             page_bytes: config.page_bytes,
             // The invariants compare every word of shared copies.
             keys_per_page: page_words as u64,
@@ -223,9 +297,11 @@ impl BlinkScaleStorePlan {
             (None, Some(r)) => (r * prealloc as f64).ceil() as u64,
             (None, None) => u64::MAX,
         };
-        if capacity < layout.total_pages() {
+        let compute_capacity =
+            elastic.as_ref().map_or(capacity, |e| (e.compute_cache_ratio * prealloc as f64).ceil() as u64);
+        if capacity.min(compute_capacity) < layout.total_pages() {
             layout.providers = config.eviction.providers as u64;
-            if capacity < layout.threads * 2 + 2 {
+            if capacity.min(compute_capacity) < layout.threads * 2 + 2 {
                 out.push(Problem::new(
                     "workload.cache_frames",
                     format!(
@@ -259,16 +335,19 @@ impl BlinkScaleStorePlan {
             return Err(out);
         }
         let cluster = point.cluster(layout.region_bytes(), 0);
-        let loaded: Vec<(u64, u64)> = {
-            let mut keys: Vec<(u64, u64)> = (0..w.bulk_load()).map(|i| (w.key(i), load_value(i))).collect();
-            keys.sort_unstable();
-            keys
+        let placement: Vec<u64> =
+            placement.iter().map(|(d, slot)| d * layout.pages_per_node + slot).collect();
+        let bulk = build(&loaded, per_node, |i| page_id(&layout, placement[i as usize]));
+        let members = match &parts {
+            Some(p) => {
+                let mut members = vec![Vec::new(); nodes as usize];
+                for i in 0..w.keyspace {
+                    members[p.owner(w.key(i))].push(i);
+                }
+                members.into_iter().map(Arc::new).collect()
+            }
+            None => Vec::new(),
         };
-        let bulk = build(&loaded, per_node, |i| page_id(&layout, Self::placed(&layout, i)));
-        let parts = partitioned.then(|| {
-            let keys: Vec<u64> = loaded.iter().map(|(k, _)| *k).collect();
-            Arc::new(Partitions::new(&keys, nodes as usize))
-        });
         Ok(BlinkScaleStorePlan {
             workload: w,
             config,
@@ -282,21 +361,36 @@ impl BlinkScaleStorePlan {
             quiesce: point.quiesce,
             bulk: Arc::new(bulk),
             loaded,
-            prealloc,
             capacity,
+            compute_capacity,
+            placement,
+            preloaded: slots,
             parts,
+            members,
+            phases,
+            elastic,
             states: Mutex::new(Vec::new()),
             owed: point.check.full().then(Owed::default),
         })
     }
 
-    /// The global page of pre-allocated page `i`: node `i mod n`, slot `i / n`.
-    fn placed(layout: &Layout, i: u64) -> u64 {
-        (i % layout.nodes) * layout.pages_per_node + i / layout.nodes
+    /// The global page of pre-allocated page `i`.
+    fn placed(&self, i: u64) -> u64 {
+        self.placement[i as usize]
+    }
+
+    /// Node `me`'s cache and the window its workers run in (an elastic run's storage nodes
+    /// run none: an empty window).
+    fn role(&self, me: NodeId) -> (u64, (u64, u64)) {
+        let Some(e) = &self.elastic else { return (self.capacity, (0, u64::MAX)) };
+        match (me.0 as u64).checked_sub(e.storage_nodes) {
+            None => (self.capacity, (0, 0)),
+            Some(c) => (self.compute_capacity, e.window(c, self.layout.nodes - e.storage_nodes)),
+        }
     }
 
     fn meta(&self) -> PageId {
-        page_id(&self.layout, Self::placed(&self.layout, 0))
+        page_id(&self.layout, self.placed(0))
     }
 
     fn parse(reports: &[NodeReport]) -> Vec<Report> {
@@ -350,13 +444,13 @@ impl Plan for BlinkScaleStorePlan {
 
     fn setup<N: Nic>(&self, nic: &N) {
         let me = nic.node();
-        let meta = Self::placed(&self.layout, 0);
+        let meta = self.placed(0);
         if self.layout.directory(meta) == me {
-            let root = page_id(&self.layout, Self::placed(&self.layout, self.bulk.root));
+            let root = page_id(&self.layout, self.placed(self.bulk.root));
             nic.local().store(self.layout.frame(meta), root.0);
         }
         for (i, image) in &self.bulk.nodes {
-            let g = Self::placed(&self.layout, *i);
+            let g = self.placed(*i);
             if self.layout.directory(g) == me {
                 nic.local().write_words(self.layout.frame(g), &image.encode());
             }
@@ -366,42 +460,71 @@ impl Plan for BlinkScaleStorePlan {
     fn node<N: Nic>(&self, nic: N) -> NodeRun<Mutex<NodeState>> {
         let me = nic.node();
         let nodes = self.layout.nodes;
-        // This node's pre-allocated slots are 0..ceil((prealloc − me) / n); the rest is its pool.
-        let used = (self.prealloc + nodes - 1 - me.0 as u64) / nodes;
+        // A directory's pre-allocated slots come first; the rest is its pool. A compute node
+        // (elastic runs) has neither.
+        let used = self.preloaded.get(me.index()).copied().unwrap_or(self.layout.pages_per_node);
         let config = self.config.clone();
-        let node = Node::new(nic, self.layout.clone(), config, self.owed.clone(), self.capacity, Some(used));
+        let (capacity, active) = self.role(me);
+        let node = Node::new(nic, self.layout.clone(), config, self.owed.clone(), capacity, Some(used));
         self.states.lock().unwrap_or_else(|e| e.into_inner()).push(node.state.clone());
         let pool = Arc::new(Pool::new(used, self.layout.pages_per_node));
-        let root = page_id(&self.layout, Self::placed(&self.layout, self.bulk.root));
+        let root = page_id(&self.layout, self.placed(self.bulk.root));
         let shared = Arc::new(Shared::new(self.tree.clone(), self.meta(), root));
         let mut log = self.check.histories().then(OpLog::new);
         if let (Some(l), 0) = (&log, me.0) {
             let loader = nodes as u32 * self.threads;
             l.lock().extend(load_history(&self.loaded, loader));
         }
-        let members = self.parts.as_ref().map(|p| Arc::new(self.workload.partition_members(p, me.index())));
-        let mains: Vec<Task> = (0..self.threads)
+        let timeline = Arc::new(Mutex::new(Vec::new()));
+        let workers = if active.0 < active.1 { self.threads } else { 0 };
+        let mains: Vec<Task> = (0..workers)
             .map(|t| {
-                let rng = rng_for_thread(self.seed, me.0, t);
-                let stream = YcsbStream::new(
-                    &self.workload,
-                    me.0,
-                    nodes as u16,
-                    t,
-                    self.threads,
-                    self.ops_per_thread,
-                    rng,
-                );
-                let stream = match (&self.parts, &members) {
-                    (Some(p), Some(m)) => stream.partitioned(p.clone(), me.index(), m.clone()),
-                    _ => stream,
+                let stream = |partition: usize, rng| {
+                    let s = YcsbStream::new(
+                        &self.workload,
+                        me.0,
+                        nodes as u16,
+                        t,
+                        self.threads,
+                        self.ops_per_thread,
+                        rng,
+                    );
+                    match &self.parts {
+                        Some(p) => s.partitioned(p.clone(), partition, self.members[partition].clone()),
+                        None => s,
+                    }
                 };
+                // The home partition's stream is the one an unshifted run draws from; a shift
+                // adds one stream per other partition, each with a stream of its own.
+                let mut streams = vec![stream(me.index(), rng_for_thread(self.seed, me.0, t))];
+                if self.phases.shift_every_ns > 0 {
+                    streams = (0..nodes as usize)
+                        .map(|k| {
+                            let p = (me.index() + k) % nodes as usize;
+                            let seed = self.seed.wrapping_add(k as u64 * 0x9e37_79b9_7f4a_7c15);
+                            stream(p, rng_for_thread(seed, me.0, t))
+                        })
+                        .collect();
+                }
+                let clock = node.clone();
+                let stream = PhasedStream::new(
+                    streams,
+                    0,
+                    self.phases.clone(),
+                    active,
+                    move || clock.nic.now().0,
+                    timeline.clone(),
+                );
                 let pages = ScaleStorePages::new(node.clone(), t, pool.clone());
                 let mut tree = Tree::new(pages, shared.clone());
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: me.0 as u32 * self.threads + t });
                 let failed = node.clone();
                 let task: Task = Box::pin(async move {
+                    if active.0 > 0 {
+                        // A compute node that joins later (Fig. 10).
+                        tree.pages.worker.nic.sleep(Nanos(active.0)).await;
+                    }
                     run_ops(&mut tree, me, t, stream, logger, move || failed.errors.is_set()).await;
                 });
                 task
@@ -420,8 +543,9 @@ impl Plan for BlinkScaleStorePlan {
                 let mut pages = node.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 pages.frames_used = node.state.lock().unwrap_or_else(|e| e.into_inner()).used;
                 let error = shared.errors.first().or_else(|| node.errors.first());
+                let timeline = timeline.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 NodeReport {
-                    extra: serde_json::to_value(Report { tree, pages }).unwrap_or(Value::Null),
+                    extra: serde_json::to_value(Report { tree, pages, timeline }).unwrap_or(Value::Null),
                     history: log_out.map(|l| l.snapshot()).unwrap_or_default(),
                     error: report_error(error),
                     ..NodeReport::default()
@@ -434,11 +558,16 @@ impl Plan for BlinkScaleStorePlan {
         let parsed = Self::parse(reports);
         let mut tree = TreeStats::default();
         let mut pages = Stats::default();
+        let mut timeline = Vec::new();
         for r in &parsed {
             tree.merge(&r.tree);
             pages.merge(&r.pages);
+            merge_timeline(&mut timeline, &r.timeline);
         }
         let mut m = tree_metrics(&tree, elapsed);
+        if let Some(w) = self.phases.window_mops(&timeline) {
+            m.insert("window_mops".into(), w);
+        }
         if let Some(t) = m.get("throughput_mops").copied() {
             m.insert("throughput_kops".into(), t * 1e3);
         }
@@ -458,7 +587,7 @@ impl Plan for BlinkScaleStorePlan {
             m.insert("pulls_per_latch".into(), pages.pulls as f64 / latches);
             m.insert("frame_waits_per_latch".into(), pages.frame_waits as f64 / latches);
             // Frames in use at the end over the cluster's cache (the paper's "cache utilization").
-            let capacity = (self.capacity * self.layout.nodes) as f64;
+            let capacity = (0..self.layout.nodes).map(|n| self.role(NodeId(n as u16)).0).sum::<u64>() as f64;
             m.insert("cache_utilization".into(), pages.frames_used as f64 / capacity);
         }
         m
@@ -500,7 +629,7 @@ impl Plan for BlinkScaleStorePlan {
         let page_words = (self.config.page_bytes / 8) as usize;
         let contents =
             check_tree(&read, self.meta(), page_words).map_err(|m| Violation::new("tree structure", m))?;
-        debug_assert_eq!(page_index(&self.layout, self.meta()), Self::placed(&self.layout, 0));
+        debug_assert_eq!(page_index(&self.layout, self.meta()), self.placed(0));
         for (k, _) in &self.loaded {
             if !contents.contains_key(k) {
                 return Err(Violation::new("no lost key", format!("bulk-loaded key {k} is in no leaf")));
