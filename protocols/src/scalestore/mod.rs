@@ -48,6 +48,7 @@ pub mod message;
 pub mod mutants;
 pub mod node;
 pub mod pages;
+pub mod record_bench;
 pub mod state;
 pub mod stats;
 pub mod tree_def;
