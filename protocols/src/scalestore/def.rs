@@ -117,6 +117,7 @@ pub(super) fn page_metrics(
             m.insert("throughput_mops".into(), mops);
             m.insert("throughput_kops".into(), mops * 1e3);
             m.insert("late_start_ratio".into(), total.late_starts as f64 / ops);
+            m.insert("ssd_reads_with_sharers_per_op".into(), total.ssd_reads_with_sharers as f64 / ops);
         }
         None => {
             m.insert("throughput_mops".into(), total.ops as f64 / span.max(1e-12) / 1e6);

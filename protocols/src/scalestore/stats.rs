@@ -56,6 +56,9 @@ pub struct Stats {
     pub completed_in_window: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub late_starts: u64,
+    /// Pages this directory read from its device while other nodes held them in memory.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ssd_reads_with_sharers: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -91,6 +94,7 @@ impl Stats {
         self.measure_ns = self.measure_ns.or(o.measure_ns);
         self.completed_in_window += o.completed_in_window;
         self.late_starts += o.late_starts;
+        self.ssd_reads_with_sharers += o.ssd_reads_with_sharers;
         self.measure_start_ns = match (self.measure_start_ns, o.measure_start_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
