@@ -247,7 +247,9 @@ impl Workload {
         let mut out = Vec::new();
         if self.records == 0 {
             if self.open_loop.is_some() || self.measure_ns.is_some() || self.warmup_ns != 0 {
-                out.push("open_loop: open_loop, measure_ns and warmup_ns need record mode (records > 0)".into());
+                out.push(
+                    "open_loop: open_loop, measure_ns and warmup_ns need record mode (records > 0)".into(),
+                );
             }
             return out;
         }
@@ -266,7 +268,9 @@ impl Workload {
         if let Some(o) = &self.open_loop {
             out.extend(o.validate());
         }
-        if self.measure_ns == Some(0) || self.measure_ns.is_some_and(|m| m.saturating_add(self.warmup_ns) > 1 << 50) {
+        if self.measure_ns == Some(0)
+            || self.measure_ns.is_some_and(|m| m.saturating_add(self.warmup_ns) > 1 << 50)
+        {
             out.push("measure_ns: must be in 1..2^50 with warmup_ns".into());
         }
         if self.measure_ns.is_none() && self.warmup_ns != 0 {

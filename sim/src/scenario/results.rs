@@ -394,7 +394,8 @@ fn trend(
         let there = cells.get((cell.0, oi, cell.2), &pv.metric).ok_or("no value for the other series")?;
         return Ok(if t.starts_with("higher") { here > there } else { here < there });
     }
-    if let Some(bound) = t.strip_prefix("fall_from_peak_above:").or_else(|| t.strip_prefix("fall_from_peak_below:"))
+    if let Some(bound) =
+        t.strip_prefix("fall_from_peak_above:").or_else(|| t.strip_prefix("fall_from_peak_below:"))
     {
         // "degrades over N× as x grows" (above), or "degrades gracefully: less than N×"
         // (below): the series' peak over every x, divided by this x.
