@@ -132,6 +132,9 @@ fn scalestore_eviction_five_thousand_schedules() {
     // ScaleStore as SELCC's baseline: directories on memory nodes, stateless caching compute
     // nodes evicting to them, SELCC's micro-benchmark.
     campaign_of("scalestore/dm-fuzz-small.json", 2_000);
+    // Record mode (Figs. 12/13): records packed by key into those pages, closed or open loop,
+    // counted or timed (~50 schedules/s in release; 3,000 random and 1,000 PCT in NEEDS.md).
+    campaign_of("scalestore/fuzz-evict-records.json", 300);
 }
 
 #[test]

@@ -121,3 +121,49 @@ fn every_baseline_mutant_is_caught_and_the_correct_protocols_pass() {
         assert_eq!(summary.violations, 0, "{protocol} false alarm: {:?}", summary.failures);
     }
 }
+
+/// ScaleStore's own series of Figs. 12 and 13 (record mode, `scalestore/record_bench.rs`): the
+/// baselines' records packed 4 per page, 5 pages per node, each node caching 8 of the 15 pages
+/// (eviction to the storage devices), closed and open loop, counted and timed; histories
+/// checked. No timing assertions.
+#[test]
+fn tiny_record_mode_runs_of_scalestore_pass_their_history_checks() {
+    for (open_loop, timed) in [(false, false), (true, false), (false, true), (true, true)] {
+        let dir = scratch(&format!("scalestore-{open_loop}-{timed}"));
+        let open = if open_loop { r#", "open_loop": { "target_mops": 2.0 }"# } else { "" };
+        let time = if timed { r#", "warmup_ns": 20000, "measure_ns": 100000"# } else { "" };
+        let scenario = format!(
+            r#"{{
+  "paper": "scalestore", "name": "tiny-scalestore-records",
+  "protocol": "scalestore",
+  "cluster": {{ "memory_nodes": 0, "compute_nodes": 0, "symmetric_nodes": 3, "nic_profile": "cx5_100g",
+               "ssd_bytes_per_node": 1048576 }},
+  "protocol_options": {{ "page_bytes": 256, "eviction": {{ "batch": 2, "sample": 8 }} }},
+  "workload": {{ "records": 60, "records_per_page": 4, "pages_per_node": 5, "keys_per_page": 4,
+                 "cache_pages_per_node": 8, "threads_per_node": 2, "ops_per_thread": 40, "warmup_ops": 5,
+                 "read_ratio": 0.5, "zipf_theta": 1.25{open}{time} }},
+  "sweep": {{ "x": {{ "path": "workload.read_ratio", "values": [1.0, 0.05] }} }},
+  "plot": {{ "y_metric": "throughput_mops" }},
+  "run": {{ "seed": 3, "check": true }}
+}}"#
+        );
+        let file = dir.join("scenario.json");
+        std::fs::write(&file, scenario).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_dmsim"))
+            .args(["run", file.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap(), "-j", "1"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "open_loop={open_loop} timed={timed}: {stderr}");
+        let csv = std::fs::read_to_string(dir.join("out/data.csv")).unwrap();
+        if !timed {
+            // 3 nodes x 2 workers x 40 measured operations per point.
+            assert_eq!(column(&csv, "ops"), vec![240.0, 240.0]);
+        }
+        assert!(column(&csv, "throughput_mops").iter().all(|t| *t > 0.0), "{csv}");
+        assert!(column(&csv, "latency_us_p50").iter().all(|l| *l > 0.0));
+        let summary = std::fs::read_to_string(dir.join("out/summary.json")).unwrap();
+        assert!(!summary.contains("violation"), "{summary}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

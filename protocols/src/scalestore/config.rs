@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::baselines::Conflicts;
 use super::mutants::Mutant;
+use crate::workload::open_loop::OpenLoopSpec;
 
 /// Costs charged with `nic.cpu` (a sleep unless the run models the node's cores). [CHOICE]
 /// values, not fitted to any figure (spec §7.4: the paper gives none).
@@ -170,6 +171,20 @@ pub struct Workload {
     /// window and per-node throughputs compare (`ops_per_thread` stays a cap).
     pub measure_from_ns: u64,
     pub stop_at_ns: u64,
+    /// Record mode (Figs. 12 and 13; 0: off, the page workload above): `records` records
+    /// (8 B key + 128 B value) range-partitioned over the nodes as in the baselines' record
+    /// array (record `r` on node `r / ceil(records / nodes)`), packed `records_per_page` per
+    /// page by key; operations draw records (Zipf ranks over records, the baselines' key
+    /// stream) and lock their page (`record_bench.rs`).
+    pub records: u64,
+    pub records_per_page: u64,
+    /// Record mode: open-loop Poisson arrivals at a target throughput (Fig. 13); absent:
+    /// closed loop.
+    pub open_loop: Option<OpenLoopSpec>,
+    /// Record mode, timed run as in `workload/record_array.rs`: `warmup_ns` unmeasured, then
+    /// operations start for `measure_ns`; `throughput_mops` counts those completed inside it.
+    pub measure_ns: Option<u64>,
+    pub warmup_ns: u64,
 }
 
 impl Default for Workload {
@@ -187,6 +202,11 @@ impl Default for Workload {
             pages_used: 0,
             measure_from_ns: 0,
             stop_at_ns: 0,
+            records: 0,
+            records_per_page: 30,
+            open_loop: None,
+            measure_ns: None,
+            warmup_ns: 0,
         }
     }
 }
@@ -218,6 +238,43 @@ impl Workload {
                  (a frame per fetching worker, and room to evict)"
                     .into(),
             );
+        }
+        out.extend(self.record_problems());
+        out
+    }
+
+    fn record_problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.records == 0 {
+            if self.open_loop.is_some() || self.measure_ns.is_some() || self.warmup_ns != 0 {
+                out.push(
+                    "open_loop: open_loop, measure_ns and warmup_ns need record mode (records > 0)".into(),
+                );
+            }
+            return out;
+        }
+        if self.records > 1 << 40 {
+            out.push("records: must be at most 2^40".into());
+        }
+        if self.records_per_page == 0 {
+            out.push("records_per_page: must be at least 1".into());
+        }
+        if self.pages_used != 0 || self.partitioned || self.measure_from_ns != 0 || self.stop_at_ns != 0 {
+            out.push(
+                "records: record mode draws from every record: no pages_used, partitioned, measure_from_ns or stop_at_ns"
+                    .into(),
+            );
+        }
+        if let Some(o) = &self.open_loop {
+            out.extend(o.validate());
+        }
+        if self.measure_ns == Some(0)
+            || self.measure_ns.is_some_and(|m| m.saturating_add(self.warmup_ns) > 1 << 50)
+        {
+            out.push("measure_ns: must be in 1..2^50 with warmup_ns".into());
+        }
+        if self.measure_ns.is_none() && self.warmup_ns != 0 {
+            out.push("warmup_ns: only with measure_ns (a timed run)".into());
         }
         out
     }

@@ -20,6 +20,7 @@ use super::bench::run_client;
 use super::config::{Config, Workload};
 use super::layout::Layout;
 use super::node::Node;
+use super::record_bench::run_record_client;
 use super::state::{NodeState, Owed};
 use super::stats::Stats;
 use crate::common::metrics::percentile;
@@ -109,8 +110,20 @@ pub(super) fn page_metrics(
     let span = elapsed.saturating_sub(Nanos(total.measure_start_ns.unwrap_or(0))).as_secs_f64();
     let ops = total.ops.max(1) as f64;
     let mut m = BTreeMap::new();
-    m.insert("throughput_mops".into(), total.ops as f64 / span.max(1e-12) / 1e6);
-    m.insert("throughput_kops".into(), total.ops as f64 / span.max(1e-12) / 1e3);
+    match total.measure_ns {
+        // Record mode's timed runs: what completed inside the window (`record_bench.rs`).
+        Some(window) => {
+            let mops = total.completed_in_window as f64 / window.max(1) as f64 * 1e3;
+            m.insert("throughput_mops".into(), mops);
+            m.insert("throughput_kops".into(), mops * 1e3);
+            m.insert("late_start_ratio".into(), total.late_starts as f64 / ops);
+            m.insert("ssd_reads_with_sharers_per_op".into(), total.ssd_reads_with_sharers as f64 / ops);
+        }
+        None => {
+            m.insert("throughput_mops".into(), total.ops as f64 / span.max(1e-12) / 1e6);
+            m.insert("throughput_kops".into(), total.ops as f64 / span.max(1e-12) / 1e3);
+        }
+    }
     m.insert("ops".into(), total.ops as f64);
     m.insert("hit_ratio".into(), total.hits as f64 / ops);
     m.insert("messages_per_op".into(), total.messages as f64 / ops);
@@ -187,6 +200,11 @@ impl ScaleStorePlan {
             providers: 0,
             batch: config.eviction.batch as u64,
         };
+        if workload.records > 0 {
+            if let Some(p) = super::record_bench::RecordMap::new(&layout, &workload).problem() {
+                return Err(vec![at("workload", &p)]);
+            }
+        }
         let mut layout = layout;
         if workload.cache_pages_per_node != 0 && workload.cache_pages_per_node < layout.total_pages() {
             layout.providers = config.eviction.providers as u64;
@@ -266,14 +284,12 @@ impl Plan for ScaleStorePlan {
         let mains = (0..threads)
             .map(|t| {
                 let client = me.0 as u32 * threads + t;
-                let task: Task = Box::pin(run_client(
-                    node.clone(),
-                    t,
-                    self.workload.clone(),
-                    self.seed,
-                    log.clone().map(|l| (l, client)),
-                    latencies.clone(),
-                ));
+                let (w, seed, log) = (self.workload.clone(), self.seed, log.clone().map(|l| (l, client)));
+                let task: Task = if w.records > 0 {
+                    Box::pin(run_record_client(node.clone(), t, w, seed, log, latencies.clone()))
+                } else {
+                    Box::pin(run_client(node.clone(), t, w, seed, log, latencies.clone()))
+                };
                 task
             })
             .collect();

@@ -49,6 +49,7 @@ pub mod mutants;
 pub mod node;
 pub mod pages;
 pub mod phases;
+pub mod record_bench;
 pub mod state;
 pub mod stats;
 pub mod tree_def;

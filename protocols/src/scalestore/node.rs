@@ -287,7 +287,7 @@ impl<N: Nic> Node<N> {
                     let decision = {
                         let mut st = self.lock();
                         let slot = (g % self.layout.pages_per_node) as usize;
-                        own(
+                        let d = own(
                             &mut st,
                             me.0,
                             me.0,
@@ -297,7 +297,11 @@ impl<N: Nic> Node<N> {
                             has_copy,
                             self.mutant(),
                             self.owed.as_ref(),
-                        )
+                        );
+                        if let Decision::Reply { from_ssd: true, .. } = &d {
+                            note_ssd_read(&st, &self.layout, &self.stats, g, me.0);
+                        }
+                        d
                     };
                     match decision {
                         Decision::Reply { response, from_ssd: ssd, .. } => {
@@ -683,6 +687,9 @@ impl<N: Nic> Node<N> {
                             self.owed.as_ref(),
                         ),
                     };
+                    if let Decision::Reply { from_ssd: true, .. } = &d {
+                        note_ssd_read(&st, &self.layout, &self.stats, req.page, from.0);
+                    }
                     if let (Decision::Reply { .. }, Some(f)) = (&d, st.frames[req.page as usize].as_mut()) {
                         // Served: local workers may latch the frame again.
                         f.wanted = false;
@@ -773,5 +780,15 @@ impl<N: Nic> Node<N> {
                 return;
             }
         }
+    }
+}
+
+/// Diagnostic (Figs. 12/13): the directory answered `requester`'s request for page `g` from its
+/// storage device while other nodes held the page in memory (its anchor had left: copies are
+/// only asked of the anchor, `directory::own`).
+fn note_ssd_read(st: &NodeState, layout: &Layout, stats: &Mutex<Stats>, g: u64, requester: u16) {
+    let slot = (g % layout.pages_per_node) as usize;
+    if st.dir[slot].holders & !(1u64 << requester) != 0 {
+        stats.lock().unwrap_or_else(|e| e.into_inner()).ssd_reads_with_sharers += 1;
     }
 }

@@ -47,6 +47,22 @@ pub struct Stats {
     pub measure_start_ns: Option<u64>,
     /// Latest end of a measured operation (ns).
     pub measure_end_ns: u64,
+    /// Record mode's timed runs (`workload.measure_ns`): the window's length, and the
+    /// operations that completed inside it; open loop: operations started after their
+    /// scheduled time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measure_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub completed_in_window: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late_starts: u64,
+    /// Pages this directory read from its device while other nodes held them in memory.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ssd_reads_with_sharers: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Stats {
@@ -75,6 +91,10 @@ impl Stats {
         self.pulls += o.pulls;
         self.frames_used += o.frames_used;
         self.measure_end_ns = self.measure_end_ns.max(o.measure_end_ns);
+        self.measure_ns = self.measure_ns.or(o.measure_ns);
+        self.completed_in_window += o.completed_in_window;
+        self.late_starts += o.late_starts;
+        self.ssd_reads_with_sharers += o.ssd_reads_with_sharers;
         self.measure_start_ns = match (self.measure_start_ns, o.measure_start_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -241,6 +241,7 @@ pub struct PaperValue {
     /// `within:<series>` (within `tolerance` of another series at the same x: "similar to"), or
     /// `higher_than_panel:<panel>` / `lower_than_panel:<panel>` at the same series and x, or
     /// `fall_from_peak_above:V` (the series' peak over every x is more than V times this x), or
+    /// `fall_from_peak_below:V` (less than V times: "degrades gracefully"), or
     /// `increasing` / `decreasing` along x for this series, or `above:X` / `below:X` (e.g. a
     /// speedup claim's direction: `above:1`).
     #[serde(default)]

@@ -394,14 +394,21 @@ fn trend(
         let there = cells.get((cell.0, oi, cell.2), &pv.metric).ok_or("no value for the other series")?;
         return Ok(if t.starts_with("higher") { here > there } else { here < there });
     }
-    if let Some(bound) = t.strip_prefix("fall_from_peak_above:") {
-        // "degrades over N× as x grows": the series' peak over every x, divided by this x.
+    if let Some(bound) =
+        t.strip_prefix("fall_from_peak_above:").or_else(|| t.strip_prefix("fall_from_peak_below:"))
+    {
+        // "degrades over N× as x grows" (above), or "degrades gracefully: less than N×"
+        // (below): the series' peak over every x, divided by this x.
         let bound: f64 = bound.parse().map_err(|_| format!("{bound:?} is not a number"))?;
         let nx = s.x.as_ref().map_or(1, |a| a.values.len());
         let peak = (0..nx)
             .filter_map(|xi| cells.get((cell.0, cell.1, xi), &pv.metric))
             .fold(f64::NEG_INFINITY, f64::max);
-        return Ok(here > 0.0 && peak / here > bound);
+        return Ok(if t.starts_with("fall_from_peak_above") {
+            here > 0.0 && peak / here > bound
+        } else {
+            here > 0.0 && peak / here < bound
+        });
     }
     if let Some(bound) = t.strip_prefix("above:").or_else(|| t.strip_prefix("below:")) {
         let bound: f64 = bound.parse().map_err(|_| format!("{bound:?} is not a number"))?;
@@ -416,7 +423,7 @@ fn trend(
         other => Err(format!(
             "unknown trend {other:?} (increasing, decreasing, higher_than:S, lower_than:S, \
                  higher_than_x:X, lower_than_x:X, within_x:X, within:S, higher_than_panel:P, lower_than_panel:P, above:V, \
-                 below:V, fall_from_peak_above:V)"
+                 below:V, fall_from_peak_above:V, fall_from_peak_below:V)"
         )),
     }
 }
