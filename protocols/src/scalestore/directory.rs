@@ -111,9 +111,11 @@ pub fn own(
     if needs_page {
         if others & meb != 0 && dir_copy {
             page = true;
-        } else if e.anchor == SSD {
+        } else if e.anchor == SSD || (e.unconfirmed && (exclusive || e.anchor == r)) {
             // Only the directory's storage device is sure to have it (spec §3.11): the
             // requester's copy comes from there, and a copy that cannot fail makes it the anchor.
+            // An unconfirmed anchor is not asked for a transfer, and one asking again lost its
+            // copy: the page is clean, so the device serves both.
             assert!(e.on_ssd, "page {g}: no anchor in memory and its SSD copy is stale ({e:?})");
             page = true;
             from_ssd = true;
@@ -153,6 +155,8 @@ pub fn own(
             next.anchor = r;
         }
     }
+    // A named anchor stays unconfirmed until another source replaces it.
+    next.unconfirmed = e.unconfirmed && next.anchor == e.anchor && !next.exclusive && !from_ssd;
     st.dir[slot] = next;
     response.epoch = next.epoch;
     response.page_sent = page;
@@ -191,7 +195,9 @@ pub fn evict(st: &mut NodeState, me: u16, n: u16, g: u64, slot: usize, mutant: M
     }
     let mut next = e;
     next.holders &= !nb;
+    next.unconfirmed = false;
     if e.anchor != n {
+        next.unconfirmed = e.unconfirmed && next.holders != 0;
         // A sharer that is nobody's source: the anchor (or the SSD) still has the page.
         assert!(next.holders != 0 || e.anchor == SSD, "page {g}: last holder n{n} is not the anchor ({e:?})");
         st.dir[slot] = next;
@@ -205,9 +211,15 @@ pub fn evict(st: &mut NodeState, me: u16, n: u16, g: u64, slot: usize, mutant: M
         // it anchors for sharers that never need to evict).
         let dir_copy = st.frames[g as usize].is_some_and(|f| f.state == FrameState::Hot);
         if mutant == Mutant::EvictAnchorWithSharers {
+            // Named as if its copy could not fail, dirty or not.
             next.anchor = next.holders.trailing_zeros() as u16;
         } else if e.holders & meb != 0 && dir_copy {
             next.anchor = me;
+        } else if e.on_ssd && next.holders & !meb != 0 {
+            // Clean: another node's copy serves copiers, the device covers one that fails.
+            // (Never the directory itself without a copy: nobody there would ask again.)
+            next.anchor = (next.holders & !meb).trailing_zeros() as u16;
+            next.unconfirmed = true;
         } else if e.on_ssd {
             next.anchor = SSD;
         } else {
@@ -304,6 +316,14 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
             }
         },
         Kind::Copy => match f.state {
+            // A copier granted before this holder's current fetch was sent to a copy that is
+            // gone (an unconfirmed anchor that lost it and asked again): waiting could close a
+            // cycle of fetches, and a failed copy is always safe to retry.
+            FrameState::Fetching
+                if !serve_fetching && f.grant.is_none_or(|gr| epoch_after(gr, req.epoch as u32)) =>
+            {
+                reply(Code::CopyFailed)
+            }
             FrameState::Fetching if !serve_fetching => Decision::Requeue,
             FrameState::Upgrading if f.lost => reply(Code::CopyFailed),
             FrameState::Doomed => reply(Code::CopyFailed),

@@ -252,8 +252,14 @@ impl<N: Nic> Node<N> {
             if rest == 0 {
                 next.exclusive = false;
             }
-            if rest == 0 || e.anchor == me {
+            if rest == 0 {
                 next.anchor = SSD;
+                next.unconfirmed = false;
+            } else if e.anchor == me {
+                // Clean (else declined above): a sharer serves copies, the device covers a
+                // copy that fails (see `DirEntry::unconfirmed`).
+                next.anchor = rest.trailing_zeros() as u16;
+                next.unconfirmed = true;
             }
             st.dir[slot] = next;
             st.set(g, None);

@@ -58,7 +58,7 @@ crate::mutant_table!(Mutant {
     "evict-dirty-no-pull" => EvictDirtyNoPull:
         "the directory accepts the last holder's eviction of a dirty page without reading it back (its SSD copy is stale)",
     "evict-anchor-with-sharers" => EvictAnchorWithSharers:
-        "the directory lets the anchor of a shared page evict while other holders remain and names another sharer, perhaps still copying, the anchor",
+        "the directory lets the anchor of a shared page evict while other holders remain and names another sharer, perhaps still copying, a confirmed anchor (transfers are asked of it, dirty pages too)",
     "skip-write-back" => SkipWriteBack:
         "a directory evicting its own dirty page drops it without writing it to its storage device",
     "upgrader-waits-at-gate" => UpgraderWaitsAtGate:

@@ -109,7 +109,14 @@ impl<N: Nic> Node<N> {
         for g in first..first + resident {
             frames[g as usize] = Some(Frame::hot(false, 0));
         }
-        let entry = DirEntry { exclusive: false, holders: 1 << me.0, epoch: 0, anchor: me.0, on_ssd: !dirty };
+        let entry = DirEntry {
+            exclusive: false,
+            holders: 1 << me.0,
+            epoch: 0,
+            anchor: me.0,
+            on_ssd: !dirty,
+            unconfirmed: false,
+        };
         let mut dir = vec![entry; if home { layout.pages_per_node as usize } else { 0 }];
         for e in &mut dir[resident as usize..] {
             e.holders = 0;

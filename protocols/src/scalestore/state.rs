@@ -111,6 +111,12 @@ pub struct DirEntry {
     pub anchor: u16,
     /// The directory's storage device has the current version (the page is clean).
     pub on_ssd: bool,
+    /// A shared clean page's anchor named from its sharers when the previous anchor left
+    /// (`directory::evict`): its copy may still be on its way and can fail, so it serves
+    /// copies but no transfer, and a failure is covered by the storage device (the page is
+    /// clean). The authors' code likewise sends requesters to a node that has a copy
+    /// (`NoPageEvicted`) instead of its SSD.
+    pub unconfirmed: bool,
 }
 
 /// `DirEntry::anchor` when the page's source is the directory's storage device.
