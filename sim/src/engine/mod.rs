@@ -29,6 +29,7 @@ pub(crate) mod world;
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use dmsim_protocols::memory::{PayloadSpan, Region};
@@ -38,7 +39,7 @@ use crate::choice::{ChoiceLog, ChoiceSource, Strategy};
 use crate::fabric::Profile;
 use crate::simnic::{Env, SimNic};
 use crate::trace::{Trace, TraceSink};
-pub use fault::{recover_after_panic, FaultPlan};
+pub use fault::{recover_after_panic, FaultPlan, Restart};
 pub use world::VerbCounts;
 use world::{with_world, Next, Slab, World, WORLD};
 
@@ -197,6 +198,9 @@ impl Sim {
             config.events_max,
         );
         world.crashes_pending = config.faults.crashes();
+        world.restarts_pending = (config.faults.restarts.iter())
+            .map(|&(node, at_ns)| Restart { node, at_ns, reset: None, tasks: Vec::new() })
+            .collect();
         world.faults = config.faults;
         Sim { world: Some(Box::new(world)), env, checker: None }
     }
@@ -229,6 +233,24 @@ impl Sim {
     /// A background task (handler, evictor) dropped when the main tasks are done.
     pub fn spawn_daemon(&mut self, node: NodeId, task: impl Future<Output = ()> + Send + 'static) {
         self.world.as_mut().expect("spawn before run").spawn(node, Box::pin(task), false);
+    }
+
+    /// The nodes that restart during the run (each once), in time order.
+    pub fn restarting_nodes(&self) -> Vec<NodeId> {
+        self.world.as_ref().map(|w| w.restarts_pending.iter().map(|r| r.node).collect()).unwrap_or_default()
+    }
+
+    /// What `node`'s restart does: `reset` its memory (`None`: zero it), then start `tasks` (`true`: main).
+    pub fn on_restart(
+        &mut self,
+        node: NodeId,
+        reset: Option<Box<dyn FnOnce() + Send>>,
+        tasks: Vec<(Pin<Box<dyn Future<Output = ()> + Send + 'static>>, bool)>,
+    ) {
+        let world = self.world.as_mut().expect("on_restart before run");
+        let restart = world.restarts_pending.iter_mut().find(|r| r.node == node).expect("a planned restart");
+        restart.reset = reset;
+        restart.tasks = tasks;
     }
 
     /// Check mode: `checker` runs after every task poll and after every instant that wrote
