@@ -92,6 +92,11 @@ impl<N: Nic> Cache<N> {
         let lease = Nanos(self.config.lease_ns);
         {
             self.beat(nic).await?;
+            if self.config.node_restarts {
+                // Every memory node, every round: a CN whose clients touch no object of a
+                // failed memory node still times out and fences (owner sets die with it).
+                self.probe_others(nic).await?;
+            }
             let len = self.layout.membership_words() * 8;
             let read =
                 Verb::Read { remote: self.layout.membership(), local_bytes: words_at, len_bytes: len as u32 };
@@ -120,7 +125,8 @@ impl<N: Nic> Cache<N> {
                 self.stats.lock().unwrap_or_else(|e| e.into_inner()).first_disable_ns.get_or_insert(at);
                 self.drain(nic).await?;
                 let keep = (self.config.mutant == Mutant::MnFailureKeepsCache && self.mn_round.load(Relaxed))
-                    || (self.config.mutant == Mutant::RestartKeepsCache && epoch == self.fence_epoch.load(Relaxed));
+                    || (self.config.mutant == Mutant::RestartKeepsCache
+                        && epoch == self.fence_epoch.load(Relaxed));
                 if !keep {
                     self.drop_all();
                 }
@@ -189,14 +195,18 @@ impl<N: Nic> Cache<N> {
     async fn join(&self, nic: &N) -> ProtocolResult<()> {
         let words_at = self.layout.monitor_buffer();
         let me = 1u64 << self.me;
+        // Seen dead with SYNCING clear: the round that declared it dead has completed.
+        let mut released = false;
         loop {
             self.beat(nic).await?;
             let read = Verb::Read { remote: self.layout.membership(), local_bytes: words_at, len_bytes: 8 };
             nic.try_batch(&[read], "read the CN list").await?;
             let list = self.nic.local().load(words_at);
+            released |= list & me != 0 && list & SYNCING == 0;
             let (next, what) = if list & me == 0 {
                 ((list | me | SYNCING) + EPOCH_ONE, "declare the old incarnation dead")
-            } else if list & SYNCING == 0 {
+            } else if released {
+                // Another round may be running: the new epoch restarts it with us in.
                 (((list & !me) | SYNCING) + EPOCH_ONE, "rejoin")
             } else {
                 // The round that frees the old incarnation's locks is still running.
@@ -271,6 +281,11 @@ impl<N: Nic> Cache<N> {
     /// Beat (on memory node 0) and read one word of every other memory node.
     async fn probe(&self, nic: &N) -> ProtocolResult<()> {
         self.beat(nic).await?;
+        self.probe_others(nic).await
+    }
+
+    /// Read one word of every memory node but 0.
+    async fn probe_others(&self, nic: &N) -> ProtocolResult<()> {
         let local = self.layout.monitor_buffer();
         for mn in 1..self.layout.memory_nodes {
             let remote = RemoteAddr::new(crate::nic::NodeId(mn), 0);

@@ -29,7 +29,6 @@ pub(crate) mod world;
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use dmsim_protocols::memory::{PayloadSpan, Region};
@@ -245,7 +244,7 @@ impl Sim {
         &mut self,
         node: NodeId,
         reset: Option<Box<dyn FnOnce() + Send>>,
-        tasks: Vec<(Pin<Box<dyn Future<Output = ()> + Send + 'static>>, bool)>,
+        tasks: Vec<(executor::TaskFuture, bool)>,
     ) {
         let world = self.world.as_mut().expect("on_restart before run");
         let restart = world.restarts_pending.iter_mut().find(|r| r.node == node).expect("a planned restart");

@@ -136,7 +136,8 @@ pub fn simulate<P: Plan>(plan: &P, config: SimConfig, options: SimulateOptions) 
         let nic = sim.nic(node);
         let reset = plan.restart_reset(nic.clone());
         let run = plan.restart_node(nic);
-        let tasks = run.mains.into_iter().map(|t| (t, true)).chain(run.daemons.into_iter().map(|t| (t, false)));
+        let tasks =
+            run.mains.into_iter().map(|t| (t, true)).chain(run.daemons.into_iter().map(|t| (t, false)));
         sim.on_restart(node, reset, tasks.collect());
         collects.push(Some(run.collect));
     }
