@@ -121,3 +121,30 @@ fn every_cmcache_mutant_is_caught() {
     }
     assert!(missed.is_empty(), "cmcache mutants not caught: {missed:?}");
 }
+
+/// The node-restart mutants on `scenarios/difache/fuzz-restart.json` (seeds from 1, first
+/// violation; measured with `dmsim fuzz scenarios/difache/fuzz-restart.json --mutant M
+/// --seeds 200 --stop-on-failure -j 1`, see NEEDS.md).
+const RESTART_MUTANTS: &[(&str, u64)] = &[("restart-keeps-cache", 60), ("mn-failure-keeps-cache", 60)];
+
+#[test]
+fn every_node_restart_mutant_is_caught() {
+    let target = target_of("fuzz-restart.json");
+    let mut missed = Vec::new();
+    for (name, budget) in RESTART_MUTANTS {
+        let summary = campaign(&target, name, *budget, "none", true);
+        match summary.first_failing_seed {
+            Some(seed) => eprintln!("difache {name}: caught at seed {seed}"),
+            None => missed.push(*name),
+        }
+    }
+    assert!(missed.is_empty(), "node-restart mutants not caught: {missed:?}");
+}
+
+#[test]
+fn correct_difache_passes_the_node_restart_campaign_with_faults() {
+    let target = target_of("fuzz-restart.json");
+    let summary = campaign(&target, "none", 100, "delay,drop,pause", false);
+    assert_eq!(summary.schedules, 100);
+    assert_eq!(summary.violations, 0, "false alarm: {:?}", summary.failures);
+}

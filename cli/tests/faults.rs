@@ -163,6 +163,31 @@ fn the_crash_recovery_scenario_recovers() {
     assert!(m["history_keys_checked"].as_f64().unwrap() > 0.0, "{m}");
 }
 
+#[test]
+fn difache_survives_a_memory_node_outage_and_a_compute_node_restart() {
+    // Memory node 0 down for 200 µs, compute node 1 crashed at 20 µs and restarted at 300 µs,
+    // under the run's check: every client finishes (the restarted node's too), reads are
+    // regular, every acknowledged write is in memory at the end (`verify`).
+    let mut doc = scenario("difache/fuzz-restart.json");
+    doc.as_object_mut().unwrap().remove("fuzz");
+    doc["faults"] = serde_json::json!({
+        "memory_crashes": [ { "memory_node": 0, "at_ns": 30000, "restart_ns": 230000 } ],
+        "compute_crashes": [ { "compute_node": 1, "at_ns": 20000, "restart_ns": 300000 } ]
+    });
+    let (code, _, err, summary) = run("difache-restart", &doc);
+    assert_eq!(code, 0, "{err}");
+    let m = &summary.unwrap()["results"][0]["metrics"];
+    assert_eq!(m["rejoins"], 1.0, "{m}");
+    assert!(m["memory_failures_handled"].as_f64().unwrap() >= 2.0, "{m}");
+    assert!(m["timed_out_ops"].as_f64().unwrap() > 0.0, "{m}");
+    assert!(m["history_reads_checked"].as_f64().unwrap() > 100.0, "{m}");
+    // Without a restart the memory-node crash stays unrecoverable.
+    doc["faults"] = serde_json::json!({ "memory_crashes": [ { "memory_node": 0, "at_ns": 3000 } ] });
+    let (code, out, err, _) = run("difache-no-restart", &doc);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("unrecoverable: difache has no recovery for a memory-node crash"), "{out}");
+}
+
 fn campaign(
     scenario: &str,
     seeds: u64,

@@ -241,6 +241,14 @@ fn difache_cmcache_fifteen_hundred_schedules() {
 }
 
 #[test]
+fn difache_node_restarts_eight_hundred_schedules() {
+    // Memory-node outages (MN 0 or 1) and compute-node crashes with restarts, drawn per seed
+    // (`scenarios/difache/fuzz-restart.json`): fencing, cache drops, the sync round after the
+    // memory node is back, rejoins; the long campaigns are in protocols/src/difache/NEEDS.md.
+    campaign_of("difache/fuzz-restart.json", 800);
+}
+
+#[test]
 fn tpcc_two_phase_commit_pct_with_faults() {
     // Partitioned SELCC with 2PC and the WAL under PCT-3 with delayed, dropped (RC resends) and
     // paused messages. Seed 103 livelocked before partitions got their own heap pages (a

@@ -109,6 +109,14 @@ impl Region {
         self.size_bytes
     }
 
+    /// Zero every word (a node's memory after its process restarted).
+    pub fn zero(&self) {
+        for w in self.words.iter() {
+            w.store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Bytes actually stored (less than [`Region::size_bytes`] when payload is elided).
     pub fn stored_bytes(&self) -> u64 {
         self.words.len() as u64 * WORD_BYTES

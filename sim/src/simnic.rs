@@ -419,7 +419,7 @@ impl Future for OpFuture {
             return match with_world(|w| w.take_result(op)) {
                 Some(result) => {
                     self.op = None;
-                    Poll::Ready(Ok(result))
+                    Poll::Ready(result)
                 }
                 None => Poll::Pending,
             };

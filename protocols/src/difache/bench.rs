@@ -140,6 +140,8 @@ impl TraceFeed {
 pub struct Requests {
     pub seed: u64,
     pub trace: Option<Arc<TraceFeed>>,
+    /// 0, or how many times this node restarted: stamps of each incarnation are distinct.
+    pub incarnation: u32,
 }
 
 /// One client thread. Stops at its first error (kept in the cache's error slot).
@@ -155,11 +157,14 @@ pub async fn run_client<N: Nic>(
     let w = cache.worker(thread);
     let mut rng = rng_for_thread(requests.seed, cache.nic.node().0, thread);
     let zipf = (workload.zipf_theta > 0.0).then(|| Zipf::new(workload.objects, workload.zipf_theta));
-    let mut sequence = 0;
+    let mut sequence = (requests.incarnation as u64) << 24;
     let timed = workload.measure_us > 0;
     for _ in 0..workload.ops_per_thread {
         if timed && window.closed(w.nic.now().0) {
             break;
+        }
+        if cache.config.node_restarts {
+            cache.wait_unfenced(&w).await;
         }
         let (key, read) = match &requests.trace {
             Some(feed) => match feed.next(thread, w.nic.now().0) {
@@ -193,15 +198,29 @@ pub async fn run_client<N: Nic>(
         }
         w.nic.cpu(Nanos(cache.config.cpu.app_ns)).await;
         let r = if read {
-            logged_read(&cache, &w, key, &log).await
+            logged_read(&cache, &w, key, &log).await.map(|()| true)
         } else {
             sequence += 1;
             let stamp = write_stamp(cache.nic.node(), thread, sequence);
             app_write(&cache, &w, key, stamp, &log).await
         };
-        if let Err(e) = r {
-            cache.errors.record(e);
-            return;
+        match r {
+            Ok(true) => {}
+            Ok(false) => {
+                // A write timed out at a memory node; its lock is released (`unlock`).
+                cache.stats.lock().unwrap_or_else(|e| e.into_inner()).timeouts += 1;
+                continue;
+            }
+            Err(e) if cache.mn_timeout(&e) => {
+                // A timeout result (§5): the operation is abandoned (a write stays in flight).
+                cache.suspect_mn();
+                cache.stats.lock().unwrap_or_else(|e| e.into_inner()).timeouts += 1;
+                continue;
+            }
+            Err(e) => {
+                cache.errors.record(e);
+                return;
+            }
         }
         if let Some(at) = w.nic.now().0.checked_div(cache.config.timeline_bucket_ns) {
             let at = at as usize;
@@ -276,14 +295,19 @@ async fn app_write<N: Nic>(
     key: u64,
     stamp: u64,
     log: &Option<(OpLog, u32)>,
-) -> ProtocolResult<()> {
+) -> ProtocolResult<bool> {
     let lock = cache.layout.app_lock(key);
     let owner = stamp;
     while w.nic.try_cas(lock, 0, owner, "application lock").await? != 0 {
         cache.stats.lock().unwrap_or_else(|e| e.into_inner()).app_lock_retries += 1;
         w.nic.sleep(Nanos(cache.config.cpu.poll_ns)).await;
     }
-    logged_read(cache, w, key, log).await?;
+    if let Err(e) = logged_read(cache, w, key, log).await {
+        if !cache.mn_timeout(&e) {
+            return Err(e);
+        }
+        return unlock(cache, w, lock, true).await;
+    }
     let words = (cache.layout.object_bytes / 8) as usize;
     let mut buf = vec![stamp; words];
     buf[0] = object_tag(key);
@@ -304,12 +328,44 @@ async fn app_write<N: Nic>(
         });
         ops.len() - 1
     });
-    let event = cache.write(w, key).await?;
-    track(cache, w, key, event);
-    if let (Some((l, _)), Some(i)) = (log, at) {
-        l.lock()[i].return_ns = Some(w.nic.now().0);
+    let written = cache.write(w, key).await;
+    let failed = match written {
+        Ok(event) => {
+            track(cache, w, key, event);
+            if let (Some((l, _)), Some(i)) = (log, at) {
+                l.lock()[i].return_ns = Some(w.nic.now().0);
+            }
+            false
+        }
+        Err(e) if cache.mn_timeout(&e) => true,
+        Err(e) => return Err(e),
+    };
+    unlock(cache, w, lock, failed).await
+}
+
+/// Release the application lock; with node restarts, again once the memory node is back if
+/// it timed out (the lock survives the restart). `Ok(false)`: the operation (`failed`) or the
+/// unlock timed out at a memory node (the CN is fenced).
+async fn unlock<N: Nic>(
+    cache: &Cache<N>,
+    w: &Worker<N>,
+    lock: crate::nic::RemoteAddr,
+    mut failed: bool,
+) -> ProtocolResult<bool> {
+    if failed {
+        cache.suspect_mn();
     }
-    w.nic.try_write_word(lock, 0, "application unlock").await
+    loop {
+        match w.nic.try_write_word(lock, 0, "application unlock").await {
+            Ok(()) => return Ok(!failed),
+            Err(e) if cache.mn_timeout(&e) => {
+                failed = true;
+                cache.suspect_mn();
+                cache.wait_unfenced(w).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 #[cfg(test)]

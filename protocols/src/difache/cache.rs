@@ -70,6 +70,18 @@ pub struct Cache<N: Nic> {
     pub(super) inflight: AtomicU64,
     /// When the monitor last beat (virtual ns).
     pub(super) beat_at: AtomicU64,
+    /// Node restarts (`recovery.rs`): no operation starts while fenced (a memory node failed,
+    /// or this CN has not rejoined yet); the fence lifts once a sync round of epoch at least
+    /// `fence_epoch` completed. `suspect`: a client saw a memory node time out. `joining`: this
+    /// incarnation restarted and must rejoin the CN list. `bypass_writes`: writes in flight
+    /// while caching is disabled (a sync drains them too: they may skip a rejoining CN).
+    pub(super) fenced: AtomicBool,
+    pub(super) fence_epoch: AtomicU64,
+    pub(super) suspect: AtomicBool,
+    pub(super) joining: AtomicBool,
+    pub(super) bypass_writes: AtomicU64,
+    /// A sync round after a memory-node failure is pending (the mutant skips its drop).
+    pub(super) mn_round: AtomicBool,
 }
 
 /// A client thread's handle: its own QPs and scratch buffers.
@@ -102,7 +114,48 @@ impl<N: Nic> Cache<N> {
             disabled: AtomicBool::new(false),
             inflight: AtomicU64::new(0),
             beat_at: AtomicU64::new(0),
+            fenced: AtomicBool::new(false),
+            fence_epoch: AtomicU64::new(u64::MAX),
+            suspect: AtomicBool::new(false),
+            joining: AtomicBool::new(false),
+            bypass_writes: AtomicU64::new(0),
+            mn_round: AtomicBool::new(false),
         })
+    }
+
+    /// This cache is a restarted CN's new incarnation: fenced and disabled until it rejoined.
+    /// (The mutant `restart-keeps-cache` kept the old memory: free only the unused headers.)
+    pub fn set_joining(&self) {
+        // Its statistics start empty: the first measured operation must not wipe the rejoin's.
+        self.warm.store(true, Relaxed);
+        self.joining.store(true, Relaxed);
+        self.fenced.store(true, Relaxed);
+        self.disabled.store(true, Relaxed);
+        if self.config.mutant == Mutant::RestartKeepsCache {
+            let n = self.layout.cache_objects as u32;
+            *self.free.lock().unwrap_or_else(|e| e.into_inner()) =
+                (0..n).rev().filter(|&h| self.load(h, HDR_KEY) == 0).collect();
+        }
+    }
+
+    /// Whether `e` is a verb that timed out at a crashed memory node (node restarts only).
+    pub fn mn_timeout(&self, e: &crate::common::error::ProtocolError) -> bool {
+        self.config.node_restarts && matches!(e.source, crate::nic::NicError::Timeout { .. })
+    }
+
+    /// A client saw a memory node time out: fence this CN now; the monitor takes over.
+    pub fn suspect_mn(&self) {
+        self.fence_epoch.store(u64::MAX, Relaxed);
+        self.fenced.store(true, Relaxed);
+        self.disabled.store(true, Relaxed);
+        self.suspect.store(true, Relaxed);
+    }
+
+    /// Wait while this CN is fenced (node restarts).
+    pub async fn wait_unfenced(&self, w: &Worker<N>) {
+        while self.fenced.load(Relaxed) {
+            w.nic.sleep(Nanos(self.config.heartbeat_ns)).await;
+        }
     }
 
     /// The first client to end its warm-up clears the node's counters and latency samples of
@@ -399,7 +452,11 @@ impl<N: Nic> Cache<N> {
             return Ok(self.sample(Event::ReadBypass, w.nic.now().0 - start.0));
         }
         w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
-        let Some(hdr) = self.header(w, key).await? else {
+        let found = self.header(w, key).await;
+        if found.is_err() {
+            self.leave();
+        }
+        let Some(hdr) = found? else {
             self.leave();
             self.fetch(w, key, app).await?;
             return Ok(self.sample(Event::ReadBypass, w.nic.now().0 - start.0));
@@ -461,6 +518,8 @@ impl<N: Nic> Cache<N> {
         let still_owner = match r {
             Ok(owner) => owner,
             Err(e) => {
+                // The fetch failed (a memory node is down): no buffer behind our ticket.
+                self.nic.local().cas_local(self.layout.header(hdr) + HDR_VALID, ticket, 0);
                 self.add(hdr, HDR_FILL, u64::MAX);
                 return Err(e);
             }
@@ -563,7 +622,11 @@ impl<N: Nic> Cache<N> {
             return self.write_disabled(w, key, start).await;
         }
         w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
-        let Some(hdr) = self.header(w, key).await? else {
+        let found = self.header(w, key).await;
+        if found.is_err() {
+            self.leave();
+        }
+        let Some(hdr) = found? else {
             self.leave();
             return self.write_disabled(w, key, start).await;
         };
@@ -608,7 +671,9 @@ impl<N: Nic> Cache<N> {
             Ok(Event::WriteCached)
         }
         .await;
-        if let Some(t) = &self.tracker {
+        // A write that failed at a crashed memory node stays in flight forever (its flush may
+        // have landed and its invalidations not).
+        if let (Some(t), true) = (&self.tracker, r.is_ok() || !self.config.node_restarts) {
             t.end(key);
         }
         self.unpin(hdr);
@@ -622,6 +687,7 @@ impl<N: Nic> Cache<N> {
         if let Some(t) = &self.tracker {
             t.begin(key);
         }
+        self.bypass_writes.fetch_add(1, Relaxed);
         let r = async {
             self.flush(w, key, self.layout.app_buffer(w.thread)).await?;
             self.invalidate_owners(w, key).await?;
@@ -632,7 +698,8 @@ impl<N: Nic> Cache<N> {
             Ok::<_, crate::common::error::ProtocolError>(())
         }
         .await;
-        if let Some(t) = &self.tracker {
+        self.bypass_writes.fetch_sub(1, Relaxed);
+        if let (Some(t), true) = (&self.tracker, r.is_ok() || !self.config.node_restarts) {
             t.end(key);
         }
         r?;

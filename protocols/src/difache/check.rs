@@ -30,6 +30,9 @@ pub struct Tracker {
     /// Objects whose owner set a writer's collect CAS may have reset, result not yet seen:
     /// every CN counts as owed meanwhile.
     collecting: Mutex<BTreeSet<u64>>,
+    /// Node restarts: CNs that have not dropped their copies since a memory node restarted
+    /// without its owner sets (bit per CN); their copies are not checked against owner sets.
+    unsynced: Mutex<u64>,
 }
 
 impl Tracker {
@@ -64,6 +67,17 @@ impl Tracker {
                 e.1.remove(&cn);
             }
         });
+    }
+    /// A memory node restarted: its owner sets are empty, and no CN has dropped since.
+    pub fn memory_restarted(&self) {
+        *self.unsynced.lock().unwrap_or_else(|e| e.into_inner()) = u64::MAX;
+    }
+    /// CN `cn` dropped every copy.
+    pub fn dropped(&self, cn: usize) {
+        *self.unsynced.lock().unwrap_or_else(|e| e.into_inner()) &= !(1u64 << (cn % 64));
+    }
+    fn unsynced(&self, cn: usize) -> bool {
+        *self.unsynced.lock().unwrap_or_else(|e| e.into_inner()) >> (cn % 64) & 1 != 0
     }
     fn writing(&self, key: u64) -> bool {
         self.with(|s| s.get(&key).is_some_and(|e| e.0 > 0))
@@ -130,7 +144,7 @@ pub fn invariants(
             }
             if checks.owner_sets {
                 let set = memory(layout.owner_set(key));
-                if set >> (cn % 64) & 1 == 0 && !tracker.owed(key, cn) {
+                if set >> (cn % 64) & 1 == 0 && !tracker.owed(key, cn) && !tracker.unsynced(cn) {
                     return Err((
                         "owner set covers valid copies",
                         format!(

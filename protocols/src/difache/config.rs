@@ -124,6 +124,12 @@ pub struct Config {
     pub heartbeat_ns: u64,
     #[serde(default = "lease")]
     pub lease_ns: u64,
+    /// Memory-node failures and node restarts (Fig. 15's second half, `recovery.rs`): a verb
+    /// timing out at a memory node fences the CN (no operation starts, caches dropped) until
+    /// the memory node answers again and a CN-list sync round has run; a restarted CN rejoins
+    /// the CN list with a sync round. Needs `crash_recovery`.
+    #[serde(default)]
+    pub node_restarts: bool,
     /// Measurement only: operations completed per `timeline_bucket_ns` (0: no timeline), and the
     /// metric `window_mops` is the throughput in `[timeline_at_ns, timeline_at_ns +
     /// timeline_window_ns)` (Fig. 15: each x re-runs the same simulation).
@@ -179,6 +185,7 @@ impl Config {
             plot_event: String::new(),
             plot_percentile: 50,
             crash_recovery: false,
+            node_restarts: false,
             heartbeat_ns: heartbeat(),
             lease_ns: lease(),
             timeline_bucket_ns: 0,
@@ -237,6 +244,9 @@ impl Config {
         }
         if self.crash_recovery && (self.heartbeat_ns == 0 || self.lease_ns <= 2 * self.heartbeat_ns) {
             out.push("lease_ns: must exceed two heartbeats (heartbeat_ns at least 1)".into());
+        }
+        if self.node_restarts && !self.crash_recovery {
+            out.push("node_restarts: needs crash_recovery (the CN list and its sync rounds)".into());
         }
         if self.crash_recovery && !matches!(self.variant, Variant::Difache | Variant::Noac) {
             out.push("crash_recovery: only DiFache and DiFache-noAC recover from crashes".into());

@@ -272,26 +272,9 @@ impl DifachePlan {
             reports.iter().filter_map(|r| Some((r.clock, r.extra_as::<Report>()?.log))).collect();
         on_reference_clock(logs.iter().map(|(c, l)| (*c, l.as_slice())))
     }
-}
 
-impl Plan for DifachePlan {
-    type State = ();
-
-    fn cluster(&self) -> Cluster {
-        self.cluster.clone()
-    }
-
-    fn setup<N: Nic>(&self, nic: &N) {
-        let me = nic.node();
-        if self.cluster.kinds[me.index()] != NodeKind::Memory {
-            return;
-        }
-        for key in (0..self.layout.objects).filter(|&k| self.layout.home(k) == me) {
-            nic.local().store(self.layout.object(key).offset_bytes, object_tag(key));
-        }
-    }
-
-    fn node<N: Nic>(&self, nic: N) -> NodeRun<()> {
+    /// `nic.node()`'s tasks; `incarnation` counts its restarts (distinct stamps and clients).
+    fn incarnation<N: Nic>(&self, nic: N, incarnation: u32) -> NodeRun<()> {
         if self.layout.manager.is_some_and(|(m, _)| m == nic.node()) {
             return self.manager(nic);
         }
@@ -299,6 +282,9 @@ impl Plan for DifachePlan {
             return NodeRun::empty();
         }
         let cache = Cache::new(nic, self.layout.clone(), self.config.clone(), self.tracker.clone());
+        if incarnation > 0 {
+            cache.set_joining();
+        }
         let latencies = Arc::new(Mutex::new(Vec::new()));
         let log = self.check.histories().then(OpLog::new);
         let cn = self.layout.cn_index(cache.nic.node()) as u32;
@@ -308,12 +294,13 @@ impl Plan for DifachePlan {
         });
         let mains = (0..self.workload.threads_per_node)
             .map(|t| {
-                let client = cn * self.workload.threads_per_node + t;
+                let clients = self.layout.compute_nodes as u32 * self.workload.threads_per_node;
+                let client = cn * self.workload.threads_per_node + t + incarnation * clients;
                 let task: Task = Box::pin(run_client(
                     cache.clone(),
                     t,
                     self.workload.clone(),
-                    Requests { seed: self.seed, trace: feed.clone() },
+                    Requests { seed: self.seed, trace: feed.clone(), incarnation },
                     log.clone().map(|l| (l, client)),
                     latencies.clone(),
                     self.window.clone(),
@@ -349,6 +336,63 @@ impl Plan for DifachePlan {
                 }
             }),
         }
+    }
+}
+
+impl Plan for DifachePlan {
+    type State = ();
+
+    fn cluster(&self) -> Cluster {
+        self.cluster.clone()
+    }
+
+    fn setup<N: Nic>(&self, nic: &N) {
+        let me = nic.node();
+        if self.cluster.kinds[me.index()] != NodeKind::Memory {
+            return;
+        }
+        for key in (0..self.layout.objects).filter(|&k| self.layout.home(k) == me) {
+            nic.local().store(self.layout.object(key).offset_bytes, object_tag(key));
+        }
+    }
+
+    fn node<N: Nic>(&self, nic: N) -> NodeRun<()> {
+        self.incarnation(nic, 0)
+    }
+
+    /// A restarted CN's new incarnation: fenced until it rejoined the CN list (`recovery.rs`).
+    fn restart_node<N: Nic>(&self, nic: N) -> NodeRun<()> {
+        self.incarnation(nic, 1)
+    }
+
+    /// A restarted memory node keeps the objects and the application's locks ([CHOICE]: the
+    /// application's data is persistent or replicated) and the coordinator's words ([CHOICE]:
+    /// the coordinator's state, hosted on memory node 0, survives like a ZooKeeper ensemble's);
+    /// DiFache's own state there — owner sets and mode locks — is lost (§5: "as owner sets and
+    /// mode locks are lost"). A restarted CN's memory is zeroed (a fresh process): its cache is
+    /// empty (the mutant `restart-keeps-cache` keeps it).
+    fn restart_reset<N: Nic>(&self, nic: N) -> Option<Box<dyn FnOnce() + Send>> {
+        let node = nic.node();
+        if self.cluster.kinds[node.index()] == NodeKind::Memory {
+            let (layout, tracker) = (self.layout.clone(), self.tracker.clone());
+            return Some(Box::new(move || {
+                let region = nic.local();
+                for key in (0..layout.objects).filter(|&k| layout.home(k) == node) {
+                    region.store(layout.owner_set(key).offset_bytes, 0);
+                }
+                let base = layout.mode_locks_base(node.0).offset_bytes;
+                for slot in 0..layout.mode_locks {
+                    region.store(base + slot * 8, 0);
+                }
+                if let Some(t) = tracker {
+                    t.memory_restarted();
+                }
+            }));
+        }
+        if self.config.mutant == super::mutants::Mutant::RestartKeepsCache {
+            return Some(Box::new(|| {}));
+        }
+        None
     }
 
     fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
@@ -416,6 +460,12 @@ impl Plan for DifachePlan {
             if let Some(t) = total.last_reenable_ns {
                 m.insert("caching_reenabled_at_us".into(), t as f64 / 1e3);
             }
+            if self.config.node_restarts {
+                m.insert("memory_failures_handled".into(), total.mn_failures as f64);
+                m.insert("memory_sync_rounds".into(), total.mn_rounds as f64);
+                m.insert("rejoins".into(), total.rejoins as f64);
+                m.insert("timed_out_ops".into(), total.timeouts as f64);
+            }
         }
         let bucket = self.config.timeline_bucket_ns;
         if bucket > 0 && self.config.timeline_window_ns > 0 {
@@ -449,7 +499,11 @@ impl Plan for DifachePlan {
     }
 
     fn recovers_from(&self, fault: FaultKind) -> bool {
-        fault == FaultKind::ComputeCrash && self.config.crash_recovery
+        match fault {
+            FaultKind::ComputeCrash => self.config.crash_recovery,
+            FaultKind::MemoryCrash => self.config.crash_recovery && self.config.node_restarts,
+            FaultKind::QpError => false,
+        }
     }
 
     fn invariants(&self, _states: Vec<Option<Arc<()>>>) -> Option<Invariants> {

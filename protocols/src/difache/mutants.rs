@@ -20,6 +20,8 @@ pub enum Mutant {
     BypassWriteNoRecheck,
     InstallIgnoresTicket,
     PaperOwnerOrder,
+    RestartKeepsCache,
+    MnFailureKeepsCache,
     CmInstallIgnoresTicket,
     CmNoSerialize,
     CmUnackedInvalidate,
@@ -49,6 +51,10 @@ crate::mutant_table!(Mutant {
         "a read miss installs its fetch whenever the header is valid, even if a newer miss or a write re-validated it",
     "paper-owner-order" => PaperOwnerOrder:
         "owner sets: the paper's literal read miss (bit, valid, fetch) without re-reading the owner set; a collect between bit and valid leaves a valid copy no later writer invalidates",
+    "restart-keeps-cache" => RestartKeepsCache:
+        "node restarts: a restarted CN keeps its old cache contents valid (its memory is not reset and its rejoin round does not drop them), though writers skipped it while it was dead",
+    "mn-failure-keeps-cache" => MnFailureKeepsCache:
+        "node restarts: after a memory-node failure the CNs keep their cached copies instead of invalidating them, though the restarted memory node lost the owner sets",
     "cm-install-ignores-ticket" => CmInstallIgnoresTicket:
         "CMCache: a client installs the manager's data whenever its slot still names the object, even after an invalidation overtook the reply",
     "cm-no-serialize" => CmNoSerialize:

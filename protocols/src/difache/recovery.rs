@@ -37,6 +37,7 @@ use crate::nic::{Nanos, Nic, NicError, RemoteAddr, Verb};
 use super::cache::Cache;
 use super::index;
 use super::layout::*;
+use super::mutants::Mutant;
 
 /// The monitor's QP channel (clients use 1..=threads).
 pub const CHANNEL_MONITOR: u16 = 3000;
@@ -58,12 +59,44 @@ impl<N: Nic> Cache<N> {
 
     async fn monitor(&self, nic: &N) -> ProtocolResult<()> {
         let n = self.layout.compute_nodes as usize;
-        let words_at = self.layout.monitor_buffer();
-        let lease = Nanos(self.config.lease_ns);
         let mut seen: Vec<(u64, Nanos)> = vec![(u64::MAX, nic.now()); n];
         let mut synced = 0u64;
         loop {
+            if self.joining.load(Relaxed) {
+                match self.join(nic).await {
+                    Err(e) if self.mn_timeout(&e) => self.suspect.store(true, Relaxed),
+                    r => r?,
+                }
+            }
+            if !self.joining.load(Relaxed) {
+                match self.round(nic, &mut seen, &mut synced).await {
+                    Err(e) if self.mn_timeout(&e) => self.suspect.store(true, Relaxed),
+                    r => r?,
+                }
+            }
+            if self.suspect.swap(false, Relaxed) {
+                self.recover_memory(nic).await?;
+                // Nobody could beat while the memory node was down: every lease starts afresh.
+                let now = nic.now();
+                seen.iter_mut().for_each(|s| *s = (u64::MAX, now));
+            }
+            nic.sleep(Nanos(self.config.heartbeat_ns)).await;
+        }
+    }
+
+    /// One heartbeat period of the monitor: beat, read the CN list, sync a new epoch, act for
+    /// the coordinator, look for dead CNs.
+    async fn round(&self, nic: &N, seen: &mut [(u64, Nanos)], synced: &mut u64) -> ProtocolResult<()> {
+        let n = self.layout.compute_nodes as usize;
+        let words_at = self.layout.monitor_buffer();
+        let lease = Nanos(self.config.lease_ns);
+        {
             self.beat(nic).await?;
+            if self.config.node_restarts {
+                // Every memory node, every round: a CN whose clients touch no object of a
+                // failed memory node still times out and fences (owner sets die with it).
+                self.probe_others(nic).await?;
+            }
             let len = self.layout.membership_words() * 8;
             let read =
                 Verb::Read { remote: self.layout.membership(), local_bytes: words_at, len_bytes: len as u32 };
@@ -86,18 +119,31 @@ impl<N: Nic> Cache<N> {
             }
             self.dead.store(list & DEAD_MASK, Relaxed);
             let epoch = list / EPOCH_ONE;
-            if epoch != synced {
+            if epoch != *synced {
                 self.disabled.store(true, Relaxed);
                 let at = nic.now().0;
                 self.stats.lock().unwrap_or_else(|e| e.into_inner()).first_disable_ns.get_or_insert(at);
                 self.drain(nic).await?;
-                self.drop_all();
+                let keep = (self.config.mutant == Mutant::MnFailureKeepsCache && self.mn_round.load(Relaxed))
+                    || (self.config.mutant == Mutant::RestartKeepsCache
+                        && epoch == self.fence_epoch.load(Relaxed));
+                if !keep {
+                    self.drop_all();
+                }
                 nic.try_write_word(self.layout.synced(self.me), epoch, "synced").await?;
-                synced = epoch;
+                *synced = epoch;
                 words[1 + self.me] = epoch;
             }
-            if list & SYNCING == 0 && epoch == synced {
-                self.disabled.store(false, Relaxed);
+            if list & SYNCING == 0 && epoch == *synced {
+                if self.config.node_restarts && epoch >= self.fence_epoch.load(Relaxed) {
+                    if self.fenced.swap(false, Relaxed) {
+                        self.nic.mark("difache unfenced, epoch", epoch);
+                    }
+                    self.mn_round.store(false, Relaxed);
+                }
+                if !self.fenced.load(Relaxed) {
+                    self.disabled.store(false, Relaxed);
+                }
             } else if list & SYNCING != 0 && self.coordinates(list) {
                 let live = (0..n).filter(|&c| list >> c & 1 == 0);
                 if live.clone().all(|c| words[1 + c] == epoch) {
@@ -135,8 +181,118 @@ impl<N: Nic> Cache<N> {
                 self.stats.lock().unwrap_or_else(|e| e.into_inner()).crashes_detected += 1;
                 self.nic.mark("difache CN declared dead", c as u64);
             }
-            nic.sleep(Nanos(self.config.heartbeat_ns)).await;
         }
+        Ok(())
+    }
+
+    /// A restarted CN rejoins in two steps. First its previous incarnation must be dead on the
+    /// CN list and a sync round must have completed since: then every live CN has dropped the
+    /// copies a write it died in may have left outside the owner sets, and the coordinator has
+    /// freed its locks (the application lock it died holding keeps the object's writers out
+    /// until then). If the lease has not declared it dead yet, it declares itself. Then it
+    /// clears its dead bit with a new epoch and SYNCING — a sync round, as for CN scaling — and
+    /// stays fenced until that round completes.
+    async fn join(&self, nic: &N) -> ProtocolResult<()> {
+        let words_at = self.layout.monitor_buffer();
+        let me = 1u64 << self.me;
+        // Seen dead with SYNCING clear: the round that declared it dead has completed.
+        let mut released = false;
+        loop {
+            self.beat(nic).await?;
+            let read = Verb::Read { remote: self.layout.membership(), local_bytes: words_at, len_bytes: 8 };
+            nic.try_batch(&[read], "read the CN list").await?;
+            let list = self.nic.local().load(words_at);
+            released |= list & me != 0 && list & SYNCING == 0;
+            let (next, what) = if list & me == 0 {
+                ((list | me | SYNCING) + EPOCH_ONE, "declare the old incarnation dead")
+            } else if released {
+                // Another round may be running: the new epoch restarts it with us in.
+                (((list & !me) | SYNCING) + EPOCH_ONE, "rejoin")
+            } else {
+                // The round that frees the old incarnation's locks is still running.
+                nic.sleep(Nanos(self.config.heartbeat_ns)).await;
+                continue;
+            };
+            if nic.try_cas(self.layout.membership(), list, next, what).await? == list && next & me == 0 {
+                self.fence_epoch.store(next / EPOCH_ONE, Relaxed);
+                self.joining.store(false, Relaxed);
+                self.stats.lock().unwrap_or_else(|e| e.into_inner()).rejoins += 1;
+                self.nic.mark("difache rejoined, epoch", next / EPOCH_ONE);
+                return Ok(());
+            }
+        }
+    }
+
+    /// A memory node timed out (the paper: "all remote data accesses time out"): fence this CN
+    /// (no operation starts), let the operations in flight fail or finish, drop every cached
+    /// object — the restarted memory node will have lost the owner sets and mode locks — and
+    /// probe every memory node until all answer. Then ask for a sync round (new epoch,
+    /// SYNCING) and stay fenced until it completes: by then every live CN has dropped the
+    /// copies the lost owner sets no longer cover.
+    async fn recover_memory(&self, nic: &N) -> ProtocolResult<()> {
+        self.fence_epoch.store(u64::MAX, Relaxed);
+        self.fenced.store(true, Relaxed);
+        self.disabled.store(true, Relaxed);
+        self.mn_round.store(true, Relaxed);
+        let at = nic.now().0;
+        {
+            let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            stats.mn_failures += 1;
+            stats.first_disable_ns.get_or_insert(at);
+        }
+        self.nic.mark("difache memory node failure, fenced", at);
+        while self.inflight.load(Relaxed) != 0 || self.bypass_writes.load(Relaxed) != 0 {
+            nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
+            // Keep beating if memory node 0 answers (another one may be the failed one), or
+            // the lease would declare this CN dead while it drains.
+            match self.beat_if_due(nic).await {
+                Err(e) if self.mn_timeout(&e) => {}
+                r => r?,
+            }
+        }
+        if self.config.mutant != Mutant::MnFailureKeepsCache {
+            self.drop_all();
+        }
+        loop {
+            // Timeouts reported from here on may be older than the probe's answers: this
+            // recovery covers them; a later failure raises `suspect` again.
+            self.suspect.store(false, Relaxed);
+            match self.probe(nic).await {
+                Ok(()) => break,
+                Err(e) if self.mn_timeout(&e) => nic.sleep(Nanos(self.config.heartbeat_ns)).await,
+                Err(e) => return Err(e),
+            }
+        }
+        let words_at = self.layout.monitor_buffer();
+        loop {
+            let read = Verb::Read { remote: self.layout.membership(), local_bytes: words_at, len_bytes: 8 };
+            nic.try_batch(&[read], "read the CN list").await?;
+            let list = self.nic.local().load(words_at);
+            let next = (list | SYNCING) + EPOCH_ONE;
+            if nic.try_cas(self.layout.membership(), list, next, "memory node back").await? == list {
+                self.fence_epoch.store(next / EPOCH_ONE, Relaxed);
+                self.stats.lock().unwrap_or_else(|e| e.into_inner()).mn_rounds += 1;
+                self.nic.mark("difache memory node back, epoch", next / EPOCH_ONE);
+                return Ok(());
+            }
+        }
+    }
+
+    /// Beat (on memory node 0) and read one word of every other memory node.
+    async fn probe(&self, nic: &N) -> ProtocolResult<()> {
+        self.beat(nic).await?;
+        self.probe_others(nic).await
+    }
+
+    /// Read one word of every memory node but 0.
+    async fn probe_others(&self, nic: &N) -> ProtocolResult<()> {
+        let local = self.layout.monitor_buffer();
+        for mn in 1..self.layout.memory_nodes {
+            let remote = RemoteAddr::new(crate::nic::NodeId(mn), 0);
+            nic.try_batch(&[Verb::Read { remote, local_bytes: local, len_bytes: 8 }], "probe a memory node")
+                .await?;
+        }
+        Ok(())
     }
 
     /// Whether this CN acts for the coordinator: the lowest CN not in `list`'s dead bitmap.
@@ -146,7 +302,8 @@ impl<N: Nic> Cache<N> {
 
     /// Wait until no cached operation of this CN is in flight (new ones bypass), beating.
     async fn drain(&self, nic: &N) -> ProtocolResult<()> {
-        while self.inflight.load(Relaxed) != 0 {
+        let writes = |c: &Self| c.config.node_restarts && c.bypass_writes.load(Relaxed) != 0;
+        while self.inflight.load(Relaxed) != 0 || writes(self) {
             nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
             self.beat_if_due(nic).await?;
         }
@@ -182,6 +339,9 @@ impl<N: Nic> Cache<N> {
             }
         }
         self.reset_free_list();
+        if let Some(t) = &self.tracker {
+            t.dropped(self.me);
+        }
         self.stats.lock().unwrap_or_else(|e| e.into_inner()).headers_dropped += dropped;
         self.nic.mark("difache cache dropped, headers", dropped);
     }

@@ -45,6 +45,17 @@ pub struct Stats {
     pub locks_released: u64,
     #[serde(default)]
     pub headers_dropped: u64,
+    /// Node restarts: memory-node failures this CN's monitor handled, sync rounds it asked for
+    /// after a memory node came back, rejoins after its own restart, client operations that
+    /// timed out at a memory node.
+    #[serde(default)]
+    pub mn_failures: u64,
+    #[serde(default)]
+    pub mn_rounds: u64,
+    #[serde(default)]
+    pub rejoins: u64,
+    #[serde(default)]
+    pub timeouts: u64,
     /// When this CN first disabled caching for a sync, and when the coordinator last
     /// re-enabled it (virtual ns; the timeline's landmarks).
     #[serde(default)]
@@ -101,6 +112,10 @@ impl Stats {
         self.recoveries += o.recoveries;
         self.locks_released += o.locks_released;
         self.headers_dropped += o.headers_dropped;
+        self.mn_failures += o.mn_failures;
+        self.mn_rounds += o.mn_rounds;
+        self.rejoins += o.rejoins;
+        self.timeouts += o.timeouts;
         self.first_disable_ns = match (self.first_disable_ns, o.first_disable_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

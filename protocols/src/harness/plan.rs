@@ -245,6 +245,19 @@ pub trait Plan: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// A crashed node restarts (simulator faults with `restart_ns`): what resets its memory,
+    /// run at the restart instant before its new tasks start. `None` (the default): the
+    /// whole region is zeroed, as a restarted process's fresh registration would be.
+    fn restart_reset<N: Nic>(&self, _nic: N) -> Option<Box<dyn FnOnce() + Send>> {
+        None
+    }
+
+    /// The tasks of a restarted node's new incarnation (default: [`Plan::node`] again). Its
+    /// report comes after every node's first report, in restart order.
+    fn restart_node<N: Nic>(&self, nic: N) -> NodeRun<Self::State> {
+        self.node(nic)
+    }
+
     /// Whether the protocol, as planned, recovers from `fault` (default: from none). A fault
     /// it does not recover from ends the run at the fault as "unrecoverable", never as a
     /// violation or a hang.

@@ -21,6 +21,8 @@ pub struct TaskSlot {
     /// A main task keeps the run alive; daemons (handlers, evictors) do not.
     pub main: bool,
     pub alive: bool,
+    /// Its node restarted since it was spawned: it never runs again.
+    pub crashed: bool,
 }
 
 /// Tasks that were woken and not yet polled, in wake order, without duplicates.

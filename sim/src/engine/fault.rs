@@ -11,6 +11,14 @@
 //! * **Crash.** A pause that never ends (`until_ns == u64::MAX`): the node's tasks never run
 //!   again; its memory stays readable (no NIC failure is modelled). At the crash its main tasks
 //!   stop counting towards the end of the run, so the survivors can finish.
+//! * **Restart.** A crashed compute node with a `restart_ns` comes back then: its old tasks
+//!   never run again (even when a completion wakes them), the plan's reset runs on its memory
+//!   (by default the whole region is zeroed), and its tasks for the new incarnation start.
+//! * **Memory-node crash.** While a memory node is down (`[at, restart)`) a verb that reaches
+//!   its memory does not take effect and its batch fails (`NicError::Timeout`) `verb_timeout_ns`
+//!   later; so does a verb posted before the restart that reaches it after (its queue pair died
+//!   with the old incarnation). At the restart the plan's reset runs on its memory. A verb
+//!   posted after the restart is served (reconnection is not modelled).
 //! * **Unrecoverable faults.** A fault the protocol declares no recovery for
 //!   (`Plan::recovers_from`) — a compute-node crash of most protocols, and every memory-node
 //!   crash and QP error, which no protocol here recovers from — ends the run at the fault with
@@ -44,6 +52,10 @@ pub struct FaultPlan {
     pub pauses: Vec<(NodeId, u64, u64)>,
     /// `(memory node, at_ns)`.
     pub memory_crashes: Vec<(NodeId, u64)>,
+    /// `(node, at_ns)`: a crashed node (compute or memory) restarts, in time order.
+    pub restarts: Vec<(NodeId, u64)>,
+    /// How long a verb to a crashed memory node waits before it fails (0: 20 µs).
+    pub verb_timeout_ns: u64,
     /// `(node, peer, at_ns)`: the queue pair between the two nodes fails.
     pub qp_errors: Vec<(NodeId, NodeId, u64)>,
     /// `(at_ns, what)`: faults the protocol does not recover from; the run ends at the first.
@@ -82,8 +94,10 @@ impl FaultPlan {
                 out.push((at, line(FaultKind::ComputeCrash, format!("node {} at {at} ns", node.0))));
             }
         }
-        if !recovers(FaultKind::MemoryCrash) {
-            for &(node, at) in &self.memory_crashes {
+        for &(node, at) in &self.memory_crashes {
+            // A memory node that never restarts is unrecoverable for every protocol here.
+            let restarts = self.restarts.iter().any(|r| r.0 == node && r.1 > at);
+            if !recovers(FaultKind::MemoryCrash) || !restarts {
                 out.push((at, line(FaultKind::MemoryCrash, format!("node {} at {at} ns", node.0))));
             }
         }
@@ -101,6 +115,25 @@ impl FaultPlan {
 const FAULT_OPTIONS: u64 = 1000;
 
 impl FaultPlan {
+    /// Whether a verb to `target` posted at `posted_ns` fails when it reaches memory at
+    /// `now_ns`: the node crashed by then and had not restarted before the verb was posted.
+    pub fn memory_down(&self, target: NodeId, posted_ns: u64, now_ns: u64) -> bool {
+        self.memory_crashes.iter().any(|&(node, at)| {
+            node == target
+                && at <= now_ns
+                && !self.restarts.iter().any(|&(n, r)| n == node && r > at && r <= posted_ns)
+        })
+    }
+
+    /// The failed verb's wait ([`FaultPlan::verb_timeout_ns`]).
+    pub fn timeout_ns(&self) -> u64 {
+        if self.verb_timeout_ns == 0 {
+            20_000
+        } else {
+            self.verb_timeout_ns
+        }
+    }
+
     /// Until when `node` is paused at `now_ns`, if it is.
     pub fn paused_until(&self, node: NodeId, now_ns: u64) -> Option<u64> {
         self.pauses
@@ -162,14 +195,43 @@ impl World {
                 self.main_alive -= 1;
             }
         }
+        while self.restarts_pending.first().is_some_and(|r| r.at_ns <= time_ns) {
+            let restart = self.restarts_pending.remove(0);
+            self.restart(restart);
+        }
         None
+    }
+
+    /// `restart.node` comes back: its old tasks are gone for good, its memory is reset, its new
+    /// tasks start.
+    fn restart(&mut self, restart: Restart) {
+        let (node, at) = (restart.node, restart.at_ns);
+        self.trace.hash_event(at, 9, node.0 as u64);
+        self.trace.line(at, node.0, "FAULT", |l| {
+            let _ = write!(l, "restart n{}", node.0);
+        });
+        for slot in self.tasks.iter_mut().filter(|t| t.node == node && t.alive) {
+            slot.crashed = true;
+        }
+        // The crash's endless pause ends here (the old tasks are held as crashed instead).
+        for pause in self.faults.pauses.iter_mut().filter(|p| p.0 == node && p.1 <= at && p.2 == u64::MAX) {
+            pause.2 = at;
+        }
+        match restart.reset {
+            Some(reset) => reset(),
+            None => self.regions[node.index()].zero(),
+        }
+        for (future, main) in restart.tasks {
+            self.spawn(node, future, main);
+        }
     }
 
     /// The earliest fault instant still to come (so a run waiting only for it reaches it).
     pub(super) fn next_fault_ns(&self) -> Option<u64> {
         let stop = self.faults.unrecoverable.first().map(|u| u.0);
         let crash = self.crashes_pending.first().map(|c| c.1);
-        stop.into_iter().chain(crash).min()
+        let restart = self.restarts_pending.first().map(|r| r.at_ns);
+        stop.into_iter().chain(crash).chain(restart).min()
     }
 
     /// Take ready tasks of paused nodes off the ready list; each is woken when its pause ends
@@ -178,6 +240,10 @@ impl World {
         let mut i = 0;
         while i < ready.list.len() {
             let task = ready.list[i];
+            if self.tasks[task as usize].crashed {
+                ready.take(i); // a task of a node's previous incarnation: never again
+                continue;
+            }
             let node = self.tasks[task as usize].node;
             match self.faults.paused_until(node, self.now_ns) {
                 Some(until) => {
@@ -190,6 +256,15 @@ impl World {
             }
         }
     }
+}
+
+/// A planned restart ([`FaultPlan::restarts`]): what resets the node's memory (`None`: zero
+/// it) and the new incarnation's tasks (`true`: main).
+pub struct Restart {
+    pub node: NodeId,
+    pub at_ns: u64,
+    pub reset: Option<Box<dyn FnOnce() + Send>>,
+    pub tasks: Vec<(super::executor::TaskFuture, bool)>,
 }
 
 /// After a panic unwound out of [`super::Sim::run`] (a protocol or engine assertion): take the

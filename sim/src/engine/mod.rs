@@ -38,7 +38,7 @@ use crate::choice::{ChoiceLog, ChoiceSource, Strategy};
 use crate::fabric::Profile;
 use crate::simnic::{Env, SimNic};
 use crate::trace::{Trace, TraceSink};
-pub use fault::{recover_after_panic, FaultPlan};
+pub use fault::{recover_after_panic, FaultPlan, Restart};
 pub use world::VerbCounts;
 use world::{with_world, Next, Slab, World, WORLD};
 
@@ -197,6 +197,9 @@ impl Sim {
             config.events_max,
         );
         world.crashes_pending = config.faults.crashes();
+        world.restarts_pending = (config.faults.restarts.iter())
+            .map(|&(node, at_ns)| Restart { node, at_ns, reset: None, tasks: Vec::new() })
+            .collect();
         world.faults = config.faults;
         Sim { world: Some(Box::new(world)), env, checker: None }
     }
@@ -229,6 +232,24 @@ impl Sim {
     /// A background task (handler, evictor) dropped when the main tasks are done.
     pub fn spawn_daemon(&mut self, node: NodeId, task: impl Future<Output = ()> + Send + 'static) {
         self.world.as_mut().expect("spawn before run").spawn(node, Box::pin(task), false);
+    }
+
+    /// The nodes that restart during the run (each once), in time order.
+    pub fn restarting_nodes(&self) -> Vec<NodeId> {
+        self.world.as_ref().map(|w| w.restarts_pending.iter().map(|r| r.node).collect()).unwrap_or_default()
+    }
+
+    /// What `node`'s restart does: `reset` its memory (`None`: zero it), then start `tasks` (`true`: main).
+    pub fn on_restart(
+        &mut self,
+        node: NodeId,
+        reset: Option<Box<dyn FnOnce() + Send>>,
+        tasks: Vec<(executor::TaskFuture, bool)>,
+    ) {
+        let world = self.world.as_mut().expect("on_restart before run");
+        let restart = world.restarts_pending.iter_mut().find(|r| r.node == node).expect("a planned restart");
+        restart.reset = reset;
+        restart.tasks = tasks;
     }
 
     /// Check mode: `checker` runs after every task poll and after every instant that wrote

@@ -54,6 +54,8 @@ pub struct Op {
     /// When it was posted, and the first of its verbs' flow ids (Perfetto traces only).
     pub posted_ns: u64,
     pub flow: u64,
+    /// A verb reached a crashed memory node: the batch fails (`engine/fault.rs`).
+    pub failed: bool,
 }
 
 const NO_VERB: Verb =
@@ -195,6 +197,7 @@ impl World {
             unsignaled: false,
             posted_ns: self.now_ns,
             flow: self.trace.flow_ids(len as u64),
+            failed: false,
         };
         let id = self.alloc_op(op);
         self.verbs.batches += 1;
@@ -291,6 +294,13 @@ impl World {
     /// fuzzer can steer it. Ascending tearing lands piece k at `(k+1)/chunks` of the transfer
     /// time (no choice): lower addresses first, as Sherman observed on its RNICs.
     pub fn exec(&mut self, id: u32, i: usize, chunk: u16) {
+        if chunk == 0 && !self.faults.memory_crashes.is_empty() {
+            let op = &self.ops[id as usize];
+            if self.faults.memory_down(op.target, op.posted_ns, self.now_ns) {
+                self.fail_verb(id, i);
+                return;
+            }
+        }
         let chunks = self.chunks(id, i);
         let op = &self.ops[id as usize];
         let (source, target) = (op.source, op.target);
@@ -340,6 +350,24 @@ impl World {
         let received = reserve(&mut self.nodes[source.index()].ingress_free_ps, reach, wire) + wire;
         let qp_state = &mut self.qp_states[qp as usize];
         let done = received.max(qp_state.last_done_ps);
+        qp_state.last_done_ps = done;
+        self.queue.push(ps_to_ns_ceil(done), EventKind::Done { op: id, verb: i as u8 });
+    }
+
+    /// Verb `i` of `id` reached a crashed memory node: it takes no effect, and its completion
+    /// (an error for the whole batch) comes after the requester's timeout.
+    fn fail_verb(&mut self, id: u32, i: usize) {
+        let op = &mut self.ops[id as usize];
+        op.failed = true;
+        let (qp, target, source) = (op.qp, op.target, op.source);
+        let now = self.now_ns;
+        self.trace.hash_event(now, 10, (id as u64) << 8 | i as u64);
+        self.trace.line(now, target.0, "FAULT", |l| {
+            let _ = write!(l, "verb from n{} lost at crashed n{}", source.0, target.0);
+        });
+        let timeout_ps = self.faults.timeout_ns() * crate::fabric::PS_PER_NS;
+        let qp_state = &mut self.qp_states[qp as usize];
+        let done = (now * crate::fabric::PS_PER_NS + timeout_ps).max(qp_state.last_done_ps);
         qp_state.last_done_ps = done;
         self.queue.push(ps_to_ns_ceil(done), EventKind::Done { op: id, verb: i as u8 });
     }
@@ -495,13 +523,19 @@ impl World {
         }
     }
 
-    /// The result of a finished operation (freeing it), or `None` while in flight.
-    pub fn take_result(&mut self, id: u32) -> Option<BatchResult> {
+    /// The result of a finished operation (freeing it), or `None` while in flight. A batch
+    /// with a verb lost at a crashed memory node fails as a timeout.
+    pub fn take_result(&mut self, id: u32) -> Option<NicResult<BatchResult>> {
         let op = &self.ops[id as usize];
         if !op.finished {
             return None;
         }
-        let result = BatchResult::new(&op.results[..op.len as usize]);
+        let result = if op.failed {
+            let what = format!("verb to crashed node {}", op.target);
+            Err(NicError::Timeout { what, after: dmsim_protocols::nic::Nanos(self.faults.timeout_ns()) })
+        } else {
+            Ok(BatchResult::new(&op.results[..op.len as usize]))
+        };
         self.free_ops.push(id);
         Some(result)
     }

@@ -167,6 +167,8 @@ pub struct World {
     pub faults: super::FaultPlan,
     /// Crashes not yet applied ([`World::faults_due`]), in time order.
     pub crashes_pending: Vec<(NodeId, u64)>,
+    /// Restarts not yet applied, in time order.
+    pub restarts_pending: Vec<super::fault::Restart>,
 }
 
 impl World {
@@ -236,12 +238,13 @@ impl World {
             verbs: VerbCounts::default(),
             faults: super::FaultPlan::default(),
             crashes_pending: Vec::new(),
+            restarts_pending: Vec::new(),
         }
     }
 
     pub fn spawn(&mut self, node: NodeId, future: TaskFuture, main: bool) -> u32 {
         let id = self.tasks.len() as u32;
-        self.tasks.push(TaskSlot { node, main, alive: true });
+        self.tasks.push(TaskSlot { node, main, alive: true, crashed: false });
         self.spawned.push((id, future));
         if main {
             self.main_alive += 1;
@@ -267,16 +270,11 @@ impl World {
         if let Some(task) = finished {
             self.finish_task(task);
         }
-        if !self.spawned.is_empty() {
-            for (id, future) in self.spawned.drain(..) {
-                if slab.len() <= id as usize {
-                    slab.resize_with(id as usize + 1, || None);
-                }
-                slab[id as usize] = Some(future);
-            }
-        }
+        self.take_spawned(slab);
         loop {
             if let Some(task) = self.pick_ready() {
+                // A restart (in `pop_instant`) may have spawned it since.
+                self.take_spawned(slab);
                 return Next::Poll(task);
             }
             if let Some(reason) = self.stop_reason() {
@@ -290,6 +288,19 @@ impl World {
             // state changes only in task code (checked after each poll).
             if writes_before.is_some_and(|before| before != self.memory_writes()) {
                 return Next::Check;
+            }
+        }
+    }
+
+    /// Hand futures spawned since the last call to the loop's slab.
+    #[inline]
+    fn take_spawned(&mut self, slab: &mut Slab) {
+        if !self.spawned.is_empty() {
+            for (id, future) in self.spawned.drain(..) {
+                if slab.len() <= id as usize {
+                    slab.resize_with(id as usize + 1, || None);
+                }
+                slab[id as usize] = Some(future);
             }
         }
     }

@@ -80,8 +80,11 @@ impl FuzzSpec {
         for (path, draw) in &spec.swarm {
             let at = format!("fuzz.swarm.{path}");
             let root = path.split('.').next().unwrap_or("");
-            if !["cluster", "workload", "protocol_options"].contains(&root) {
-                out.push(Problem::new(at.clone(), "must start with cluster, workload or protocol_options"));
+            if !["cluster", "workload", "protocol_options", "faults"].contains(&root) {
+                out.push(Problem::new(
+                    at.clone(),
+                    "must start with cluster, workload, protocol_options or faults",
+                ));
             }
             match draw {
                 Draw::OneOf(values) if values.is_empty() => {

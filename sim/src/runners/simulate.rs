@@ -130,6 +130,17 @@ pub fn simulate<P: Plan>(plan: &P, config: SimConfig, options: SimulateOptions) 
             }
         }
     }
+    // Restarted nodes' new incarnations: reports after every node's first one.
+    for node in sim.restarting_nodes() {
+        assert!(options.exchange == Exchange::Direct, "node restarts are not exchanged over the NIC");
+        let nic = sim.nic(node);
+        let reset = plan.restart_reset(nic.clone());
+        let run = plan.restart_node(nic);
+        let tasks =
+            run.mains.into_iter().map(|t| (t, true)).chain(run.daemons.into_iter().map(|t| (t, false)));
+        sim.on_restart(node, reset, tasks.collect());
+        collects.push(Some(run.collect));
+    }
     let regions: Vec<_> = (0..nodes).map(|i| sim.region(NodeId(i as u16))).collect();
     let seen: Rc<RefCell<Option<Violation>>> = Rc::new(RefCell::new(None));
     if options.invariants {

@@ -7,7 +7,7 @@
 //!   "send_drop": { "permille": 20, "retransmit_ns": 10000 },
 //!   "pauses": [ { "compute_node": 1, "from_ns": 100000, "until_ns": 150000 } ],
 //!   "compute_crashes": [ { "compute_node": 2, "at_ns": 400000 } ],
-//!   "memory_crashes": [ { "memory_node": 0, "at_ns": 900000 } ],
+//!   "memory_crashes": [ { "memory_node": 0, "at_ns": 900000, "restart_ns": 1900000 } ],
 //!   "qp_errors": [ { "compute_node": 0, "memory_node": 0, "at_ns": 900000 } ]
 //! }
 //! ```
@@ -40,10 +40,12 @@ pub struct FaultsSpec {
     /// A client node's tasks are not run in `[from_ns, until_ns)`; its NIC keeps serving.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pauses: Vec<Pause>,
-    /// A client node stops for good at `at_ns` (its memory stays readable).
+    /// A client node stops at `at_ns` (its memory stays readable); for good, or until
+    /// `restart_ns`, when its memory is reset and its tasks start afresh.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compute_crashes: Vec<ComputeCrash>,
-    /// A memory node stops at `at_ns`.
+    /// A memory node stops at `at_ns`: verbs reaching it fail after `timeout_ns`; with
+    /// `restart_ns` it serves again from then (what its memory keeps is the protocol's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub memory_crashes: Vec<MemoryCrash>,
     /// The queue pair between a client node and a memory node fails at `at_ns`.
@@ -78,6 +80,10 @@ pub struct Pause {
 pub struct ComputeCrash {
     pub compute_node: u16,
     pub at_ns: u64,
+    /// The node restarts then: its memory is reset (the protocol says to what) and its tasks
+    /// start again. Absent: it stays down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_ns: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -85,7 +91,18 @@ pub struct ComputeCrash {
 pub struct MemoryCrash {
     pub memory_node: u16,
     pub at_ns: u64,
+    /// The node serves again from then (the protocol says what its memory keeps). Absent: it
+    /// stays down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_ns: Option<u64>,
+    /// How long a verb that reaches the node while it is down waits before it fails (the
+    /// requester's RC timeout); default 20 µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ns: Option<u64>,
 }
+
+/// Default [`MemoryCrash::timeout_ns`].
+pub const VERB_TIMEOUT_NS: u64 = 20_000;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -178,9 +195,15 @@ impl FaultsSpec {
                 ));
             }
         }
+        let restart = |out: &mut Vec<Problem>, at: String, crash: u64, restart: Option<u64>| {
+            if restart.is_some_and(|r| r <= crash) {
+                out.push(Problem::new(at, "must be after at_ns"));
+            }
+        };
         for (i, c) in self.compute_crashes.iter().enumerate() {
             client(&mut out, format!("faults.compute_crashes[{i}].compute_node"), c.compute_node);
             within(&mut out, format!("faults.compute_crashes[{i}].at_ns"), c.at_ns);
+            restart(&mut out, format!("faults.compute_crashes[{i}].restart_ns"), c.at_ns, c.restart_ns);
             if self.compute_crashes[..i].iter().any(|o| o.compute_node == c.compute_node) {
                 out.push(Problem::new(
                     format!("faults.compute_crashes[{i}].compute_node"),
@@ -188,12 +211,26 @@ impl FaultsSpec {
                 ));
             }
         }
-        if clients > 0 && self.compute_crashes.len() as u32 >= clients {
+        let for_good = self.compute_crashes.iter().filter(|c| c.restart_ns.is_none()).count();
+        if clients > 0 && for_good as u32 >= clients {
             out.push(Problem::new("faults.compute_crashes", "at least one compute node must survive"));
         }
         for (i, c) in self.memory_crashes.iter().enumerate() {
             memory(&mut out, format!("faults.memory_crashes[{i}].memory_node"), c.memory_node);
             within(&mut out, format!("faults.memory_crashes[{i}].at_ns"), c.at_ns);
+            restart(&mut out, format!("faults.memory_crashes[{i}].restart_ns"), c.at_ns, c.restart_ns);
+            if self.memory_crashes[..i].iter().any(|o| o.memory_node == c.memory_node) {
+                out.push(Problem::new(
+                    format!("faults.memory_crashes[{i}].memory_node"),
+                    format!("memory node {} already crashes", c.memory_node),
+                ));
+            }
+            if c.timeout_ns.is_some_and(|t| t == 0 || t > MAX_DELAY_NS) {
+                out.push(Problem::new(
+                    format!("faults.memory_crashes[{i}].timeout_ns"),
+                    format!("must be in 1..={MAX_DELAY_NS}"),
+                ));
+            }
         }
         for (i, q) in self.qp_errors.iter().enumerate() {
             client(&mut out, format!("faults.qp_errors[{i}].compute_node"), q.compute_node);
@@ -219,6 +256,15 @@ impl FaultsSpec {
         plan.pauses.extend(self.pauses.iter().map(|p| (client(p.compute_node), p.from_ns, p.until_ns)));
         plan.pauses.extend(self.compute_crashes.iter().map(|c| (client(c.compute_node), c.at_ns, u64::MAX)));
         plan.memory_crashes = self.memory_crashes.iter().map(|c| (NodeId(c.memory_node), c.at_ns)).collect();
+        plan.restarts.extend(
+            self.compute_crashes.iter().filter_map(|c| Some((client(c.compute_node), c.restart_ns?))),
+        );
+        plan.restarts
+            .extend(self.memory_crashes.iter().filter_map(|c| Some((NodeId(c.memory_node), c.restart_ns?))));
+        plan.restarts.sort_by_key(|&(n, at)| (at, n));
+        if let Some(t) = self.memory_crashes.iter().filter_map(|c| c.timeout_ns).min() {
+            plan.verb_timeout_ns = t;
+        }
         plan.qp_errors =
             self.qp_errors.iter().map(|q| (client(q.compute_node), NodeId(q.memory_node), q.at_ns)).collect();
         plan
@@ -238,6 +284,8 @@ pub fn merge_plans(base: &FaultPlan, extra: &FaultPlan) -> FaultPlan {
     }
     out.pauses.extend(extra.pauses.iter().copied());
     out.memory_crashes.extend(extra.memory_crashes.iter().copied());
+    out.restarts.extend(extra.restarts.iter().copied());
+    out.restarts.sort_by_key(|&(n, at)| (at, n));
     out.qp_errors.extend(extra.qp_errors.iter().copied());
     out
 }
