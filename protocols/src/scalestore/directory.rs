@@ -319,8 +319,11 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
             // A copier granted before this holder's current fetch was sent to a copy that is
             // gone (an unconfirmed anchor that lost it and asked again): waiting could close a
             // cycle of fetches, and a failed copy is always safe to retry.
+            // And a holder fetching a copy itself (an unconfirmed anchor) makes nobody wait on
+            // a copy that can fail: waits between copiers could close a cycle.
             FrameState::Fetching
-                if !serve_fetching && f.grant.is_none_or(|gr| epoch_after(gr, req.epoch as u32)) =>
+                if !serve_fetching
+                    && (f.by_copy || f.grant.is_none_or(|gr| epoch_after(gr, req.epoch as u32))) =>
             {
                 reply(Code::CopyFailed)
             }

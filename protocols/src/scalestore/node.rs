@@ -342,6 +342,7 @@ impl<N: Nic> Node<N> {
                 let f = st.frames[g as usize].as_mut().expect("own frame while fetching");
                 f.grant = Some(resp.epoch);
                 f.answered = true;
+                f.by_copy = resp.source.is_some() && !resp.take;
             }
             match (resp.source, resp.invalidate != 0, resp.page_sent) {
                 (Some(_), _, _) if resp.take => self.stats().exclusive_conflicts += 1,

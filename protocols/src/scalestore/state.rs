@@ -58,6 +58,9 @@ pub struct Frame {
     /// Fetching: the directory is READing back the copy of the page's last holder, which is
     /// evicting it (answered when the READ completed).
     pub pulled: bool,
+    /// Fetching a copy from another holder (a copy can fail): only an unconfirmed anchor is
+    /// ever asked for a copy while fetching one (see `DirEntry::unconfirmed`).
+    pub by_copy: bool,
 }
 
 impl Frame {
@@ -74,6 +77,7 @@ impl Frame {
             wanted: false,
             last_epoch: 0,
             pulled: false,
+            by_copy: false,
         }
     }
 
@@ -90,6 +94,7 @@ impl Frame {
             wanted: false,
             last_epoch: 0,
             pulled: false,
+            by_copy: false,
         }
     }
 
