@@ -36,8 +36,8 @@ impl Phases {
         if self.timeline_window_ns > 0 {
             if self.timeline_bucket_ns == 0 {
                 out.push("timeline_window_ns: needs timeline_bucket_ns".into());
-            } else if self.timeline_window_ns % self.timeline_bucket_ns != 0
-                || self.timeline_at_ns % self.timeline_bucket_ns != 0
+            } else if !self.timeline_window_ns.is_multiple_of(self.timeline_bucket_ns)
+                || !self.timeline_at_ns.is_multiple_of(self.timeline_bucket_ns)
             {
                 out.push("timeline_window_ns: the window and timeline_at_ns must be whole buckets".into());
             }

@@ -501,7 +501,7 @@ impl Plan for BlinkScaleStorePlan {
                     streams = (0..nodes as usize)
                         .map(|k| {
                             let p = (me.index() + k) % nodes as usize;
-                            let seed = self.seed.wrapping_add(k as u64 * 0x9e37_79b9_7f4a_7c15);
+                            let seed = self.seed.wrapping_add((k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
                             stream(p, rng_for_thread(seed, me.0, t))
                         })
                         .collect();
