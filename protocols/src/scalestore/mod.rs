@@ -43,6 +43,7 @@ pub mod def;
 pub mod directory;
 pub mod dm_def;
 pub mod evict;
+pub mod handler;
 pub mod layout;
 pub mod message;
 pub mod mutants;
