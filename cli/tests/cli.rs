@@ -145,8 +145,9 @@ fn a_within_series_trend_holds_inside_its_tolerance_and_fails_outside() {
 #[test]
 fn aggregate_and_ratio_rows_compare_a_derived_value() {
     // Goal: `aggregate` compares the max/min/mean over every x (two x values here, so the mean
-    // is halfway between max and min), `ratio_to` divides by another series at the same x, and
-    // their above:/below: trends are judged on the derived value.
+    // is halfway between max and min), `ratio_to` divides by another series at the same x,
+    // `divide_by` by another metric at the same cell, and their above:/below: trends are judged
+    // on the derived value.
     let series = r#""sweep": {
         "series": { "values": [{"workload.verb": "faa"}, {"workload.verb": "read"}], "names": ["faa", "read"] },
         "x": { "path": "workload.threads_per_node", "values": [1, 2] } },"#;
@@ -155,13 +156,14 @@ fn aggregate_and_ratio_rows_compare_a_derived_value() {
         {"claim": "min", "series": "read", "metric": "throughput_mops", "aggregate": "min", "trend": "below:0"},
         {"claim": "mean", "series": "read", "metric": "throughput_mops", "aggregate": "mean", "value": 1.0},
         {"claim": "self", "series": "read", "x": "2", "metric": "throughput_mops", "ratio_to": "read", "value": 1.0},
-        {"claim": "bad", "series": "read", "x": "2", "metric": "throughput_mops", "ratio_to": "faa", "trend": "increasing"}
+        {"claim": "bad", "series": "read", "x": "2", "metric": "throughput_mops", "ratio_to": "faa", "trend": "increasing"},
+        {"claim": "div", "series": "read", "x": "2", "metric": "throughput_mops", "divide_by": "throughput_mops", "trend": "above:0"}
       ],
       "plot""#;
     let text = tiny()
         .replace(r#""sweep": { "x": { "path": "workload.threads_per_node", "values": [1, 2] } },"#, series)
         .replace("\"plot\"", rows);
-    assert_eq!(trend_verdicts("aggregate", &text), [Some(true), Some(false), None, None, None]);
+    assert_eq!(trend_verdicts("aggregate", &text), [Some(true), Some(false), None, None, None, Some(true)]);
     let out = std::env::temp_dir().join(format!("dmsim-cli-test-{}-aggregate/out", std::process::id()));
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
@@ -171,6 +173,8 @@ fn aggregate_and_ratio_rows_compare_a_derived_value() {
     assert!((sim(2) - (sim(0) + sim(1)) / 2.0).abs() < 1e-9);
     assert_eq!(sim(3), 1.0);
     assert!(rows[4]["note"].as_str().unwrap().contains("only above:V or below:V"));
+    // `divide_by` divides by another metric at the same cell.
+    assert_eq!(sim(5), 1.0);
 }
 
 #[test]

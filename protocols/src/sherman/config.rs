@@ -55,6 +55,13 @@ pub struct Config {
     /// own lock-free reads (node and entry versions only).
     #[serde(default)]
     pub lock_version: bool,
+    /// P-Sherman with `lock_version`: an internal node whose key range (from its parent's
+    /// separators) lies inside this compute node's partition is READ without the slot bracket
+    /// too, as leaves are (DEX §8: "non-shared nodes do not require RDMA-based
+    /// synchronization"; the ablation's "+logical partitioning" step, Fig. 8). Off: only leaves
+    /// skip it. Internal-node writes (splits) keep the global lock either way.
+    #[serde(default)]
+    pub skip_unshared_brackets: bool,
     /// The SELCC authors' Sherman (ruihong123/Sherman, commit 57e092e "implementation for
     /// correct Optimistic latch free", `Tree::page_search`: "we need three RDMA round trips to
     /// guarantee the correctness here. front version, page content, back version"): a
@@ -91,6 +98,7 @@ impl Config {
             cpu: CpuCosts { node_ns: 200, cache_ns: 100 },
             partitioned: false,
             lock_version: false,
+            skip_unshared_brackets: false,
             version_reads: false,
             mutant: Mutant::None,
             items: false,
@@ -133,6 +141,9 @@ impl Config {
         }
         if !(self.bulk_fill > 0.0 && self.bulk_fill <= 1.0) {
             out.push("bulk_fill: must be in (0, 1]".into());
+        }
+        if self.skip_unshared_brackets && !(self.partitioned && self.lock_version) {
+            out.push("skip_unshared_brackets: needs `partitioned` and `lock_version`".into());
         }
         if self.version_reads && (self.lock_version || self.versions != Versions::Node) {
             out.push("version_reads: needs `versions: node` and no `lock_version`".into());

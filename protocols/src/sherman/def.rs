@@ -18,6 +18,7 @@
 //! | `cpu.{node_ns, cache_ns}` | 200, 100 | compute-side CPU per node image / cache access |
 //! | `partitioned` | false | P-Sherman: keys range-partitioned over compute nodes, leaf writes lock locally only |
 //! | `lock_version` | false | DEX's Sherman: `[version, lock]` slots, lock-free READs bracketed by two slot READs |
+//! | `skip_unshared_brackets` | false | P-Sherman with `lock_version`: internal nodes inside the partition are READ unbracketed too |
 //! | `version_reads` | false | the SELCC authors' Sherman: a lock-free READ is front version, node, rear version (three READs) |
 //!
 //! Metrics (all per measured operation; warm-up excluded): `throughput_mops`, `thread_mops`

@@ -75,6 +75,15 @@ impl Node {
         }
     }
 
+    /// Internal node: the key range `[lo, hi)` of the child [`Node::child_for`] picks for `key`
+    /// (by this image's separators and fences).
+    pub fn child_range(&self, key: u64) -> (u64, u64) {
+        let i = self.children.partition_point(|(k, _)| *k <= key);
+        let lo = if i == 0 { self.lowest } else { self.children[i - 1].0 };
+        let hi = self.children.get(i).map_or(self.highest, |c| c.0);
+        (lo, hi)
+    }
+
     /// Leaf: the slot holding `key`, if any (tombstones included).
     pub fn find(&self, key: u64) -> Option<usize> {
         self.slots.iter().position(|s| s.value != 0 && s.key == key)

@@ -261,8 +261,21 @@ impl<N: Nic> Client<N> {
 
     /// A lock-free READ of an index node: bracketed by the lock slot with `lock_version`.
     async fn read_node(&mut self, addr: Gaddr) -> ProtocolResult<Node> {
-        let bracket = self.config().lock_version;
+        self.read_index_node(addr, false).await
+    }
+
+    /// A lock-free READ of an index node whose key range is known to lie inside this compute
+    /// node's partition when `unshared`: with `skip_unshared_brackets` (P-Sherman) it is not
+    /// bracketed (DEX §8: "non-shared nodes do not require RDMA-based synchronization").
+    async fn read_index_node(&mut self, addr: Gaddr, unshared: bool) -> ProtocolResult<Node> {
+        let skip = unshared && self.config().partitioned && self.config().skip_unshared_brackets;
+        let bracket = self.config().lock_version && !skip;
         self.read_node_checked(addr, bracket, self.config().version_reads).await
+    }
+
+    /// Whether key range `[lo, hi)` lies inside this compute node's partition (P-Sherman).
+    fn unshared(&self, lo: u64, hi: u64) -> bool {
+        self.shared.partition.is_some_and(|(plo, phi)| plo <= lo && hi <= phi)
     }
 
     /// A lock-free READ of a leaf: bracketed with `lock_version` unless P-Sherman, whose
@@ -328,8 +341,13 @@ impl<N: Nic> Client<N> {
     async fn descend(&mut self, key: u64, level: u8) -> ProtocolResult<Gaddr> {
         self.path.clear();
         let mut p = self.root().await?;
+        // The root's and a right sibling's ranges are unknown before the READ; a child's is
+        // its parent's separator keys.
+        let whole = self.unshared(0, u64::MAX);
+        let mut unshared = whole;
         loop {
-            let node = self.read_node(p).await?;
+            let node = self.read_index_node(p, unshared).await?;
+            unshared = whole;
             self.record_path(node.level, p);
             if node.level < level {
                 // A stale root below the level we need: the tree grew since we cached it.
@@ -364,6 +382,8 @@ impl<N: Nic> Client<N> {
                 return Ok(p);
             }
             p = node.child_for(key);
+            let (lo, hi) = node.child_range(key);
+            unshared = self.unshared(lo, hi);
             if !self.shared.layout.is_frame(p) {
                 // Only a torn image the version check missed can route to a non-node.
                 self.cur.retries += 1;

@@ -269,6 +269,7 @@ impl Plan for SmartPlan {
         let per = |x: u64, n: u64| x as f64 / n.max(1) as f64;
         m.insert("throughput_mops".into(), all.ops as f64 / span_s.max(1e-12) / 1e6);
         m.insert("ops".into(), all.ops as f64);
+        m.insert("thread_mops".into(), total.thread_rate_sum * 1e3);
         let put = |m: &mut BTreeMap<String, f64>, prefix: &str, k: &super::stats::KindStats| {
             let n = k.ops;
             m.insert(format!("{prefix}reads_per_op"), per(k.verbs.reads, n));

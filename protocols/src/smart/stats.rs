@@ -112,6 +112,10 @@ pub struct Stats {
     pub cache_bytes: u64,
     /// Scans whose result was not strictly ascending (a broken index).
     pub scan_order_violations: u64,
+    /// Each client thread's measured operations over its own measured span (first start to
+    /// last end, all its coroutines), summed, in operations per ns (`thread_mops`).
+    #[serde(default)]
+    pub thread_rate_sum: f64,
     /// Completed scans, when the run logs histories ([`crate::workload::scan_check`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scans: Vec<crate::workload::scan_check::ScanRecord>,
@@ -146,6 +150,7 @@ impl Stats {
         self.cache_evictions += o.cache_evictions;
         self.cache_bytes += o.cache_bytes;
         self.scan_order_violations += o.scan_order_violations;
+        self.thread_rate_sum += o.thread_rate_sum;
     }
 
     /// All operation types together.

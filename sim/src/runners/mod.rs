@@ -79,13 +79,14 @@ pub fn run(registry: &Registry, point: &Point, options: RunOptions) -> Result<Po
         let own = result.metrics.get("throughput_mops").copied().unwrap_or(0.0);
         result.metrics.insert(format!("ref_{name}_mops"), ref_mops);
         result.metrics.insert(format!("speedup_{name}"), if ref_mops > 0.0 { own / ref_mops } else { 0.0 });
-        // Other throughput definitions a protocol reports get their own ratio:
-        // `speedup_<name>_by_<metric>`.
+        // Other throughput definitions a protocol reports get their own ratio,
+        // `speedup_<name>_by_<metric>`, and the reference's value, `ref_<name>_<metric>`.
         for metric in ALSO_COMPARED {
             if let (Some(own), Some(theirs)) = (result.metrics.get(*metric).copied(), r.metrics.get(*metric))
             {
                 let ratio = if *theirs > 0.0 { own / theirs } else { 0.0 };
                 result.metrics.insert(format!("speedup_{name}_by_{metric}"), ratio);
+                result.metrics.insert(format!("ref_{name}_{metric}"), *theirs);
             }
         }
     }

@@ -256,6 +256,11 @@ pub struct PaperValue {
     /// `above:`/`below:` trends apply to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio_to: Option<String>,
+    /// Compare `metric` divided by metric `divide_by` at the same cell (e.g. one `compare_with`
+    /// reference's throughput over another's, `ref_<a>_thread_mops` over `ref_<b>_thread_mops`:
+    /// a paper's step-by-step ablation). Only `above:`/`below:` trends apply to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub divide_by: Option<String>,
     #[serde(default)]
     pub note: String,
 }

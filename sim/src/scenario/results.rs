@@ -151,7 +151,7 @@ pub fn figure(scenario: &Scenario, cells: &Cells, claims: &[PaperClaim]) -> Figu
         .iter()
         .enumerate()
         // Aggregate and ratio rows are not values of the plotted metric: the table shows them.
-        .filter(|(_, pv)| pv.aggregate.is_none() && pv.ratio_to.is_none())
+        .filter(|(_, pv)| pv.aggregate.is_none() && pv.ratio_to.is_none() && pv.divide_by.is_none())
         .filter_map(|(i, pv)| {
             Some((
                 find(&s.panels, &pv.panel).ok()?,
@@ -258,7 +258,7 @@ pub fn claims(scenario: &Scenario, cells: &Cells) -> Vec<PaperClaim> {
             })();
             let (sim, trend_holds, note, not_simulated) = match located {
                 Err(e) => (f64::NAN, None, format!("cannot locate: {e}"), false),
-                Ok(cell) if pv.aggregate.is_some() || pv.ratio_to.is_some() => {
+                Ok(cell) if pv.aggregate.is_some() || pv.ratio_to.is_some() || pv.divide_by.is_some() => {
                     match derived(scenario, cells, pv, cell) {
                         Err(e) => (f64::NAN, None, format!("cannot derive: {e}"), false),
                         Ok(None) => (f64::NAN, None, trend_note(pv, None), true),
@@ -289,9 +289,10 @@ pub fn claims(scenario: &Scenario, cells: &Cells) -> Vec<PaperClaim> {
         .collect()
 }
 
-/// The value of a row with `ratio_to` and/or `aggregate`: the metric (divided by series
-/// `ratio_to`'s at the same x) at the row's x, or aggregated over every x of its panel and series
-/// (x values without a value are left out; `None` when none has one).
+/// The value of a row with `ratio_to`, `divide_by` and/or `aggregate`: the metric (divided by
+/// metric `divide_by` at the same cell, then by series `ratio_to`'s same quotient at the same x)
+/// at the row's x, or aggregated over every x of its panel and series (x values without a value
+/// are left out; `None` when none has one).
 fn derived(
     scenario: &Scenario,
     cells: &Cells,
@@ -302,10 +303,17 @@ fn derived(
         Some(name) => Some(find(&scenario.file.sweep.series, &Some(name.clone()))?),
         None => None,
     };
+    let value = |si: usize, xi: usize| -> Option<f64> {
+        let v = cells.get((cell.0, si, xi), &pv.metric)?;
+        match &pv.divide_by {
+            Some(m) => Some(v / cells.get((cell.0, si, xi), m).filter(|&d| d != 0.0)?),
+            None => Some(v),
+        }
+    };
     let at = |xi: usize| -> Option<f64> {
-        let here = cells.get((cell.0, cell.1, xi), &pv.metric)?;
+        let here = value(cell.1, xi)?;
         match other {
-            Some(oi) => Some(here / cells.get((cell.0, oi, xi), &pv.metric).filter(|&d| d != 0.0)?),
+            Some(oi) => Some(here / value(oi, xi).filter(|&d| d != 0.0)?),
             None => Some(here),
         }
     };

@@ -45,6 +45,9 @@ pub struct Tree<N: Nic> {
     key_locks: Mutex<BTreeMap<u64, Arc<Latch>>>,
     pub errors: ErrorSlot,
     stats: Mutex<Stats>,
+    /// Per client thread (all its coroutines): first measured start, last measured end, count
+    /// (for `thread_mops`, the DEX artifact's per-thread rates summed).
+    thread_spans: Mutex<Vec<Option<(u64, u64, u64)>>>,
 }
 
 /// Bump allocation in this compute node's arena of every memory node, round robin.
@@ -110,6 +113,7 @@ impl<N: Nic> Tree<N> {
             key_locks: Mutex::new(BTreeMap::new()),
             errors: ErrorSlot::new(),
             stats: Mutex::new(Stats::new()),
+            thread_spans: Mutex::new(vec![None; config.threads_per_node as usize]),
             config,
         }
     }
@@ -130,6 +134,9 @@ impl<N: Nic> Tree<N> {
         let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         s.cache_evictions = cache.evictions;
         s.cache_bytes = cache.bytes();
+        let spans = self.thread_spans.lock().unwrap_or_else(|e| e.into_inner());
+        s.thread_rate_sum =
+            spans.iter().flatten().map(|&(first, last, n)| n as f64 / (last - first).max(1) as f64).sum();
         s
     }
 
@@ -140,7 +147,17 @@ impl<N: Nic> Tree<N> {
         if warmup {
             return;
         }
-        let latency = w.nic.now().saturating_sub(start).0;
+        let end = w.nic.now();
+        let latency = end.saturating_sub(start).0;
+        {
+            let mut spans = self.thread_spans.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(slot) = spans.get_mut(w.thread as usize) {
+                let span = slot.get_or_insert((start.0, end.0, 0));
+                span.0 = span.0.min(start.0);
+                span.1 = span.1.max(end.0);
+                span.2 += 1;
+            }
+        }
         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         stats.first_op_start_ns = Some(stats.first_op_start_ns.map_or(start.0, |s| s.min(start.0)));
         let k: &mut KindStats = stats.kind_mut(kind);
