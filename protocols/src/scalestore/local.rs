@@ -113,7 +113,9 @@ impl LocalLatches {
 
     /// Whether anything is charged.
     pub fn active(&self) -> bool {
-        self.translation_table != Table::Partitioned || self.lru != Lru::Epoch || self.tree != TreeLatches::Optimistic
+        self.translation_table != Table::Partitioned
+            || self.lru != Lru::Epoch
+            || self.tree != TreeLatches::Optimistic
     }
 
     fn hand(&self) -> HandOff {
@@ -217,7 +219,8 @@ mod tests {
         let o = LocalLatches::default();
         assert!(!o.active());
         let mut l = Lines::default();
-        let all = [Touch::Lookup, Touch::Insert, Touch::Access, Touch::Latch(3, false), Touch::Unlatch(3, false)];
+        let all =
+            [Touch::Lookup, Touch::Insert, Touch::Access, Touch::Latch(3, false), Touch::Unlatch(3, false)];
         assert_eq!(l.charge(&o, 0, 0, &all), 0);
         let base = LocalLatches {
             translation_table: Table::SingleLatch,
@@ -228,10 +231,12 @@ mod tests {
         // Alone: two table transfers, four list lines plus the lock line, a latch and a release.
         assert_eq!(l.charge(&base, 0, 0, &[Touch::Lookup, Touch::Access]), 200 + 500);
         assert_eq!(l.charge(&base, 1, 10_000, &[Touch::Latch(3, false), Touch::Unlatch(3, false)]), 200);
-        // A second thread at the same time waits for the first one's transfers and spins.
+        // A second thread at the same time waits for the first one's release (to 200), takes
+        // the line with one section still reserved ahead (+ half a transfer, to 350), then
+        // releases (to 450).
         let mut l = Lines::default();
         assert_eq!(l.charge(&base, 0, 0, &[Touch::Lookup]), 200);
-        assert_eq!(l.charge(&base, 1, 0, &[Touch::Lookup]), 500);
+        assert_eq!(l.charge(&base, 1, 0, &[Touch::Lookup]), 450);
         // Optimistic lookups share the line once loaded; an insert invalidates it.
         let opt = LocalLatches { translation_table: Table::OptimisticSingle, ..LocalLatches::default() };
         let mut l = Lines::default();

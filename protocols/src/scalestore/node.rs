@@ -281,7 +281,8 @@ impl<N: Nic> Node<N> {
                     let _ = timeout(&w.nic, Nanos::from_us(20), self.settled.notified()).await;
                 }
                 Next::Remote(has_copy) => {
-                    let touches: &[Touch] = if has_copy { &[Touch::Lookup] } else { &[Touch::Lookup, Touch::Insert] };
+                    let touches: &[Touch] =
+                        if has_copy { &[Touch::Lookup] } else { &[Touch::Lookup, Touch::Insert] };
                     self.charge_lines(&w.nic, w.index, touches).await;
                     let v = self.remote(w, g, exclusive, Then::Touch(key, access), has_copy).await;
                     self.settled.notify_all();
@@ -401,7 +402,14 @@ impl<N: Nic> Node<N> {
             // sent the page (the source, else a remote directory) and wait for its ack.
             let sender = resp.source.or((resp.page_sent && dir != me).then_some(dir.0));
             if let (true, Some(n)) = (self.config.transfer_done_message, sender) {
-                let req = Request { kind: Kind::Transferred, page: g, exclusive, has_copy: false, epoch: 0, seq: 0 };
+                let req = Request {
+                    kind: Kind::Transferred,
+                    page: g,
+                    exclusive,
+                    has_copy: false,
+                    epoch: 0,
+                    seq: 0,
+                };
                 self.call(w, NodeId(n), req).await?;
             }
             let mut targets = resp.invalidate;
@@ -567,7 +575,8 @@ impl<N: Nic> Node<N> {
                 }
                 Next::Full => self.wait_for_frame(w).await,
                 Next::Remote(has_copy) => {
-                    let touches: &[Touch] = if has_copy { &[Touch::Lookup] } else { &[Touch::Lookup, Touch::Insert] };
+                    let touches: &[Touch] =
+                        if has_copy { &[Touch::Lookup] } else { &[Touch::Lookup, Touch::Insert] };
                     self.charge_lines(&w.nic, w.index, touches).await;
                     let r = self.remote(w, g, exclusive, Then::Latch, has_copy).await;
                     self.settled.notify_all();
