@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::baselines::Conflicts;
+use super::local::LocalLatches;
 use super::mutants::Mutant;
 use crate::workload::open_loop::OpenLoopSpec;
 
@@ -84,6 +85,15 @@ pub struct Config {
     /// page with the response, when its frame is Hot and free (spec §3.4, the code's
     /// handler). Off by default: the runs before it keep their traces.
     pub directory_sends_owned_page: bool,
+    /// The ablation (paper §6.2) without the message handler's page write (paper §3, "Page
+    /// transfer using RDMA writes"): after a page arrives from another node's handler, the
+    /// requester sends that handler a message saying the transfer is over and waits for its
+    /// acknowledgment — the "additional message" whose avoidance "saves a full roundtrip". The
+    /// page itself still travels as the handler's write (the paper: "both strategies provide
+    /// similar performance for the page transfer"). Off by default.
+    pub transfer_done_message: bool,
+    /// The ablation's local latch costs (paper §6.2, `local.rs`); default: none charged.
+    pub local: LocalLatches,
     #[serde(skip)]
     pub mutant: Mutant,
 }
@@ -100,6 +110,8 @@ impl Default for Config {
             backoff_ns: 1_000,
             backoff_max_ns: 64_000,
             directory_sends_owned_page: false,
+            transfer_done_message: false,
+            local: LocalLatches::default(),
             mutant: Mutant::None,
         }
     }
@@ -136,6 +148,7 @@ impl Config {
         if self.backoff_ns == 0 || self.backoff_max_ns < self.backoff_ns {
             out.push("backoff_ns: must be at least 1 and at most backoff_max_ns".into());
         }
+        out.extend(self.local.validate());
         out
     }
 }

@@ -366,7 +366,7 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
             paid(owed, g, me);
             reply(Code::Ack)
         }
-        Kind::Own | Kind::Evict | Kind::Done => {
+        Kind::Own | Kind::Evict | Kind::Done | Kind::Transferred => {
             unreachable!("ownership and eviction requests and acks go to the directory")
         }
     }

@@ -30,6 +30,7 @@ use crate::common::sync_ext::timeout;
 use crate::nic::{Nanos, Nic, NodeId, RemoteAddr, Verb};
 
 use super::directory::{evict, Eviction};
+use super::local::Touch;
 use super::message::{Code, Kind, Request, Response};
 use super::mutants::Mutant;
 use super::node::{post_all, Node, Worker};
@@ -125,6 +126,8 @@ impl<N: Nic> Node<N> {
         w.nic
             .cpu(Nanos(examined * cpu.provider_frame_ns + victims.len() as u64 * cpu.provider_evict_ns))
             .await;
+        // The ablation: each victim leaves the translation table (and the LRU list).
+        self.charge_lines(&w.nic, w.index, &vec![Touch::Remove; victims.len()]).await;
         let chosen = victims.len() as u64;
         // This node's own pages.
         let (own, remote): (Vec<u64>, Vec<u64>) =

@@ -9,7 +9,8 @@ use crate::nic::{Nanos, Nic, NodeId, RemoteAddr, Verb};
 
 use super::baselines;
 use super::directory::Decision;
-use super::message::{Code, Kind, Request};
+use super::local::Touch;
+use super::message::{Code, Kind, Request, Response};
 use super::node::{note_ssd_read, post_all, Node};
 
 impl<N: Nic> Node<N> {
@@ -43,6 +44,24 @@ impl<N: Nic> Node<N> {
                     continue;
                 };
                 nic.cpu(Nanos(self.config.cpu.handler_ns)).await;
+                // The ablation: the handler looks the page(s) up in the translation table.
+                let lookups = if req.kind == Kind::Evict { req.page as usize } else { 1 };
+                let thread = self.layout.threads as u32 + index as u32;
+                self.charge_lines(&nic, thread, &vec![Touch::Lookup; lookups]).await;
+                if req.kind == Kind::Transferred {
+                    // The ablation: acknowledge a finished transfer; no state changes.
+                    nic.local().store(at + 8, 0);
+                    served = true;
+                    self.stats().messages += 1;
+                    let (_, head) = Response::simple(Code::Ack, req.seq).encode();
+                    let slot = RemoteAddr::new(from, self.layout.response(worker, me));
+                    let ack = [Verb::WriteWord { remote: slot.add(8), value: head }];
+                    if let Err(e) = post_all(&nic, &ack, "scalestore transfer ack").await {
+                        self.errors.record(e);
+                        return;
+                    }
+                    continue;
+                }
                 if req.kind == Kind::Evict {
                     nic.local().store(at + 8, 0);
                     self.serve_evictions(&nic, from, worker, req).await;

@@ -14,6 +14,7 @@
 //! | its answer | `Ack`, argument: bitmap of accepted entries | directory → page provider |
 //! | baselines only (`conflicts: fifo / busy_polling`, see `baselines`): "D is informed" | `Kind::Done` (one head word in the sender's ack slot, no response) | requester → directory |
 //! | baselines only: busy polling's refusal | `Code::Retry` | directory → worker |
+//! | ablation only (`transfer_done_message`): "the page transfer has finished" | `Kind::Transferred`, answered `Ack` | requester → the handler that sent the page |
 
 /// What a request asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +28,10 @@ pub enum Kind {
     /// acknowledgment that frees the page for the next request, spec §3.7 a/b). Written into
     /// the sender's ack slot ([`super::baselines::ack_slot`]), not its mailbox; no response.
     Done = 6,
+    /// The ablation's page transfer without the handler's page write (`transfer_done_message`):
+    /// the requester tells the handler that wrote it the page that the transfer is over; the
+    /// handler acknowledges (`Ack`), changing nothing.
+    Transferred = 7,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +71,7 @@ impl Request {
             4 => Kind::Inval,
             5 => Kind::Evict,
             6 => Kind::Done,
+            7 => Kind::Transferred,
             k => panic!("ScaleStore request of unknown kind {k}"),
         };
         Some(Request {

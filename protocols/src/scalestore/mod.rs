@@ -45,6 +45,7 @@ pub mod dm_def;
 pub mod evict;
 pub mod handler;
 pub mod layout;
+pub mod local;
 pub mod message;
 pub mod mutants;
 pub mod node;

@@ -14,6 +14,7 @@ use super::baselines::{self, Gate};
 use super::config::Config;
 use super::directory::{own, Decision};
 use super::layout::Layout;
+use super::local::{Lines, Touch};
 use super::message::{Code, Kind, Request, Response, SEQ_MASK};
 use super::mutants::Mutant;
 use super::state::{bits, epoch_after, DirEntry, Frame, FrameState, NodeState, Owed, SSD};
@@ -38,6 +39,8 @@ pub struct Node<N: Nic> {
     pub(super) owed: Option<Owed>,
     /// Baselines only (`config.conflicts`): the directory's per-page gate (`baselines.rs`).
     pub(super) gate: Mutex<Gate>,
+    /// The ablation's local latch lines (`local.rs`; unused by default).
+    pub(super) lines: Mutex<Lines>,
 }
 
 /// A worker's NIC handle (its own channel) and per-target request sequence numbers.
@@ -138,6 +141,7 @@ impl<N: Nic> Node<N> {
             stats: Mutex::new(Stats::default()),
             owed,
             gate: Mutex::new(Gate::default()),
+            lines: Mutex::new(Lines::default()),
         })
     }
 
@@ -173,6 +177,24 @@ impl<N: Nic> Node<N> {
 
     pub(super) fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The ablation (`config.local`): charge what `touches` cost thread `thread` (workers,
+    /// then handlers and providers by mailbox index) on the node's shared latch and list
+    /// lines, as CPU (the waits are spinning). Nothing, and no await, by default.
+    pub(super) async fn charge_lines(&self, nic: &N, thread: u32, touches: &[Touch]) {
+        let o = &self.config.local;
+        if !o.active() {
+            return;
+        }
+        let owed = {
+            let mut l = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+            l.charge(o, thread, nic.now().0, touches)
+        };
+        if owed > 0 {
+            self.stats().local_line_ns += owed;
+            nic.cpu(Nanos(owed)).await;
+        }
     }
 
     pub(super) fn me(&self) -> NodeId {
@@ -250,6 +272,7 @@ impl<N: Nic> Node<N> {
             };
             match next {
                 Next::Done(v) => {
+                    self.charge_lines(&w.nic, w.index, &[Touch::Lookup, Touch::Access]).await;
                     self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
                     return Ok((v, true));
                 }
@@ -258,6 +281,9 @@ impl<N: Nic> Node<N> {
                     let _ = timeout(&w.nic, Nanos::from_us(20), self.settled.notified()).await;
                 }
                 Next::Remote(has_copy) => {
+                    let touches: &[Touch] =
+                        if has_copy { &[Touch::Lookup] } else { &[Touch::Lookup, Touch::Insert] };
+                    self.charge_lines(&w.nic, w.index, touches).await;
                     let v = self.remote(w, g, exclusive, Then::Touch(key, access), has_copy).await;
                     self.settled.notify_all();
                     let v = v?;
@@ -371,6 +397,20 @@ impl<N: Nic> Node<N> {
                 let lost =
                     self.lock().frames[g as usize].is_some_and(|f| f.lost || f.state == FrameState::Fetching);
                 assert!(!lost, "n{me} was granted page {g} without a page but has no copy");
+            }
+            // The ablation's page transfer without the handler's write: tell the handler that
+            // sent the page (the source, else a remote directory) and wait for its ack.
+            let sender = resp.source.or((resp.page_sent && dir != me).then_some(dir.0));
+            if let (true, Some(n)) = (self.config.transfer_done_message, sender) {
+                let req = Request {
+                    kind: Kind::Transferred,
+                    page: g,
+                    exclusive,
+                    has_copy: false,
+                    epoch: 0,
+                    seq: 0,
+                };
+                self.call(w, NodeId(n), req).await?;
             }
             let mut targets = resp.invalidate;
             if self.mutant() == Mutant::SkipInvalidations {
@@ -522,6 +562,8 @@ impl<N: Nic> Node<N> {
             };
             match next {
                 Next::Done => {
+                    let touches = [Touch::Lookup, Touch::Access, Touch::Latch(g, exclusive)];
+                    self.charge_lines(&w.nic, w.index, &touches).await;
                     self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
                     let mut s = self.stats();
                     s.latches += 1;
@@ -533,9 +575,13 @@ impl<N: Nic> Node<N> {
                 }
                 Next::Full => self.wait_for_frame(w).await,
                 Next::Remote(has_copy) => {
+                    let touches: &[Touch] =
+                        if has_copy { &[Touch::Lookup] } else { &[Touch::Lookup, Touch::Insert] };
+                    self.charge_lines(&w.nic, w.index, touches).await;
                     let r = self.remote(w, g, exclusive, Then::Latch, has_copy).await;
                     self.settled.notify_all();
                     r?;
+                    self.charge_lines(&w.nic, w.index, &[Touch::Latch(g, exclusive)]).await;
                     self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
                     self.stats().latches += 1;
                     return Ok(false);

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::layout::Layout;
+use super::local::Touch;
 use super::node::{Node, Worker};
 use crate::blink::pages::{Latch, PageId, Pages};
 use crate::common::error::ProtocolResult;
@@ -87,6 +88,9 @@ impl<N: Nic> Pages for ScaleStorePages<N> {
     }
 
     async fn unlock(&mut self, guard: Guard) -> ProtocolResult<()> {
+        // The ablation's pessimistic latches: a shared release writes the latch line.
+        let release = [Touch::Unlatch(guard.g, guard.exclusive)];
+        self.node.charge_lines(&self.worker.nic, self.worker.index, &release).await;
         self.node.unlock_page(guard.g);
         Ok(())
     }

@@ -59,6 +59,9 @@ pub struct Stats {
     /// Pages this directory read from its device while other nodes held them in memory.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ssd_reads_with_sharers: u64,
+    /// The ablation's local latch lines (`local.rs`): ns charged (waits, hand-offs, list lines).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub local_line_ns: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -95,6 +98,7 @@ impl Stats {
         self.completed_in_window += o.completed_in_window;
         self.late_starts += o.late_starts;
         self.ssd_reads_with_sharers += o.ssd_reads_with_sharers;
+        self.local_line_ns += o.local_line_ns;
         self.measure_start_ns = match (self.measure_start_ns, o.measure_start_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

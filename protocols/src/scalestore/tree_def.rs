@@ -580,6 +580,10 @@ impl Plan for BlinkScaleStorePlan {
         m.insert("shared_conflicts_per_latch".into(), pages.shared_conflicts as f64 / latches);
         m.insert("upgrades_per_latch".into(), pages.upgrades as f64 / latches);
         m.insert("handler_requeues_per_latch".into(), pages.requeues as f64 / latches);
+        if pages.local_line_ns > 0 {
+            // The ablation (`protocol_options.local`): local latch and list lines, ns per latch.
+            m.insert("local_line_ns_per_latch".into(), pages.local_line_ns as f64 / latches);
+        }
         if self.layout.providers > 0 {
             m.insert("ssd_reads_per_latch".into(), pages.ssd_reads as f64 / latches);
             m.insert("ssd_writes_per_latch".into(), pages.ssd_writes as f64 / latches);
