@@ -157,13 +157,19 @@ fn aggregate_and_ratio_rows_compare_a_derived_value() {
         {"claim": "mean", "series": "read", "metric": "throughput_mops", "aggregate": "mean", "value": 1.0},
         {"claim": "self", "series": "read", "x": "2", "metric": "throughput_mops", "ratio_to": "read", "value": 1.0},
         {"claim": "bad", "series": "read", "x": "2", "metric": "throughput_mops", "ratio_to": "faa", "trend": "increasing"},
-        {"claim": "div", "series": "read", "x": "2", "metric": "throughput_mops", "divide_by": "throughput_mops", "trend": "above:0"}
+        {"claim": "div", "series": "read", "x": "2", "metric": "latency_ns_p99", "divide_by": "latency_ns_p50", "trend": "above:0.999"},
+        {"claim": "p99", "series": "read", "x": "2", "metric": "latency_ns_p99", "value": 1.0},
+        {"claim": "p50", "series": "read", "x": "2", "metric": "latency_ns_p50", "value": 1.0},
+        {"claim": "typo", "series": "read", "x": "2", "metric": "latency_ns_p99", "divide_by": "latency_ns_p5", "value": 1.0}
       ],
       "plot""#;
     let text = tiny()
         .replace(r#""sweep": { "x": { "path": "workload.threads_per_node", "values": [1, 2] } },"#, series)
         .replace("\"plot\"", rows);
-    assert_eq!(trend_verdicts("aggregate", &text), [Some(true), Some(false), None, None, None, Some(true)]);
+    assert_eq!(
+        trend_verdicts("aggregate", &text),
+        [Some(true), Some(false), None, None, None, Some(true), None, None, None]
+    );
     let out = std::env::temp_dir().join(format!("dmsim-cli-test-{}-aggregate/out", std::process::id()));
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
@@ -173,8 +179,12 @@ fn aggregate_and_ratio_rows_compare_a_derived_value() {
     assert!((sim(2) - (sim(0) + sim(1)) / 2.0).abs() < 1e-9);
     assert_eq!(sim(3), 1.0);
     assert!(rows[4]["note"].as_str().unwrap().contains("only above:V or below:V"));
-    // `divide_by` divides by another metric at the same cell.
-    assert_eq!(sim(5), 1.0);
+    // `divide_by` divides by another metric at the same cell; a denominator the cell lacks
+    // is named in the row's note (not a silent "not simulated").
+    assert!(sim(6) > 0.0 && sim(7) > 0.0);
+    assert!((sim(5) - sim(6) / sim(7)).abs() < 1e-12, "p99 / p50");
+    assert!(rows[8]["note"].as_str().unwrap().contains("divide_by: no metric \"latency_ns_p5\""));
+    assert_eq!(rows[8]["not_simulated"].as_bool(), Some(false));
 }
 
 #[test]

@@ -57,6 +57,9 @@ fn gam_five_thousand_schedules() {
 #[test]
 fn sherman_five_thousand_schedules() {
     campaign("sherman/fuzz-small.json");
+    // P-Sherman with unbracketed reads of partition-owned nodes (DEX Fig. 8's +partitioning
+    // step): 20,000 random and 20,000 PCT-3 schedules with faults in sherman/NEEDS.md.
+    campaign("sherman/fuzz-skip-unshared.json");
 }
 
 #[test]
@@ -135,6 +138,11 @@ fn scalestore_eviction_five_thousand_schedules() {
     // Record mode (Figs. 12/13): records packed by key into those pages, closed or open loop,
     // counted or timed (~50 schedules/s in release; 3,000 random and 1,000 PCT in NEEDS.md).
     campaign_of("scalestore/fuzz-evict-records.json", 300);
+    // The ablation's mechanisms (single-latched or optimistic translation table, exact LRU,
+    // lock-coupled tree latches, unbatched eviction, transfer acknowledgments) drawn per seed
+    // over eviction; the larger campaigns are in results/scalestore/REPORT.md "Ablation".
+    campaign_of("scalestore/fuzz-evict-local.json", 2_000);
+    campaign_of("scalestore/blink-evict-fuzz-local.json", 300);
 }
 
 #[test]

@@ -303,28 +303,37 @@ fn derived(
         Some(name) => Some(find(&scenario.file.sweep.series, &Some(name.clone()))?),
         None => None,
     };
-    let value = |si: usize, xi: usize| -> Option<f64> {
-        let v = cells.get((cell.0, si, xi), &pv.metric)?;
+    // A cell without the metric is not simulated; a cell with it but without a usable
+    // `divide_by` denominator is a scenario error, named in the row's note.
+    let value = |si: usize, xi: usize| -> Result<Option<f64>, String> {
+        let Some(v) = cells.get((cell.0, si, xi), &pv.metric) else { return Ok(None) };
         match &pv.divide_by {
-            Some(m) => Some(v / cells.get((cell.0, si, xi), m).filter(|&d| d != 0.0)?),
-            None => Some(v),
+            Some(m) => match cells.get((cell.0, si, xi), m) {
+                None => Err(format!("divide_by: no metric {m:?} where {:?} has a value", pv.metric)),
+                Some(d) if d == 0.0 => Err(format!("divide_by: {m:?} is 0")),
+                Some(d) => Ok(Some(v / d)),
+            },
+            None => Ok(Some(v)),
         }
     };
-    let at = |xi: usize| -> Option<f64> {
-        let here = value(cell.1, xi)?;
+    let at = |xi: usize| -> Result<Option<f64>, String> {
+        let Some(here) = value(cell.1, xi)? else { return Ok(None) };
         match other {
-            Some(oi) => Some(here / value(oi, xi).filter(|&d| d != 0.0)?),
-            None => Some(here),
+            Some(oi) => Ok(value(oi, xi)?.filter(|&d| d != 0.0).map(|d| here / d)),
+            None => Ok(Some(here)),
         }
     };
     if pv.aggregate.is_none() {
-        return Ok(at(cell.2));
+        return at(cell.2);
     }
     if pv.x.is_some() {
         return Err("an aggregate row names no x".into());
     }
     let nx = scenario.file.sweep.x.as_ref().map_or(1, |a| a.values.len());
-    let v: Vec<f64> = (0..nx).filter_map(at).collect();
+    let mut v = Vec::with_capacity(nx);
+    for xi in 0..nx {
+        v.extend(at(xi)?);
+    }
     if v.is_empty() {
         return Ok(None);
     }
