@@ -34,7 +34,9 @@ pub enum Table {
     /// line, restart while a writer holds it), inserts and deletes take it exclusively.
     OptimisticSingle,
     /// The baseline: one reader-writer latch; a lookup's shared acquire and release each write
-    /// its line, inserts and deletes take it exclusively.
+    /// its line, inserts and deletes take it exclusively. [CHOICE] A shared acquire is timed as
+    /// a queued section with DEX's spinning-waiter penalty, although a reader-writer lock's
+    /// shared acquire is one atomic add (a write of the line, but no spin while readers hold it).
     SingleLatch,
 }
 
@@ -47,7 +49,9 @@ pub enum Lru {
     Epoch,
     /// An exact LRU list under one lock: a hit moves its frame to the head (unlink: the two
     /// neighbours' links; relink: the head pointer and the old head's link — 4 list lines), an
-    /// insert links at the head, an eviction unlinks the tail (2 lines each).
+    /// insert links at the head, an eviction unlinks the tail (2 lines each). [CHOICE] the
+    /// line counts are those of a doubly linked list, each line last written by another core
+    /// and moved serially (no overlap of the transfers).
     Queue,
 }
 
@@ -59,7 +63,8 @@ pub enum TreeLatches {
     #[default]
     Optimistic,
     /// Pessimistic lock coupling: each page latch's acquire writes the page's latch line, and
-    /// a shared latch's release writes it again (a reader count); the root's line is hot.
+    /// [CHOICE] a shared latch's release writes it again (a reader count, as `std::shared_mutex`);
+    /// the root's line is hot. Shared acquires are timed as the single latch's (above).
     Pessimistic,
 }
 
@@ -105,6 +110,9 @@ impl LocalLatches {
         if self.sockets == 0 || self.sockets > 8 {
             out.push("local.sockets: must be in 1..=8".into());
         }
+        if self.pause_ns == 0 {
+            out.push("local.pause_ns: must be at least 1 (a failed optimistic read retries after it)".into());
+        }
         if self.line_ns == 0 || self.remote_line_ns < self.line_ns {
             out.push("local.line_ns: must be at least 1 and at most remote_line_ns".into());
         }
@@ -134,8 +142,9 @@ pub enum Touch {
     Remove,
     /// A page access on the hot path (the LRU's move to the head).
     Access,
-    /// A tree latch on page `g` taken (`true`: exclusive) or released.
+    /// A tree latch on page `g` taken (`true`: exclusive).
     Latch(u64, bool),
+    /// The same latch released (`true`: it was exclusive, whose release writes no other line).
     Unlatch(u64, bool),
 }
 

@@ -310,7 +310,7 @@ fn derived(
         match &pv.divide_by {
             Some(m) => match cells.get((cell.0, si, xi), m) {
                 None => Err(format!("divide_by: no metric {m:?} where {:?} has a value", pv.metric)),
-                Some(d) if d == 0.0 => Err(format!("divide_by: {m:?} is 0")),
+                Some(0.0) => Err(format!("divide_by: {m:?} is 0")),
                 Some(d) => Ok(Some(v / d)),
             },
             None => Ok(Some(v)),
