@@ -82,8 +82,12 @@ impl PointSpec {
         let region_size_bytes = kinds
             .iter()
             .map(|k| match k {
-                NodeKind::Memory | NodeKind::Symmetric => memory_region_bytes.next_multiple_of(8),
-                NodeKind::Compute => compute_region_bytes.next_multiple_of(8),
+                // Saturating: an absurd scenario's size is reported by the run's memory
+                // check, not by an overflow here.
+                NodeKind::Memory | NodeKind::Symmetric => {
+                    memory_region_bytes.checked_next_multiple_of(8).unwrap_or(u64::MAX - 7)
+                }
+                NodeKind::Compute => compute_region_bytes.checked_next_multiple_of(8).unwrap_or(u64::MAX - 7),
             })
             .collect();
         Cluster { kinds, region_size_bytes }

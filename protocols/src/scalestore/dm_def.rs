@@ -133,6 +133,10 @@ impl ScaleStoreDmPlan {
                 out.push(Problem::new(crate::harness::join_path("workload", field), reason));
             }
         }
+        if spec.gcl_count > 1 << 32 {
+            // Far beyond the 8 GiB region budget below, and the layout's products must fit a u64.
+            out.push(Problem::new("workload.gcl_count", "at most 2^32 GCLs (a frame each per node)"));
+        }
         if !out.is_empty() {
             return Err(out);
         }

@@ -46,7 +46,7 @@ pub struct Layout {
 
 impl Layout {
     pub fn total_pages(&self) -> u64 {
-        self.homes * self.pages_per_node
+        self.homes.saturating_mul(self.pages_per_node)
     }
 
     /// The PID of global page `g`: directory node in the top 8 bits, slot below.

@@ -331,6 +331,17 @@ impl BlinkScaleStorePlan {
                 ),
             ));
         }
+        // A partitioned run lists every key under its partition's owner (`members`, 8 bytes a key).
+        if partitioned && w.keyspace.saturating_mul(8) > MEMORY_BUDGET_BYTES {
+            out.push(Problem::new(
+                "workload.keyspace",
+                format!(
+                    "a partitioned run lists every key by partition: at most {} keys (got {})",
+                    MEMORY_BUDGET_BYTES / 8,
+                    w.keyspace
+                ),
+            ));
+        }
         if !out.is_empty() {
             return Err(out);
         }

@@ -147,17 +147,21 @@ impl SmartPlan {
         // lost races), spread over the memory nodes, plus slack.
         let leaf_bytes = ((LEAF_HEADER_WORDS + config.value_words()) * 8) as u64;
         let lanes = run.threads_per_node as u64 * config.coroutines_per_thread as u64;
-        let inserts = (run.ops_per_thread * lanes) as f64 * w.insert_fraction();
+        // In f64: a scenario's op count times its lanes may not fit a u64 (the arena then
+        // saturates and the cluster's memory check reports it).
+        let inserts = run.ops_per_thread as f64 * lanes as f64 * w.insert_fraction();
         let per_mn = (2.0 * inserts * (NODE_BYTES + leaf_bytes) as f64 / mns.len() as f64) as u64;
         let layout = Layout {
             memory_nodes: mns,
             image_end: image.end.clone(),
-            arena_bytes: (per_mn + config.arena_slack_bytes).next_multiple_of(64),
+            arena_bytes: per_mn
+                .saturating_add(config.arena_slack_bytes)
+                .min(u64::MAX - 63)
+                .next_multiple_of(64),
             compute_count: point.compute_nodes as usize,
             value_words: config.value_words(),
         };
-        let compute_bytes =
-            scratch_bytes(&layout) * run.threads_per_node as u64 * config.coroutines_per_thread as u64;
+        let compute_bytes = scratch_bytes(&layout).saturating_mul(lanes);
         let cluster = point.cluster(layout.memory_region_bytes(), compute_bytes);
         Ok(SmartPlan {
             workload: w,

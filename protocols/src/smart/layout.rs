@@ -285,7 +285,9 @@ impl Layout {
 
     pub fn memory_region_bytes(&self) -> u64 {
         let widest = self.image_end.iter().copied().max().unwrap_or(RESERVED_BYTES);
-        widest.next_multiple_of(64) + self.compute_count as u64 * self.arena_bytes
+        widest
+            .next_multiple_of(64)
+            .saturating_add((self.compute_count as u64).saturating_mul(self.arena_bytes))
     }
 }
 
