@@ -13,6 +13,32 @@ pub fn write_stamp(node: NodeId, thread: u32, sequence: u64) -> u64 {
     (node.0 as u64 + 1) << 48 | (thread as u64) << 32 | sequence
 }
 
+/// One client thread's measured phase: first start, last end and operations (coroutines of
+/// the thread may finish out of order). Its rate, operations over its own span, is what the
+/// DEX artifact sums into a throughput (`thread_mops` of Sherman, SMART and DEX).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ThreadSpan(Option<(u64, u64, u64)>);
+
+impl ThreadSpan {
+    /// A measured operation ran from `start` to `end` (ns).
+    pub fn record(&mut self, start: u64, end: u64) {
+        let span = self.0.get_or_insert((start, end, 0));
+        span.0 = span.0.min(start);
+        span.1 = span.1.max(end);
+        span.2 += 1;
+    }
+
+    /// The first measured start, if any operation was measured.
+    pub fn first(&self) -> Option<u64> {
+        self.0.map(|(first, _, _)| first)
+    }
+
+    /// Measured operations per ns of the thread's own span (`None`: nothing measured).
+    pub fn rate_per_ns(&self) -> Option<f64> {
+        self.0.map(|(first, last, n)| n as f64 / (last - first).max(1) as f64)
+    }
+}
+
 /// Watches a client's operations, e.g. to log them for history checkers. Every method
 /// defaults to doing nothing; `()` is the observer that watches nothing.
 pub trait Observer: Send {

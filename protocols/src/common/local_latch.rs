@@ -23,6 +23,16 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+/// A line moving from a core on the same socket (DEX's "~100ns" local DRAM access); the
+/// frozen default of every protocol that times local latches (DEX, ScaleStore's ablation).
+pub const LINE_NS: u64 = 100;
+/// [CHOICE] A line moving from a core on the other socket: 2× the same-socket transfer, an
+/// estimate (dex/NEEDS.md 'Local latches').
+pub const REMOTE_LINE_NS: u64 = 200;
+/// One `_mm_pause` after a failed optimistic read: ~140 cycles since Skylake (Intel's
+/// optimisation manual) at the DEX testbed's 3.1 GHz.
+pub const PAUSE_NS: u64 = 45;
+
 /// What moving a latch's cache line to a core costs (ns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HandOff {

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::tree::{Client, Shared, MOVE_NONE};
-use crate::common::bench::write_stamp;
+use crate::common::bench::{write_stamp, ThreadSpan};
 use crate::nic::Nic;
 use crate::sherman::bench::KvLogger;
 use crate::sherman::node::TOMBSTONE;
@@ -88,8 +88,8 @@ pub async fn run_client<N: Nic>(
             return;
         }
     }
-    // This thread's measured phase: first start, last end, operations.
-    let mut measured: Option<(u64, u64, u64)> = None;
+    // This thread's measured phase.
+    let mut measured = ThreadSpan::default();
     for op in stream {
         if mover
             && c.shared.move_state.load(Ordering::SeqCst) == MOVE_NONE
@@ -166,9 +166,7 @@ pub async fn run_client<N: Nic>(
         }
         if !op.warmup {
             record(&c.shared, op.kind, &c.cur, start, end, found);
-            let m = measured.get_or_insert((start, end, 0));
-            m.1 = end;
-            m.2 += 1;
+            measured.record(start, end);
         }
         if before_switch {
             c.shared.before_switch.fetch_sub(1, Ordering::SeqCst);
@@ -182,14 +180,13 @@ pub async fn run_client<N: Nic>(
             return;
         }
     }
-    if let Some((first, last, n)) = measured {
+    if let (Some(first), Some(rate)) = (measured.first(), measured.rate_per_ns()) {
         if moved.is_some_and(|m| m.to == cn) {
             let mut k = c.shared.counters.lock().unwrap_or_else(|e| e.into_inner());
-            *k.entry("scaleout_thread_mops".into()).or_insert(0.0) +=
-                n as f64 / (last - first).max(1) as f64 * 1e3;
+            *k.entry("scaleout_thread_mops".into()).or_insert(0.0) += rate * 1e3;
         }
         let mut stats = c.shared.stats.lock().unwrap_or_else(|e| e.into_inner());
-        stats.thread_rate_sum += n as f64 / (last - first).max(1) as f64;
+        stats.thread_rate_sum += rate;
         stats.first_op_start_max_ns = stats.first_op_start_max_ns.max(first);
     }
     if c.shared.active.fetch_sub(1, Ordering::Relaxed) == 1 && quiesce {

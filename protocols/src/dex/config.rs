@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::mutants::Mutant;
+use crate::common::local_latch;
 use crate::sherman::layout::Versions;
 
 /// Compute-side CPU costs (ns) charged with `nic.cpu`.
@@ -184,11 +185,11 @@ impl Config {
                 node_ns: 40,
                 install_ns: 400,
                 backoff_ns: 200,
-                cooling_lock_ns: 100,
-                remote_line_ns: 200,
+                cooling_lock_ns: local_latch::LINE_NS,
+                remote_line_ns: local_latch::REMOTE_LINE_NS,
                 sockets: 2,
                 leaf_latch: LeafLatch::Optimistic,
-                pause_ns: 45,
+                pause_ns: local_latch::PAUSE_NS,
                 yield_ns: 300,
             },
             offload: Offload {

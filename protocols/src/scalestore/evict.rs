@@ -129,8 +129,10 @@ impl<N: Nic> Node<N> {
         // The ablation: each victim leaves the translation table (and the LRU list).
         // Providers' line-owner ids follow the handlers' (`threads + handler`), so that with
         // two sockets a provider and a handler are not taken for the same core.
-        let thread = w.index + self.config.handler_tasks as u32;
-        self.charge_lines(&w.nic, thread, &vec![Touch::Remove; victims.len()]).await;
+        if self.config.local.active() {
+            let thread = w.index + self.config.handler_tasks as u32;
+            self.charge_lines(&w.nic, thread, &vec![Touch::Remove; victims.len()]).await;
+        }
         let chosen = victims.len() as u64;
         // This node's own pages.
         let (own, remote): (Vec<u64>, Vec<u64>) =

@@ -45,9 +45,11 @@ impl<N: Nic> Node<N> {
                 };
                 nic.cpu(Nanos(self.config.cpu.handler_ns)).await;
                 // The ablation: the handler looks the page(s) up in the translation table.
-                let lookups = if req.kind == Kind::Evict { req.page as usize } else { 1 };
-                let thread = self.layout.threads as u32 + index as u32;
-                self.charge_lines(&nic, thread, &vec![Touch::Lookup; lookups]).await;
+                if self.config.local.active() {
+                    let lookups = if req.kind == Kind::Evict { req.page as usize } else { 1 };
+                    let thread = self.layout.threads as u32 + index as u32;
+                    self.charge_lines(&nic, thread, &vec![Touch::Lookup; lookups]).await;
+                }
                 if req.kind == Kind::Transferred {
                     // The ablation: acknowledge a finished transfer; no state changes.
                     nic.local().store(at + 8, 0);

@@ -17,11 +17,12 @@
 //! Sources: paper §6.2 (the ablation), §4.1 (LRU's "high overhead for every page access"), the
 //! authors' code ([C] `threads/CoreManager.hpp`: every thread of a node pinned to one socket,
 //! paper §6.1 "pinned to NUMA 0", so `sockets` = 1); the per-line costs are DEX's frozen
-//! `cpu.cooling_lock_ns` / `cpu.remote_line_ns` / `cpu.pause_ns` (`dex/config.rs`), not new.
+//! `cpu.cooling_lock_ns` / `cpu.remote_line_ns` / `cpu.pause_ns`, shared as
+//! `common::local_latch::{LINE_NS, REMOTE_LINE_NS, PAUSE_NS}`, not new.
 
 use serde::{Deserialize, Serialize};
 
-use crate::common::local_latch::{interleaved_socket, HandOff, LatchTimes, Mode};
+use crate::common::local_latch::{self, interleaved_socket, HandOff, LatchTimes, Mode};
 
 /// How the translation table (PID → frame) is latched.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,10 +93,10 @@ impl Default for LocalLatches {
             translation_table: Table::Partitioned,
             lru: Lru::Epoch,
             tree: TreeLatches::Optimistic,
-            line_ns: 100,
-            remote_line_ns: 200,
+            line_ns: local_latch::LINE_NS,
+            remote_line_ns: local_latch::REMOTE_LINE_NS,
             sockets: 1,
-            pause_ns: 45,
+            pause_ns: local_latch::PAUSE_NS,
         }
     }
 }

@@ -18,6 +18,7 @@ use super::layout::{
 };
 use super::local_table::{Entered, RoundTable};
 use super::stats::{KindStats, OpKind, Stats, VerbCounts};
+use crate::common::bench::ThreadSpan;
 use crate::common::error::{ErrorInfo, ErrorSlot, NicExt, ProtocolResult, Target};
 use crate::nic::{BatchResult, Nanos, Nic, NicError, RemoteAddr, Verb, MAX_BATCH};
 use crate::sync::{Latch, Mode};
@@ -45,9 +46,9 @@ pub struct Tree<N: Nic> {
     key_locks: Mutex<BTreeMap<u64, Arc<Latch>>>,
     pub errors: ErrorSlot,
     stats: Mutex<Stats>,
-    /// Per client thread (all its coroutines): first measured start, last measured end, count
-    /// (for `thread_mops`, the DEX artifact's per-thread rates summed).
-    thread_spans: Mutex<Vec<Option<(u64, u64, u64)>>>,
+    /// Per client thread (all its coroutines), for `thread_mops` (the DEX artifact's
+    /// per-thread rates summed).
+    thread_spans: Mutex<Vec<ThreadSpan>>,
 }
 
 /// Bump allocation in this compute node's arena of every memory node, round robin.
@@ -113,7 +114,7 @@ impl<N: Nic> Tree<N> {
             key_locks: Mutex::new(BTreeMap::new()),
             errors: ErrorSlot::new(),
             stats: Mutex::new(Stats::new()),
-            thread_spans: Mutex::new(vec![None; config.threads_per_node as usize]),
+            thread_spans: Mutex::new(vec![ThreadSpan::default(); config.threads_per_node as usize]),
             config,
         }
     }
@@ -135,8 +136,7 @@ impl<N: Nic> Tree<N> {
         s.cache_evictions = cache.evictions;
         s.cache_bytes = cache.bytes();
         let spans = self.thread_spans.lock().unwrap_or_else(|e| e.into_inner());
-        s.thread_rate_sum =
-            spans.iter().flatten().map(|&(first, last, n)| n as f64 / (last - first).max(1) as f64).sum();
+        s.thread_rate_sum = spans.iter().filter_map(ThreadSpan::rate_per_ns).sum();
         s
     }
 
@@ -151,11 +151,8 @@ impl<N: Nic> Tree<N> {
         let latency = end.saturating_sub(start).0;
         {
             let mut spans = self.thread_spans.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(slot) = spans.get_mut(w.thread as usize) {
-                let span = slot.get_or_insert((start.0, end.0, 0));
-                span.0 = span.0.min(start.0);
-                span.1 = span.1.max(end.0);
-                span.2 += 1;
+            if let Some(span) = spans.get_mut(w.thread as usize) {
+                span.record(start.0, end.0);
             }
         }
         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
