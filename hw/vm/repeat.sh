@@ -12,7 +12,8 @@
 # "run": {"seeds": n} gives each run its own workload seed), DMSIM_REPEAT_GREP=ERE prints, per run, how many lines of each rank's log match (and
 # the first few; for debug prints), DMSIM_REPEAT_BIN=path runs that dmsim binary (built with --features rdma) instead of
 # building one, DMSIM_REPEAT_TRACE=1 runs the ranks with DMSIM_HW_TRACE=1 (one stderr line per verb
-# batch and message; only the tail is printed), DMSIM_VM_TIMEOUT (whole VM, default
+# batch and message; only the tail is printed), DMSIM_REPEAT_DUMP=1 copies a failing run's full rank logs
+# out of the VM (gzip+base64 on the console) into the output directory, DMSIM_VM_TIMEOUT (whole VM, default
 # RUNS*(PER_RUN_TIMEOUT_S+10)+120), CARGO_TARGET_DIR as for cargo. Needs what hw/vm/test.sh
 # needs (run that once first: it installs the VM's dependencies). Wrap in
 # `flock /tmp/dmsim-vm.lock` on shared machines: one VM at a time.
@@ -36,11 +37,12 @@ else
 fi
 GUEST=$(mktemp)
 cat > "$GUEST" <<EOF
-RUNS=$RUNS PER=$PER TRACE=${DMSIM_REPEAT_TRACE:-0} PATTERN='${DMSIM_REPEAT_GREP:-}' POINTS=${DMSIM_REPEAT_POINTS:-1}
+RUNS=$RUNS PER=$PER TRACE=${DMSIM_REPEAT_TRACE:-0} PATTERN='${DMSIM_REPEAT_GREP:-}' POINTS=${DMSIM_REPEAT_POINTS:-1} DUMP=${DMSIM_REPEAT_DUMP:-0}
 EOF
 cat >> "$GUEST" <<'EOF'
 f=/opt/scenario.json; pass=0; fail=0; k=1
 [ "$TRACE" = 1 ] && export DMSIM_HW_TRACE=1
+export DMSIM_JOB_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 while [ $k -le $RUNS ]; do
   s=$(cut -d' ' -f1 /proc/uptime); pids=; r=0
   while [ $r -lt 3 ]; do
@@ -55,6 +57,9 @@ while [ $k -le $RUNS ]; do
     [ $rc = 137 ] && echo "@@ HANG run $k point $(( (k - 1) % POINTS )) (killed after ${PER}s)" || echo "@@ FAIL run $k point $(( (k - 1) % POINTS )) rc=$rc ($t)"
     fail=$((fail+1))
     for r in 0 1 2; do echo "  --- rank $r: $(wc -l < /tmp/rank$r.log) lines, last 40:"; tail -40 /tmp/rank$r.log | sed "s/^/  rank $r| /"; done
+    if [ "$DUMP" = 1 ]; then
+      echo "@@DUMP-BEGIN $k"; (cd /tmp && busybox tar c rank0.log rank1.log rank2.log | busybox gzip -9 | busybox base64); echo "@@DUMP-END $k"
+    fi
   fi
   grep -h -E '^(ops|latches_held_at_end|throughput|latency_us_avg)' /tmp/rank0.log | sed 's/^/  /'
   if [ -n "$PATTERN" ]; then
@@ -73,6 +78,10 @@ log "booting the VM ($RUNS runs of $SCENARIO, ${PER}s each; output in $OUT)"
 bash "$HERE/run-vm.sh" -o "$OUT" -t "${DMSIM_VM_TIMEOUT:-$((RUNS * (PER + 10) + 120))}" \
   -a "$BIN:/opt/dmsim" -a "$SCENARIO:/opt/scenario.json" -- "$(cat "$GUEST")" > "$OUT/run.log" 2>&1
 VMRC=$?
-grep -E '^(@@|  )' "$OUT/console.log" 2>/dev/null || tail -20 "$OUT/run.log"
+grep -E '^(@@|  )' "$OUT/console.log" 2>/dev/null | grep -v '^@@DUMP' || tail -20 "$OUT/run.log"
+for k in $(sed -n 's/^@@DUMP-BEGIN \([0-9]*\).*/\1/p' "$OUT/console.log" 2>/dev/null); do
+  sed -n "/^@@DUMP-BEGIN $k/,/^@@DUMP-END $k/p" "$OUT/console.log" | sed '1d;$d' | tr -d '\r' | base64 -d > "$OUT/logs-run$k.tar.gz" &&
+    echo "run $k: the ranks' full logs are in $OUT/logs-run$k.tar.gz"
+done
 echo "vm rc=$VMRC, wall time $(( $(date +%s) - T0 ))s"
 [ $VMRC = 0 ]

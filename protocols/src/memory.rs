@@ -197,6 +197,16 @@ impl Region {
         self.word(offset_bytes).map_or(0, |w| w.load(Relaxed))
     }
 
+    /// Load a flag word that a NIC writes *after* the words it guards (a mailbox head): loads
+    /// after this one see at least what was written before the flag. On hardware a NIC's
+    /// writes land while the CPU reads, so read such a flag first and its data after; reading
+    /// the data first can pair an old argument with a new flag (in the simulator a task's loads
+    /// are atomic with respect to NIC writes, so only hardware shows the difference).
+    #[inline]
+    pub fn load_acquire(&self, offset_bytes: u64) -> u64 {
+        self.word(offset_bytes).map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
+    }
+
     #[inline]
     pub fn store(&self, offset_bytes: u64, value: u64) {
         self.wrote();

@@ -31,6 +31,12 @@
 //! * **CAS returns the old value** whether or not it succeeded; success is `old == expect`.
 //! * **Tearing.** A READ or WRITE longer than 64 bytes is not atomic against a concurrent WRITE
 //!   of the same range: a reader may see some 64-byte chunks old and others new.
+//! * **Local loads race NIC writes.** On hardware a remote WRITE lands in this node's region
+//!   while its CPU reads it, between any two loads. The simulator applies NIC writes between
+//!   task steps, so a step's loads look atomic there and **the fuzzer cannot find this class
+//!   of bug**: read a flag word first ([`crate::memory::Region::load_acquire`]) and the data
+//!   its sender wrote before it afterwards (ScaleStore's mailboxes, session 21: the other
+//!   order paired an old argument with a new head on Soft-RoCE).
 //! * **Doorbell batch.** [`Nic::batch`] posts up to [`MAX_BATCH`] verbs to *one* target on this
 //!   handle's QP as one chained work-request list: they execute in order and complete together
 //!   (one round trip plus the serialization of all payloads).

@@ -34,9 +34,11 @@
 //!   exponentially, §6.7.3).
 //! * `Done` is one 8-byte WRITE into the sender's *ack slot* at the directory (a region past
 //!   the response slots, only in baseline runs), not into its request mailbox, which its next
-//!   request to that directory could overwrite before a handler read the `Done`. A handler
-//!   reads a box's ack slot before its mailbox; both are written on the worker's one QP, in
-//!   order, so a `Done` is always consumed before the next request of its sender is.
+//!   request to that directory could overwrite before a handler read the `Done`. Both are
+//!   written on the worker's one QP, in order; a handler loads a box's head word, then its
+//!   ack slot, then serves the head, so a `Done` is always consumed before the next request
+//!   of its sender is (loading the ack slot first lets both land between the two loads on
+//!   hardware).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;

@@ -34,13 +34,21 @@ impl<N: Nic> Node<N> {
                 let from = NodeId((j / agents) as u16);
                 let worker = (j % agents) as u32;
                 let at = self.layout.request(from, worker);
+                // The head word first: it lands after the argument (one QP, in order), so an
+                // argument read after a new head is that message's. Read the other way round, a
+                // NIC write landing between the two loads pairs the previous message's epoch
+                // with the new head — on Soft-RoCE that served a `Take` meant for a later
+                // holder and skipped an `Inval` (two exclusive owners, a stale shared copy).
+                // Likewise before the ack slot: a `Done` lands before its sender's next head.
+                let mut head = nic.local().load_acquire(at + 8);
                 if let Some(page) = baselines::take_ack(&self, &nic, j) {
                     // Baselines: a requester's `Done` frees the page for the next request.
                     nic.cpu(Nanos(self.config.cpu.handler_ns)).await;
                     baselines::release(&self, page);
                     served = true;
+                    head = nic.local().load_acquire(at + 8);
                 }
-                let Some(req) = Request::decode(nic.local().load(at), nic.local().load(at + 8)) else {
+                let Some(req) = Request::decode(nic.local().load(at), head) else {
                     continue;
                 };
                 nic.cpu(Nanos(self.config.cpu.handler_ns)).await;

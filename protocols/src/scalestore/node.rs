@@ -669,6 +669,8 @@ impl<N: Nic> Node<N> {
                 e,
             )
         })?;
+        // The argument after the head (see `Region::load_acquire`).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         Ok(Response::decode(self.nic.local().load(at), head))
     }
 
