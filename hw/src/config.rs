@@ -29,7 +29,10 @@ pub struct HwConfig {
     pub ack_timeout: u8,
     /// Transport retries before a verb fails with "retry exceeded" (the peer is gone).
     pub retry_count: u8,
-    /// Worker threads of the runtime.
+    /// Worker threads of the runtime. Keep 1: protocols change a node's state in synchronous
+    /// steps between awaits (as the simulator runs them, one task at a time), so several OS
+    /// threads polling one node's tasks would race CPU against CPU (e.g. DiFache's header
+    /// writes); only NIC writes may interleave with a step on hardware.
     pub threads: usize,
     /// Bound on each bootstrap step (rendezvous, barriers).
     pub bootstrap_timeout: Duration,
