@@ -202,7 +202,12 @@ pub async fn run_client<N: Nic>(
         } else {
             sequence += 1;
             let stamp = write_stamp(cache.nic.node(), thread, sequence);
-            app_write(&cache, &w, key, stamp, &log).await
+            // Drawn only when atomics are on, so runs without them keep their sequences.
+            if workload.atomic_ratio > 0.0 && unit_f64(rng.next_u64()) < workload.atomic_ratio {
+                app_atomic(&cache, &w, key, stamp, &log).await
+            } else {
+                app_write(&cache, &w, key, stamp, &log).await
+            }
         };
         match r {
             Ok(true) => {}
@@ -256,6 +261,16 @@ async fn logged_read<N: Nic>(
     key: u64,
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<()> {
+    logged_read_value(cache, w, key, log).await.map(|_| ())
+}
+
+/// A validated read, logged; returns the stamp seen.
+async fn logged_read_value<N: Nic>(
+    cache: &Cache<N>,
+    w: &Worker<N>,
+    key: u64,
+    log: &Option<(OpLog, u32)>,
+) -> ProtocolResult<u64> {
     let invoke = w.nic.now().0;
     let value = validated_read(cache, w, key).await?;
     let client = log.as_ref().map_or(0, |l| l.1);
@@ -270,7 +285,7 @@ async fn logged_read<N: Nic>(
             return_ns: Some(w.nic.now().0),
         },
     );
-    Ok(())
+    Ok(value)
 }
 
 /// Read until the object is whole (one tag, one stamp); returns its stamp (0: never written).
@@ -334,6 +349,58 @@ async fn app_write<N: Nic>(
             track(cache, w, key, event);
             if let (Some((l, _)), Some(i)) = (log, at) {
                 l.lock()[i].return_ns = Some(w.nic.now().0);
+            }
+            false
+        }
+        Err(e) if cache.mn_timeout(&e) => true,
+        Err(e) => return Err(e),
+    };
+    unlock(cache, w, lock, failed).await
+}
+
+/// An atomic update (`workload.atomic_ratio`): under the application's lock (a NIC atomic is
+/// not atomic against another client's flush WRITE), read the object, then CAS its stamp word
+/// from the value read to `stamp` through `Cache::cas_object`. Every earlier update returned
+/// before this client took the lock, so the read must have seen the memory node's value: a
+/// CAS that finds another one proves a stale read (counted as `atomic_stale_reads`; logged
+/// as a read of what the CAS found, not as a write).
+async fn app_atomic<N: Nic>(
+    cache: &Cache<N>,
+    w: &Worker<N>,
+    key: u64,
+    stamp: u64,
+    log: &Option<(OpLog, u32)>,
+) -> ProtocolResult<bool> {
+    let lock = cache.layout.app_lock(key);
+    while w.nic.try_cas(lock, 0, stamp, "application lock").await? != 0 {
+        cache.stats.lock().unwrap_or_else(|e| e.into_inner()).app_lock_retries += 1;
+        w.nic.sleep(Nanos(cache.config.cpu.poll_ns)).await;
+    }
+    let seen = match logged_read_value(cache, w, key, log).await {
+        Ok(v) => v,
+        Err(e) if cache.mn_timeout(&e) => return unlock(cache, w, lock, true).await,
+        Err(e) => return Err(e),
+    };
+    let invoke = w.nic.now().0;
+    let client = log.as_ref().map_or(0, |l| l.1);
+    let at = log.as_ref().map(|(l, _)| {
+        let mut ops = l.lock();
+        ops.push(LoggedOp { client, key, write: Some(stamp), seen: None, invoke_ns: invoke, return_ns: None });
+        ops.len() - 1
+    });
+    let failed = match cache.cas_object(w, key, seen, stamp).await {
+        Ok(old) => {
+            if let (Some((l, _)), Some(i)) = (log, at) {
+                let mut ops = l.lock();
+                ops[i].return_ns = Some(w.nic.now().0);
+                if old != seen {
+                    // Nothing was written: the CAS read the memory node's value.
+                    ops[i].write = None;
+                    ops[i].seen = Some(old);
+                }
+            }
+            if old != seen {
+                cache.stats.lock().unwrap_or_else(|e| e.into_inner()).atomic_stale_reads += 1;
             }
             false
         }

@@ -25,6 +25,7 @@ use super::mutants::Mutant;
 use super::profit::{break_even, decode_threshold, encode_threshold, Event, Samples};
 use super::stats::Stats;
 
+mod atomic;
 mod mode;
 
 pub const MODE_ON: u64 = 1;

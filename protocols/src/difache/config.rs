@@ -296,6 +296,13 @@ pub struct Workload {
     /// Share of application reads (the paper: 95 %).
     #[serde(default = "read_95")]
     pub read_ratio: f64,
+    /// Share of application writes done as an atomic instead (`Cache::cas_object`, spec
+    /// §3.8): under the application's lock, a validated read, then a CAS of the object's
+    /// stamp word from the value read to a fresh stamp. A CAS that finds another value proves
+    /// the read was stale (`atomic_stale_reads`, a violation). Needs `object_bytes` 16 (the
+    /// CAS replaces the object's one stamp word) and no trace; not with CMCache. Default 0.
+    #[serde(default)]
+    pub atomic_ratio: f64,
     /// Zipf exponent; 0 is uniform ([CHOICE] 0.99: the paper's value was lost).
     #[serde(default = "theta")]
     pub zipf_theta: f64,
@@ -337,6 +344,15 @@ impl Workload {
         }
         if !(0.0..=1.0).contains(&self.read_ratio) {
             out.push("read_ratio: must be in [0, 1]".into());
+        }
+        if !(0.0..=1.0).contains(&self.atomic_ratio) {
+            out.push("atomic_ratio: must be in [0, 1]".into());
+        } else if self.atomic_ratio > 0.0 && (self.object_bytes != 16 || self.trace.is_some() || self.trace_file.is_some())
+        {
+            out.push(
+                "atomic_ratio: needs object_bytes 16 (the CAS replaces the object's one stamp word) and no trace"
+                    .into(),
+            );
         }
         if !(0.0..=20.0).contains(&self.zipf_theta) {
             out.push("zipf_theta: must be in [0, 20]".into());

@@ -109,6 +109,9 @@ impl DifachePlan {
                 Default::default()
             }
         };
+        if workload.atomic_ratio > 0.0 && config.variant.centralized() {
+            out.push(Problem::new("workload.atomic_ratio", "CMCache has no atomic operations: use 0"));
+        }
         point.no_symmetric("DiFache", &mut out);
         if point.memory_nodes == 0 || point.memory_nodes > 1024 {
             out.push(Problem::new("cluster.memory_nodes", "must be in 1..=1024"));
@@ -447,6 +450,11 @@ impl Plan for DifachePlan {
         m.insert("validation_retries_per_op".into(), total.validation_retries as f64 / ops);
         m.insert("owner_rechecks_lost".into(), total.owner_rechecks_lost as f64);
         m.insert("bypass_rechecks".into(), total.bypass_rechecks as f64);
+        if self.workload.atomic_ratio > 0.0 {
+            m.insert("atomics_per_op".into(), total.atomics as f64 / ops);
+            m.insert("atomic_switches".into(), total.atomic_switches as f64);
+            m.insert("atomic_stale_reads".into(), total.atomic_stale_reads as f64);
+        }
         m.insert("manager_rpcs_per_op".into(), total.rpcs as f64 / ops);
         m.insert("manager_waits".into(), total.manager_waits as f64);
         if self.config.crash_recovery {
@@ -517,6 +525,13 @@ impl Plan for DifachePlan {
     fn verify(&self, reports: &[NodeReport], memory: Option<Memory>) -> Result<(), Violation> {
         if !self.config.variant.coherent() {
             return Ok(());
+        }
+        let stale: u64 = Self::parse(reports).iter().map(|r| r.stats.atomic_stale_reads).sum();
+        if stale > 0 {
+            return Err(Violation::new(
+                "atomics see the latest value (a CAS under the application's lock finds the value its client read)",
+                format!("{stale} atomic CAS(es) found another value than the client had just read under the lock: a stale read"),
+            ));
         }
         let log = Self::history(reports);
         check_regular(&log)

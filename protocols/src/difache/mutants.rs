@@ -26,6 +26,7 @@ pub enum Mutant {
     CmNoSerialize,
     CmUnackedInvalidate,
     CmWriterKeepsLocal,
+    AtomicWhileCaching,
 }
 
 crate::mutant_table!(Mutant {
@@ -63,4 +64,6 @@ crate::mutant_table!(Mutant {
         "CMCache: the manager answers a write without waiting for its invalidations to land",
     "cm-writer-keeps-local" => CmWriterKeepsLocal:
         "CMCache: a writer whose slot another local thread claimed keeps that thread's fill, which the manager may have served before the write",
+    "atomic-while-caching" => AtomicWhileCaching:
+        "an atomic runs at the memory node without first switching the object's caching off, so cached copies outlive it (needs workload.atomic_ratio)",
 });

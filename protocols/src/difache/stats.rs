@@ -69,6 +69,14 @@ pub struct Stats {
     /// kind an [`Event`] index, or [`SWITCH_ON`] / [`SWITCH_OFF`].
     #[serde(default)]
     pub tracked: Vec<(u64, u8)>,
+    /// Atomic operations (`Cache::cas_object`), the off switches they made, and the CASes that
+    /// found a value other than the one their client read under the lock (a stale read).
+    #[serde(default)]
+    pub atomics: u64,
+    #[serde(default)]
+    pub atomic_switches: u64,
+    #[serde(default)]
+    pub atomic_stale_reads: u64,
 }
 
 pub const SWITCH_ON: u8 = 5;
@@ -128,5 +136,8 @@ impl Stats {
             *a += b;
         }
         self.tracked.extend_from_slice(&o.tracked);
+        self.atomics += o.atomics;
+        self.atomic_switches += o.atomic_switches;
+        self.atomic_stale_reads += o.atomic_stale_reads;
     }
 }

@@ -1,0 +1,108 @@
+//! Atomic operations on cached objects (spec §3.8): "DiFache switches the cache mode of the
+//! accessed object to off and performs a remote atomic operation", because an invalidation
+//! is not atomic with the memory node's atomic unit. A child module of `cache`.
+//!
+//! The operation is a CAS on word 1 of the object at its memory node (word 0 is the
+//! application's tag). Per variant:
+//! * DiFache: count the access as a write, switch the object off on every CN unless it is
+//!   off, CAS at the memory node, then — as a bypass write does ([CHOICE], spec §9.6) —
+//!   if the local MODE word changed since (a switch to on began and may have let a CN cache
+//!   the old value), invalidate the owners and the local copy.
+//! * DiFache-noAC (always on, [CHOICE]): CAS, then invalidate the owners and the local copy,
+//!   as a write invalidates after its flush; the writer keeps no copy (it knows one word).
+//! * caching disabled by a CN-list sync: the same as noAC.
+//! * no cache: the CAS alone. noCC: the CAS alone (its copies stay stale: no coherence).
+//! * CMCache: not offered (the workload refuses it at load time).
+
+use super::*;
+
+impl<N: Nic> Cache<N> {
+    /// CAS word 1 of object `key` from `expect` to `new` at its memory node; returns the old
+    /// value. The caller serializes it with the object's writes (the application's lock), as
+    /// a NIC atomic is not atomic against a WRITE.
+    pub async fn cas_object(&self, w: &Worker<N>, key: u64, expect: u64, new: u64) -> ProtocolResult<u64> {
+        let word = self.layout.object(key).add(8);
+        self.stats().atomics += 1;
+        let cas = || async move { w.nic.try_cas(word, expect, new, "object atomic").await };
+        if !self.config.variant.caches() || !self.config.variant.coherent() {
+            return cas().await;
+        }
+        if !self.enter() {
+            return self.atomic_uncached(w, key, cas).await;
+        }
+        w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
+        let found = self.header(w, key).await;
+        if found.is_err() {
+            self.leave();
+        }
+        let Some(hdr) = found? else {
+            self.leave();
+            return self.atomic_uncached(w, key, cas).await;
+        };
+        if let Some(t) = &self.tracker {
+            t.begin(key);
+        }
+        let r: ProtocolResult<u64> = async {
+            if !self.config.variant.adaptive() {
+                let old = cas().await?;
+                self.invalidate_owners(w, key).await?;
+                self.store(hdr, HDR_VALID, 0);
+                return Ok(old);
+            }
+            let mut st = self.check_mode(w, hdr, key, false).await?;
+            while st & MODE_ON != 0 && self.config.mutant != Mutant::AtomicWhileCaching {
+                self.stats().atomic_switches += 1;
+                self.switch_mode(w, hdr, key, false, threshold_of(st)).await?;
+                if self.disabled.load(Relaxed) {
+                    // A CN-list sync began: the off switch may not have happened; invalidate.
+                    let old = cas().await?;
+                    self.invalidate_owners(w, key).await?;
+                    self.store(hdr, HDR_VALID, 0);
+                    return Ok(old);
+                }
+                st = self.settled_mode(w, hdr).await?;
+            }
+            let old = cas().await?;
+            if self.load(hdr, HDR_MODE) != st {
+                self.stats().bypass_rechecks += 1;
+                self.invalidate_owners(w, key).await?;
+                self.store(hdr, HDR_VALID, 0);
+            }
+            Ok(old)
+        }
+        .await;
+        if let (Some(t), true) = (&self.tracker, r.is_ok() || !self.config.node_restarts) {
+            t.end(key);
+        }
+        self.unpin(hdr);
+        self.leave();
+        r
+    }
+
+    /// An atomic while caching is disabled (or no header could be placed): CAS, then
+    /// invalidate the live CNs and this CN's own copy, as `write_disabled` does.
+    async fn atomic_uncached<F, Fut>(&self, w: &Worker<N>, key: u64, cas: F) -> ProtocolResult<u64>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = ProtocolResult<u64>>,
+    {
+        if let Some(t) = &self.tracker {
+            t.begin(key);
+        }
+        self.bypass_writes.fetch_add(1, Relaxed);
+        let r = async {
+            let old = cas().await?;
+            self.invalidate_owners(w, key).await?;
+            if let Some(h) = index::lookup_local(self.nic.local(), key, self.layout.index_buckets) {
+                self.store(h, HDR_VALID, 0);
+            }
+            Ok(old)
+        }
+        .await;
+        self.bypass_writes.fetch_sub(1, Relaxed);
+        if let (Some(t), true) = (&self.tracker, r.is_ok() || !self.config.node_restarts) {
+            t.end(key);
+        }
+        r
+    }
+}
