@@ -385,7 +385,14 @@ async fn app_atomic<N: Nic>(
     let client = log.as_ref().map_or(0, |l| l.1);
     let at = log.as_ref().map(|(l, _)| {
         let mut ops = l.lock();
-        ops.push(LoggedOp { client, key, write: Some(stamp), seen: None, invoke_ns: invoke, return_ns: None });
+        ops.push(LoggedOp {
+            client,
+            key,
+            write: Some(stamp),
+            seen: None,
+            invoke_ns: invoke,
+            return_ns: None,
+        });
         ops.len() - 1
     });
     let failed = match cache.cas_object(w, key, seen, stamp).await {

@@ -252,7 +252,11 @@ impl<N: Nic> Cache<N> {
         }
     }
 
-    /// Headers other CNs hold for `key`, with their MODE word (tag-checked).
+    /// Headers other CNs hold for `key`, with their MODE word (tag-checked). A header indexed
+    /// under `key` whose word carries another key's tag (the hardware-only race of
+    /// `Cache::own_mode`) is skipped: a switcher neither flags nor invalidates it, and discovery
+    /// does not copy it. Safe because its CN repairs it before any access uses it — under
+    /// `key`'s mode lock, so after any such switch — and drops its copy then.
     async fn remote_headers(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Vec<(usize, u32, u64)>> {
         let found = join_all(
             self.others()
@@ -293,6 +297,23 @@ impl<N: Nic> Cache<N> {
         Ok(out)
     }
 
+    /// A new header's mode (§4.3, the caller holds `key`'s mode lock): copied from the first
+    /// other CN's header found (tag-checked), else off with the default interval and threshold.
+    async fn discover_mode(&self, w: &Worker<N>, key: u64) -> ProtocolResult<u64> {
+        let mut mode = mode_word(
+            false,
+            self.config.interval_first,
+            encode_threshold(self.config.threshold_default),
+            key,
+        );
+        if self.config.mutant == Mutant::AllocDefaultOn {
+            mode |= MODE_ON;
+        } else if let Some(&(_, _, m)) = self.remote_headers(w, key).await?.first() {
+            mode = m & !SWITCHING;
+        }
+        Ok(mode)
+    }
+
     // ---- headers ----
 
     /// The header of `key`, allocated if needed (§4.3 default cache modes), pinned; `None` if
@@ -314,17 +335,7 @@ impl<N: Nic> Cache<N> {
                 if !self.lock_mode(w, key).await? {
                     return Ok(None);
                 }
-                mode = mode_word(
-                    false,
-                    self.config.interval_first,
-                    encode_threshold(self.config.threshold_default),
-                    key,
-                );
-                if self.config.mutant == Mutant::AllocDefaultOn {
-                    mode |= MODE_ON;
-                } else if let Some(&(_, _, m)) = self.remote_headers(w, key).await?.first() {
-                    mode = m & !SWITCHING;
-                }
+                mode = self.discover_mode(w, key).await?;
             }
             let placed = self.place(key, mode);
             if adaptive {
@@ -383,6 +394,9 @@ impl<N: Nic> Cache<N> {
     }
 
     /// Victim preference (§6): unpinned, caching disabled first, then the fewest operations.
+    /// The MODE word is not tag-checked: a word another key's switcher left here (the
+    /// hardware-only race of `Cache::own_mode`) only changes which header is evicted, never
+    /// what an access does.
     fn victim_rank(&self, hdr: u32) -> Option<(bool, u64)> {
         (self.load(hdr, HDR_PIN) == 0)
             .then(|| (self.load(hdr, HDR_MODE) & MODE_ON != 0, self.load(hdr, HDR_COUNTS) & 0xffff))

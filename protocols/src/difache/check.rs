@@ -127,6 +127,9 @@ pub fn invariants(
                 continue;
             }
             let mode = load(base + HDR_MODE);
+            // Holds in the simulator (a NIC atomic is one instant there). On hardware a
+            // switcher's CAS can swallow a recycle's store and leave another key's word here
+            // until the next access repairs it (`Cache::own_mode`); this check runs only here.
             if mode >> 32 != tag(key) {
                 return Err((
                     "header tag",

@@ -347,7 +347,8 @@ impl Workload {
         }
         if !(0.0..=1.0).contains(&self.atomic_ratio) {
             out.push("atomic_ratio: must be in [0, 1]".into());
-        } else if self.atomic_ratio > 0.0 && (self.object_bytes != 16 || self.trace.is_some() || self.trace_file.is_some())
+        } else if self.atomic_ratio > 0.0
+            && (self.object_bytes != 16 || self.trace.is_some() || self.trace_file.is_some())
         {
             out.push(
                 "atomic_ratio: needs object_bytes 16 (the CAS replaces the object's one stamp word) and no trace"

@@ -27,6 +27,11 @@ pub struct Stats {
     pub owner_cas_retries: u64,
     pub owner_rechecks_lost: u64,
     pub bypass_rechecks: u64,
+    /// Headers whose MODE word carried another key's tag and were given their own key's mode
+    /// again (`Cache::own_mode`; hardware only: a remote CAS swallowed a recycle's store).
+    /// Not serialized when 0, so reports of runs without a repair are unchanged.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mode_repairs: u64,
     /// Reads the application found torn or of another object, and retried.
     pub validation_retries: u64,
     pub app_lock_retries: u64,
@@ -79,6 +84,10 @@ pub struct Stats {
     pub atomic_stale_reads: u64,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 pub const SWITCH_ON: u8 = 5;
 pub const SWITCH_OFF: u8 = 6;
 
@@ -112,6 +121,7 @@ impl Stats {
         self.owner_cas_retries += o.owner_cas_retries;
         self.owner_rechecks_lost += o.owner_rechecks_lost;
         self.bypass_rechecks += o.bypass_rechecks;
+        self.mode_repairs += o.mode_repairs;
         self.validation_retries += o.validation_retries;
         self.app_lock_retries += o.app_lock_retries;
         self.rpcs += o.rpcs;

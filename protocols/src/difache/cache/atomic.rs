@@ -60,7 +60,7 @@ impl<N: Nic> Cache<N> {
                     self.store(hdr, HDR_VALID, 0);
                     return Ok(old);
                 }
-                st = self.settled_mode(w, hdr).await?;
+                st = self.own_mode(w, hdr, key).await?;
             }
             let old = cas().await?;
             if self.load(hdr, HDR_MODE) != st {

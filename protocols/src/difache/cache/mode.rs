@@ -39,7 +39,7 @@ impl<N: Nic> Cache<N> {
         if !self.config.variant.adaptive() {
             return Ok(self.load(hdr, HDR_MODE) | MODE_ON);
         }
-        let st = self.settled_mode(w, hdr).await?;
+        let st = self.own_mode(w, hdr, key).await?;
         if st & SWITCHING == 0 && self.load(hdr, HDR_MODE) != st {
             return Ok(st); // gave up waiting (caching disabled)
         }
@@ -67,12 +67,75 @@ impl<N: Nic> Cache<N> {
         };
         let Some(target) = target else { return Ok(st) };
         self.switch_mode(w, hdr, key, target, encode_threshold(threshold)).await?;
-        self.settled_mode(w, hdr).await
+        self.own_mode(w, hdr, key).await
     }
 
-    /// The MODE word once no switch is in progress. If caching is disabled meanwhile (the
-    /// switcher may be dead), a mode word with caching off: the operation goes to the memory
-    /// node, and a write reads it as a mode change and invalidates like a cached write.
+    /// [`Self::settled_mode`], repaired first if the word is not `key`'s (hardware only).
+    ///
+    /// **The race** (NEEDS.md, "hardware-only race: remote MODE CAS vs header recycling"): a
+    /// switcher of the header's previous key k CASes this word remotely while this CN recycles
+    /// the header for `key` (`take_header` stores 0, `place` stores `key`'s word) without k's
+    /// mode lock. A NIC atomic is atomic only against other NIC atomics (`nic/mod.rs`): on
+    /// hardware it is a read then a write, and our stores can land between them; the NIC then
+    /// writes k's word (flagged) back, and the switcher's second CAS, seeing its own flag,
+    /// stores k's new word. The header, indexed under `key`, then carries k's mode and tag:
+    /// `key` would run cached here while it is off elsewhere (off-mode writers do not
+    /// invalidate: stale reads), or the reverse. Switchers and default-mode discovery of
+    /// `key` skip this header meanwhile (`remote_headers` checks the tag), so its copy may
+    /// also have missed their invalidations. In the simulator a NIC atomic is one instant, so
+    /// this never happens and the loop below takes one comparison.
+    ///
+    /// **Waiting** on a flag with another key's tag (in `settled_mode`) is safe: it was raised
+    /// by that key's switcher, which holds that key's mode lock and clears it with its second
+    /// CAS (same tag, so the CAS matches) without needing anything from this CN's threads; our
+    /// thread pins the header, so it is not recycled again meanwhile. If that switcher dies,
+    /// recovery disables caching and `settled_mode` gives up as for our own key. Waiting also
+    /// means the repair never races that second CAS; the loop re-checks all the same.
+    pub(super) async fn own_mode(&self, w: &Worker<N>, hdr: u32, key: u64) -> ProtocolResult<u64> {
+        loop {
+            let st = self.settled_mode(w, hdr).await?;
+            if st >> 32 == tag(key) {
+                return Ok(st);
+            }
+            // Caching disabled (a sync): give up as `settled_mode` does, with an off word of
+            // our tag — it differs from the stored word, so the caller sees a gave-up word and a
+            // write invalidates like a cached write.
+            let off = (st & 0xffff_ffff & !(MODE_ON | SWITCHING)) | (tag(key) << 32);
+            if self.disabled.load(Relaxed) || !self.repair_mode(w, hdr, key).await? {
+                return Ok(off);
+            }
+        }
+    }
+
+    /// Give `hdr` (indexed under `key`, pinned) `key`'s mode again, as if it were allocated
+    /// now: under `key`'s mode lock, the mode of the other CNs' headers, else the default
+    /// (`discover_mode`, as `header` does). Invalidates the copy: switches of `key` skipped
+    /// this header while it carried another tag. `false` if caching was disabled while waiting
+    /// for the lock.
+    async fn repair_mode(&self, w: &Worker<N>, hdr: u32, key: u64) -> ProtocolResult<bool> {
+        if !self.lock_mode(w, key).await? {
+            return Ok(false);
+        }
+        let mode = self.discover_mode(w, key).await?;
+        // Another local thread may have repaired it while we waited for the lock.
+        if self.load(hdr, HDR_MODE) >> 32 != tag(key) {
+            self.store(hdr, HDR_VALID, 0);
+            // The counters are this header's since `place`, but the interval may differ now:
+            // start a new one so that it can close.
+            self.store(hdr, HDR_COUNTS, 0);
+            self.store(hdr, HDR_MODE, mode);
+            w.nic.mark("difache mode repair", key);
+            self.stats().mode_repairs += 1;
+        }
+        self.unlock_mode(w, key).await?;
+        Ok(true)
+    }
+
+    /// The MODE word once no switch is in progress (whatever the word's tag: see
+    /// [`Self::own_mode`] for why waiting on another key's flag is safe). If caching is
+    /// disabled meanwhile (the switcher may be dead), a mode word with caching off: the
+    /// operation goes to the memory node, and a write reads it as a mode change and
+    /// invalidates like a cached write.
     pub(super) async fn settled_mode(&self, w: &Worker<N>, hdr: u32) -> ProtocolResult<u64> {
         loop {
             let st = self.load(hdr, HDR_MODE);
