@@ -11,7 +11,8 @@
 //!   neighbourhoods, one-READ remote lookup. Spec §3.1.2, §3.2.
 //! * [`cache`] — header allocation with default-mode discovery (§3.3), the mode check and
 //!   switch (§3.4), read hit / miss (§3.6), write with flush-then-invalidate by broadcast or
-//!   owner sets (§3.7), eviction.
+//!   owner sets (§3.7), eviction; atomics that switch the object off first (§3.8,
+//!   `cache/atomic.rs`).
 //! * [`profit`] — the caching-profit model (§3.5, reconstructed) and latency samples.
 //! * [`cmcache`] — the CMCache baseline: read misses and writes by RPC to a centralized manager
 //!   (a dedicated CN or memory node 0) that serializes them per object and invalidates owners.
