@@ -43,6 +43,7 @@ fn layout_and_config() -> (Layout, Config) {
         measure_us: 0,
         warmup_ops_per_object: 0,
         read_ratio: 1.0,
+        atomic_ratio: 0.0,
         zipf_theta: 0.0,
         trace: None,
         trace_file: None,
