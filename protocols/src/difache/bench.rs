@@ -311,12 +311,7 @@ async fn app_write<N: Nic>(
     stamp: u64,
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<bool> {
-    let lock = cache.layout.app_lock(key);
-    let owner = stamp;
-    while w.nic.try_cas(lock, 0, owner, "application lock").await? != 0 {
-        cache.stats.lock().unwrap_or_else(|e| e.into_inner()).app_lock_retries += 1;
-        w.nic.sleep(Nanos(cache.config.cpu.poll_ns)).await;
-    }
+    let lock = lock_app(cache, w, key, stamp).await?;
     if let Err(e) = logged_read(cache, w, key, log).await {
         if !cache.mn_timeout(&e) {
             return Err(e);
@@ -327,22 +322,7 @@ async fn app_write<N: Nic>(
     let mut buf = vec![stamp; words];
     buf[0] = object_tag(key);
     cache.nic.local().write_words(cache.layout.app_buffer(w.thread), &buf);
-    let invoke = w.nic.now().0;
-    let client = log.as_ref().map_or(0, |l| l.1);
-    // Logged at invocation, so that a write its crashed CN never finished still counts as
-    // one in flight forever (its value may be read).
-    let at = log.as_ref().map(|(l, _)| {
-        let mut ops = l.lock();
-        ops.push(LoggedOp {
-            client,
-            key,
-            write: Some(stamp),
-            seen: None,
-            invoke_ns: invoke,
-            return_ns: None,
-        });
-        ops.len() - 1
-    });
+    let at = log_write(w, key, stamp, log);
     let written = cache.write(w, key).await;
     let failed = match written {
         Ok(event) => {
@@ -358,6 +338,40 @@ async fn app_write<N: Nic>(
     unlock(cache, w, lock, failed).await
 }
 
+/// Take the application's lock on `key` (CAS from 0 to `owner`); returns the lock's address.
+async fn lock_app<N: Nic>(
+    cache: &Cache<N>,
+    w: &Worker<N>,
+    key: u64,
+    owner: u64,
+) -> ProtocolResult<crate::nic::RemoteAddr> {
+    let lock = cache.layout.app_lock(key);
+    while w.nic.try_cas(lock, 0, owner, "application lock").await? != 0 {
+        cache.stats.lock().unwrap_or_else(|e| e.into_inner()).app_lock_retries += 1;
+        w.nic.sleep(Nanos(cache.config.cpu.poll_ns)).await;
+    }
+    Ok(lock)
+}
+
+/// Log a write of `stamp` at its invocation (its return is filled in when it returns), so
+/// that a write its crashed CN never finished still counts as one in flight forever (its
+/// value may be read). Returns its index in the log.
+fn log_write<N: Nic>(w: &Worker<N>, key: u64, stamp: u64, log: &Option<(OpLog, u32)>) -> Option<usize> {
+    let invoke = w.nic.now().0;
+    log.as_ref().map(|(l, client)| {
+        let mut ops = l.lock();
+        ops.push(LoggedOp {
+            client: *client,
+            key,
+            write: Some(stamp),
+            seen: None,
+            invoke_ns: invoke,
+            return_ns: None,
+        });
+        ops.len() - 1
+    })
+}
+
 /// An atomic update (`workload.atomic_ratio`): under the application's lock (a NIC atomic is
 /// not atomic against another client's flush WRITE), read the object, then CAS its stamp word
 /// from the value read to `stamp` through `Cache::cas_object`. Every earlier update returned
@@ -371,30 +385,13 @@ async fn app_atomic<N: Nic>(
     stamp: u64,
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<bool> {
-    let lock = cache.layout.app_lock(key);
-    while w.nic.try_cas(lock, 0, stamp, "application lock").await? != 0 {
-        cache.stats.lock().unwrap_or_else(|e| e.into_inner()).app_lock_retries += 1;
-        w.nic.sleep(Nanos(cache.config.cpu.poll_ns)).await;
-    }
+    let lock = lock_app(cache, w, key, stamp).await?;
     let seen = match logged_read_value(cache, w, key, log).await {
         Ok(v) => v,
         Err(e) if cache.mn_timeout(&e) => return unlock(cache, w, lock, true).await,
         Err(e) => return Err(e),
     };
-    let invoke = w.nic.now().0;
-    let client = log.as_ref().map_or(0, |l| l.1);
-    let at = log.as_ref().map(|(l, _)| {
-        let mut ops = l.lock();
-        ops.push(LoggedOp {
-            client,
-            key,
-            write: Some(stamp),
-            seen: None,
-            invoke_ns: invoke,
-            return_ns: None,
-        });
-        ops.len() - 1
-    });
+    let at = log_write(w, key, stamp, log);
     let failed = match cache.cas_object(w, key, seen, stamp).await {
         Ok(old) => {
             if let (Some((l, _)), Some(i)) = (log, at) {

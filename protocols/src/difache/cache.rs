@@ -449,6 +449,21 @@ impl<N: Nic> Cache<N> {
 
     // ---- read and write (Fig. 5) ----
 
+    /// Pass the cache's gate and find or place `key`'s header: `Some(hdr)` (pinned, the gate
+    /// held: the caller unpins and leaves), or `None` — caching disabled by a CN-list sync, or
+    /// no header could be placed — with the gate released: the operation bypasses the cache.
+    async fn enter_header(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Option<u32>> {
+        if !self.enter() {
+            return Ok(None);
+        }
+        w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
+        let found = self.header(w, key).await;
+        if !matches!(found, Ok(Some(_))) {
+            self.leave();
+        }
+        found
+    }
+
     /// Read object `key` into the thread's application buffer.
     pub async fn read(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Event> {
         let app = self.layout.app_buffer(w.thread);
@@ -462,17 +477,7 @@ impl<N: Nic> Cache<N> {
             self.fetch(w, key, app).await?;
             return Ok(self.sample(Event::ReadBypass, w.nic.now().0 - start.0));
         }
-        if !self.enter() {
-            self.fetch(w, key, app).await?;
-            return Ok(self.sample(Event::ReadBypass, w.nic.now().0 - start.0));
-        }
-        w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
-        let found = self.header(w, key).await;
-        if found.is_err() {
-            self.leave();
-        }
-        let Some(hdr) = found? else {
-            self.leave();
+        let Some(hdr) = self.enter_header(w, key).await? else {
             self.fetch(w, key, app).await?;
             return Ok(self.sample(Event::ReadBypass, w.nic.now().0 - start.0));
         };
@@ -633,16 +638,7 @@ impl<N: Nic> Cache<N> {
             self.flush(w, key, app).await?;
             return Ok(self.sample(Event::WriteBypass, w.nic.now().0 - start.0));
         }
-        if !self.enter() {
-            return self.write_disabled(w, key, start).await;
-        }
-        w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
-        let found = self.header(w, key).await;
-        if found.is_err() {
-            self.leave();
-        }
-        let Some(hdr) = found? else {
-            self.leave();
+        let Some(hdr) = self.enter_header(w, key).await? else {
             return self.write_disabled(w, key, start).await;
         };
         if let Some(t) = &self.tracker {

@@ -27,16 +27,7 @@ impl<N: Nic> Cache<N> {
         if !self.config.variant.caches() || !self.config.variant.coherent() {
             return cas().await;
         }
-        if !self.enter() {
-            return self.atomic_uncached(w, key, cas).await;
-        }
-        w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
-        let found = self.header(w, key).await;
-        if found.is_err() {
-            self.leave();
-        }
-        let Some(hdr) = found? else {
-            self.leave();
+        let Some(hdr) = self.enter_header(w, key).await? else {
             return self.atomic_uncached(w, key, cas).await;
         };
         if let Some(t) = &self.tracker {
