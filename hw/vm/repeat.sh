@@ -13,7 +13,8 @@
 # the first few; for debug prints), DMSIM_REPEAT_BIN=path runs that dmsim binary (built with --features rdma) instead of
 # building one, DMSIM_REPEAT_TRACE=1 runs the ranks with DMSIM_HW_TRACE=1 (one stderr line per verb
 # batch and message; only the tail is printed), DMSIM_REPEAT_DUMP=1 copies a failing run's full rank logs
-# out of the VM (gzip+base64 on the console) into the output directory, DMSIM_VM_TIMEOUT (whole VM, default
+# out of the VM (gzip+base64 on the console) into the output directory, DMSIM_REPEAT_ARGS='…' adds
+# arguments to every `dmsim hw run` (e.g. --stall-timeout 20), DMSIM_VM_TIMEOUT (whole VM, default
 # RUNS*(PER_RUN_TIMEOUT_S+10)+120), CARGO_TARGET_DIR as for cargo. Needs what hw/vm/test.sh
 # needs (run that once first: it installs the VM's dependencies). Wrap in
 # `flock /tmp/dmsim-vm.lock` on shared machines: one VM at a time.
@@ -37,7 +38,7 @@ else
 fi
 GUEST=$(mktemp)
 cat > "$GUEST" <<EOF
-RUNS=$RUNS PER=$PER TRACE=${DMSIM_REPEAT_TRACE:-0} PATTERN='${DMSIM_REPEAT_GREP:-}' POINTS=${DMSIM_REPEAT_POINTS:-1} DUMP=${DMSIM_REPEAT_DUMP:-0}
+RUNS=$RUNS PER=$PER TRACE=${DMSIM_REPEAT_TRACE:-0} PATTERN='${DMSIM_REPEAT_GREP:-}' POINTS=${DMSIM_REPEAT_POINTS:-1} DUMP=${DMSIM_REPEAT_DUMP:-0} EXTRA='${DMSIM_REPEAT_ARGS:-}'
 EOF
 cat >> "$GUEST" <<'EOF'
 f=/opt/scenario.json; pass=0; fail=0; k=1
@@ -47,7 +48,7 @@ while [ $k -le $RUNS ]; do
   s=$(cut -d' ' -f1 /proc/uptime); pids=; r=0
   while [ $r -lt 3 ]; do
     timeout -s KILL $PER /opt/dmsim hw run $f --point $(( (k - 1) % POINTS )) --rank $r --size 3 --rendezvous 127.0.0.1:$((7600 + k)) \
-      -d $RXE_DEV -x $RXE_GID --out /tmp/out-$k > /tmp/rank$r.log 2>&1 &
+      -d $RXE_DEV -x $RXE_GID --out /tmp/out-$k $EXTRA > /tmp/rank$r.log 2>&1 &
     pids="$pids $!"; r=$((r+1))
   done
   rc=0; for p in $pids; do wait $p || rc=$?; done
@@ -57,6 +58,8 @@ while [ $k -le $RUNS ]; do
     [ $rc = 137 ] && echo "@@ HANG run $k point $(( (k - 1) % POINTS )) (killed after ${PER}s)" || echo "@@ FAIL run $k point $(( (k - 1) % POINTS )) rc=$rc ($t)"
     fail=$((fail+1))
     for r in 0 1 2; do echo "  --- rank $r: $(wc -l < /tmp/rank$r.log) lines, last 40:"; tail -40 /tmp/rank$r.log | sed "s/^/  rank $r| /"; done
+    # The device's counters (retransmissions, duplicate requests) since boot, for the record.
+    for c in /sys/class/infiniband/$RXE_DEV/ports/1/hw_counters/*; do echo "  counter $(basename $c) $(cat $c)"; done 2>/dev/null
     if [ "$DUMP" = 1 ]; then
       echo "@@DUMP-BEGIN $k"; (cd /tmp && busybox tar c rank0.log rank1.log rank2.log | busybox gzip -9 | busybox base64); echo "@@DUMP-END $k"
     fi
@@ -71,6 +74,7 @@ while [ $k -le $RUNS ]; do
   k=$((k+1))
 done
 echo "@@ $pass passed, $fail failed"
+for c in /sys/class/infiniband/$RXE_DEV/ports/1/hw_counters/*; do echo "  counter $(basename $c) $(cat $c)"; done 2>/dev/null
 [ $fail = 0 ]
 EOF
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/dmsim-repeat.XXXXXX")
