@@ -312,10 +312,7 @@ async fn app_write<N: Nic>(
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<bool> {
     let lock = lock_app(cache, w, key, stamp).await?;
-    if let Err(e) = logged_read(cache, w, key, log).await {
-        if !cache.mn_timeout(&e) {
-            return Err(e);
-        }
+    if unless_timeout(cache, logged_read(cache, w, key, log).await)?.is_none() {
         return unlock(cache, w, lock, true).await;
     }
     let words = (cache.layout.object_bytes / 8) as usize;
@@ -323,19 +320,24 @@ async fn app_write<N: Nic>(
     buf[0] = object_tag(key);
     cache.nic.local().write_words(cache.layout.app_buffer(w.thread), &buf);
     let at = log_write(w, key, stamp, log);
-    let written = cache.write(w, key).await;
-    let failed = match written {
-        Ok(event) => {
-            track(cache, w, key, event);
-            if let (Some((l, _)), Some(i)) = (log, at) {
-                l.lock()[i].return_ns = Some(w.nic.now().0);
-            }
-            false
-        }
-        Err(e) if cache.mn_timeout(&e) => true,
-        Err(e) => return Err(e),
+    let Some(event) = unless_timeout(cache, cache.write(w, key).await)? else {
+        return unlock(cache, w, lock, true).await;
     };
-    unlock(cache, w, lock, failed).await
+    track(cache, w, key, event);
+    if let (Some((l, _)), Some(i)) = (log, at) {
+        l.lock()[i].return_ns = Some(w.nic.now().0);
+    }
+    unlock(cache, w, lock, false).await
+}
+
+/// An operation's result with a memory-node timeout (§5: the operation is abandoned) as
+/// `None`; other errors stay errors.
+fn unless_timeout<N: Nic, T>(cache: &Cache<N>, r: ProtocolResult<T>) -> ProtocolResult<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if cache.mn_timeout(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Take the application's lock on `key` (CAS from 0 to `owner`); returns the lock's address.
@@ -386,32 +388,26 @@ async fn app_atomic<N: Nic>(
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<bool> {
     let lock = lock_app(cache, w, key, stamp).await?;
-    let seen = match logged_read_value(cache, w, key, log).await {
-        Ok(v) => v,
-        Err(e) if cache.mn_timeout(&e) => return unlock(cache, w, lock, true).await,
-        Err(e) => return Err(e),
+    let Some(seen) = unless_timeout(cache, logged_read_value(cache, w, key, log).await)? else {
+        return unlock(cache, w, lock, true).await;
     };
     let at = log_write(w, key, stamp, log);
-    let failed = match cache.cas_object(w, key, seen, stamp).await {
-        Ok(old) => {
-            if let (Some((l, _)), Some(i)) = (log, at) {
-                let mut ops = l.lock();
-                ops[i].return_ns = Some(w.nic.now().0);
-                if old != seen {
-                    // Nothing was written: the CAS read the memory node's value.
-                    ops[i].write = None;
-                    ops[i].seen = Some(old);
-                }
-            }
-            if old != seen {
-                cache.stats.lock().unwrap_or_else(|e| e.into_inner()).atomic_stale_reads += 1;
-            }
-            false
-        }
-        Err(e) if cache.mn_timeout(&e) => true,
-        Err(e) => return Err(e),
+    let Some(old) = unless_timeout(cache, cache.cas_object(w, key, seen, stamp).await)? else {
+        return unlock(cache, w, lock, true).await;
     };
-    unlock(cache, w, lock, failed).await
+    if let (Some((l, _)), Some(i)) = (log, at) {
+        let mut ops = l.lock();
+        ops[i].return_ns = Some(w.nic.now().0);
+        if old != seen {
+            // Nothing was written: the CAS read the memory node's value.
+            ops[i].write = None;
+            ops[i].seen = Some(old);
+        }
+    }
+    if old != seen {
+        cache.stats.lock().unwrap_or_else(|e| e.into_inner()).atomic_stale_reads += 1;
+    }
+    unlock(cache, w, lock, false).await
 }
 
 /// Release the application lock; with node restarts, again once the memory node is back if

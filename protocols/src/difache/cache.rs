@@ -695,26 +695,38 @@ impl<N: Nic> Cache<N> {
     /// A write while caching is disabled (a CN-list sync): flush, then invalidate the live CNs
     /// as a cached write would — some may not have disabled caching yet — and keep no copy.
     async fn write_disabled(&self, w: &Worker<N>, key: u64, start: Nanos) -> ProtocolResult<Event> {
+        self.update_uncached(w, key, self.flush(w, key, self.layout.app_buffer(w.thread))).await?;
+        Ok(self.sample(Event::WriteBypass, w.nic.now().0 - start.0))
+    }
+
+    /// An update (`op`: a flush, or an atomic) outside the cache: run it, then invalidate the
+    /// live CNs — some may not have disabled caching yet — and this CN's own copy, tracked as
+    /// a write in flight.
+    pub(super) async fn update_uncached<T>(
+        &self,
+        w: &Worker<N>,
+        key: u64,
+        op: impl std::future::Future<Output = ProtocolResult<T>>,
+    ) -> ProtocolResult<T> {
         if let Some(t) = &self.tracker {
             t.begin(key);
         }
         self.bypass_writes.fetch_add(1, Relaxed);
         let r = async {
-            self.flush(w, key, self.layout.app_buffer(w.thread)).await?;
+            let out = op.await?;
             self.invalidate_owners(w, key).await?;
             // This CN's own copy too, until the sync drops it.
             if let Some(h) = index::lookup_local(self.nic.local(), key, self.layout.index_buckets) {
                 self.store(h, HDR_VALID, 0);
             }
-            Ok::<_, crate::common::error::ProtocolError>(())
+            Ok(out)
         }
         .await;
         self.bypass_writes.fetch_sub(1, Relaxed);
         if let (Some(t), true) = (&self.tracker, r.is_ok() || !self.config.node_restarts) {
             t.end(key);
         }
-        r?;
-        Ok(self.sample(Event::WriteBypass, w.nic.now().0 - start.0))
+        r
     }
 
     async fn flush(&self, w: &Worker<N>, key: u64, local: u64) -> ProtocolResult<()> {

@@ -23,39 +23,31 @@ impl<N: Nic> Cache<N> {
     pub async fn cas_object(&self, w: &Worker<N>, key: u64, expect: u64, new: u64) -> ProtocolResult<u64> {
         let word = self.layout.object(key).add(8);
         self.stats().atomics += 1;
-        let cas = || async move { w.nic.try_cas(word, expect, new, "object atomic").await };
+        let cas = w.nic.try_cas(word, expect, new, "object atomic");
         if !self.config.variant.caches() || !self.config.variant.coherent() {
-            return cas().await;
+            return cas.await;
         }
         let Some(hdr) = self.enter_header(w, key).await? else {
-            return self.atomic_uncached(w, key, cas).await;
+            return self.update_uncached(w, key, cas).await;
         };
         if let Some(t) = &self.tracker {
             t.begin(key);
         }
         let r: ProtocolResult<u64> = async {
-            if !self.config.variant.adaptive() {
-                let old = cas().await?;
-                self.invalidate_owners(w, key).await?;
-                self.store(hdr, HDR_VALID, 0);
-                return Ok(old);
-            }
-            let mut st = self.check_mode(w, hdr, key, false).await?;
-            while st & MODE_ON != 0 && self.config.mutant != Mutant::AtomicWhileCaching {
-                self.stats().atomic_switches += 1;
-                self.switch_mode(w, hdr, key, false, threshold_of(st)).await?;
-                if self.disabled.load(Relaxed) {
-                    // A CN-list sync began: the off switch may not have happened; invalidate.
-                    let old = cas().await?;
-                    self.invalidate_owners(w, key).await?;
-                    self.store(hdr, HDR_VALID, 0);
-                    return Ok(old);
+            // The MODE word the CAS runs under (adaptive), `None`: invalidate after it.
+            let off = if self.config.variant.adaptive() { self.switch_off(w, hdr, key).await? } else { None };
+            let old = cas.await?;
+            let invalidate = match off {
+                None => true,
+                Some(st) => {
+                    let changed = self.load(hdr, HDR_MODE) != st;
+                    if changed {
+                        self.stats().bypass_rechecks += 1;
+                    }
+                    changed
                 }
-                st = self.own_mode(w, hdr, key).await?;
-            }
-            let old = cas().await?;
-            if self.load(hdr, HDR_MODE) != st {
-                self.stats().bypass_rechecks += 1;
+            };
+            if invalidate {
                 self.invalidate_owners(w, key).await?;
                 self.store(hdr, HDR_VALID, 0);
             }
@@ -70,30 +62,19 @@ impl<N: Nic> Cache<N> {
         r
     }
 
-    /// An atomic while caching is disabled (or no header could be placed): CAS, then
-    /// invalidate the live CNs and this CN's own copy, as `write_disabled` does.
-    async fn atomic_uncached<F, Fut>(&self, w: &Worker<N>, key: u64, cas: F) -> ProtocolResult<u64>
-    where
-        F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = ProtocolResult<u64>>,
-    {
-        if let Some(t) = &self.tracker {
-            t.begin(key);
-        }
-        self.bypass_writes.fetch_add(1, Relaxed);
-        let r = async {
-            let old = cas().await?;
-            self.invalidate_owners(w, key).await?;
-            if let Some(h) = index::lookup_local(self.nic.local(), key, self.layout.index_buckets) {
-                self.store(h, HDR_VALID, 0);
+    /// Count the access as a write and switch `key` off on every CN until its settled MODE
+    /// word is off; that word, or `None` if a CN-list sync began meanwhile (the switch may not
+    /// have happened: the caller invalidates as noAC does).
+    async fn switch_off(&self, w: &Worker<N>, hdr: u32, key: u64) -> ProtocolResult<Option<u64>> {
+        let mut st = self.check_mode(w, hdr, key, false).await?;
+        while st & MODE_ON != 0 && self.config.mutant != Mutant::AtomicWhileCaching {
+            self.stats().atomic_switches += 1;
+            self.switch_mode(w, hdr, key, false, threshold_of(st)).await?;
+            if self.disabled.load(Relaxed) {
+                return Ok(None);
             }
-            Ok(old)
+            st = self.own_mode(w, hdr, key).await?;
         }
-        .await;
-        self.bypass_writes.fetch_sub(1, Relaxed);
-        if let (Some(t), true) = (&self.tracker, r.is_ok() || !self.config.node_restarts) {
-            t.end(key);
-        }
-        r
+        Ok(Some(st))
     }
 }
