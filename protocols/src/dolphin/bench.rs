@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::layout::TOMBSTONE;
 use super::tree::{Client, Shared};
-use crate::common::bench::write_stamp;
+use crate::common::bench::{write_stamp, ThreadSpan};
 use crate::harness::{LoggedOp, OpLog};
 use crate::nic::Nic;
 use crate::sherman::stats::OpStats;
@@ -54,6 +54,8 @@ fn kind_index(kind: OpKind) -> usize {
 pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStream, logger: Option<KvLogger>) {
     let node = c.nic.node();
     let mut sequence = 0u64;
+    // This thread's measured ops (for `thread_mops`).
+    let mut measured = ThreadSpan::default();
     for op in stream {
         c.cur = OpStats::default();
         let start = c.nic.now().0;
@@ -106,8 +108,14 @@ pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStrea
         }
         if !op.warmup {
             record(&c.shared, op.kind, &c.cur, start, end, found);
+            measured.record(start, end);
         }
         c.shared.ops_done.fetch_add(1, Ordering::Relaxed);
+    }
+    if let (Some(first), Some(rate)) = (measured.first(), measured.rate_per_ns()) {
+        let mut stats = c.shared.stats.lock().unwrap_or_else(|e| e.into_inner());
+        stats.thread_rate_sum += rate;
+        stats.first_op_start_max_ns = stats.first_op_start_max_ns.max(first);
     }
 }
 

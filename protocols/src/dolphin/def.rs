@@ -14,7 +14,7 @@
 //! | `cpu.{leaf_ns, node_ns, cache_ns}` | 200, 40, 100 | compute CPU per leaf image, node step, cache access |
 //! | `arena_slack_bytes` | 256 KiB | spare allocation room per compute node per memory node |
 //!
-//! Metrics: as Sherman's (`throughput_mops`, `latency_ns_{avg,p50,p99}`, verbs per op, and the
+//! Metrics: as Sherman's (`throughput_mops`, `thread_mops`, `latency_ns_{avg,p50,p99}`, verbs per op, and the
 //! same per operation type), plus the memory accounting of Table II: `ms_bytes_per_key`
 //! (memory-node bytes of the bulk-loaded tree per key), `ms_bytes_per_key_authors_sizes` (the
 //! same tree with its internal nodes at the authors' sizes: 2,064 B exact, 144 B special),
@@ -306,6 +306,9 @@ impl Plan for DolphinPlan {
         let mut all: Vec<u64> = stats.latencies.concat();
         per_op_metrics(&mut m, "", &total, &mut all);
         m.insert("throughput_mops".into(), total.ops as f64 / span_s.max(1e-12) / 1e6);
+        // As Sherman's and SMART's: every thread's measured ops over its own measured time,
+        // summed (free of the skew between threads' warm-up ends and of the last straggler).
+        m.insert("thread_mops".into(), stats.thread_rate_sum * 1e3);
         let lookups = total.cache_hits + total.cache_misses;
         m.insert("cache_hit_ratio".into(), total.cache_hits as f64 / lookups.max(1) as f64);
         m.insert("splits".into(), total.splits as f64);
