@@ -8,6 +8,7 @@
 //!   QPs connected; gives an [`cluster::HwCluster`] with this node's [`HwNic`].
 //! * [`nic::HwNic`] — `impl Nic`: verbs and doorbell batches, SEND/RECV messages, time.
 //! * [`runtime`] — the executor: tasks on OS threads that poll completion queues.
+//! * [`trace`] — `DMSIM_HW_TRACE`: per-verb debugging lines, to stderr or a ring printed at exit.
 //! * [`calibrate`] — per-verb latency, bandwidth and same-address atomic rate of a device.
 //! * `verbs` (feature `rdma`) — safe wrappers; `verbs::raw` holds **all** of the crate's
 //!   `unsafe` code.
@@ -28,6 +29,7 @@ pub mod info;
 pub mod nic;
 pub mod rendezvous;
 pub mod runtime;
+pub mod trace;
 #[cfg(feature = "rdma")]
 pub mod verbs;
 

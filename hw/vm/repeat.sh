@@ -12,7 +12,8 @@
 # "run": {"seeds": n} gives each run its own workload seed), DMSIM_REPEAT_GREP=ERE prints, per run, how many lines of each rank's log match (and
 # the first few; for debug prints), DMSIM_REPEAT_BIN=path runs that dmsim binary (built with --features rdma) instead of
 # building one, DMSIM_REPEAT_TRACE=1 runs the ranks with DMSIM_HW_TRACE=1 (one stderr line per verb
-# batch and message; only the tail is printed), DMSIM_REPEAT_DUMP=1 copies a failing run's full rank logs
+# batch and message; only the tail is printed; DMSIM_REPEAT_TRACE=ring or ring:N keeps the lines in
+# memory and prints them at the end or at a stall, which hides fewer races), DMSIM_REPEAT_DUMP=1 copies a failing run's full rank logs
 # out of the VM (gzip+base64 on the console) into the output directory, DMSIM_REPEAT_ARGS='…' adds
 # arguments to every `dmsim hw run` (e.g. --stall-timeout 20), DMSIM_VM_TIMEOUT (whole VM, default
 # RUNS*(PER_RUN_TIMEOUT_S+10)+120), CARGO_TARGET_DIR as for cargo. Needs what hw/vm/test.sh
@@ -42,7 +43,7 @@ RUNS=$RUNS PER=$PER TRACE=${DMSIM_REPEAT_TRACE:-0} PATTERN='${DMSIM_REPEAT_GREP:
 EOF
 cat >> "$GUEST" <<'EOF'
 f=/opt/scenario.json; pass=0; fail=0; k=1
-[ "$TRACE" = 1 ] && export DMSIM_HW_TRACE=1
+[ "$TRACE" != 0 ] && export DMSIM_HW_TRACE=$TRACE
 export DMSIM_JOB_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 while [ $k -le $RUNS ]; do
   s=$(cut -d' ' -f1 /proc/uptime); pids=; r=0

@@ -232,6 +232,7 @@ pub fn run(mut args: HwRunArgs) -> ExitCode {
             return code;
         }
     }
+    dmsim_hw::trace::dump(if failure.is_some() { "the run failed" } else { "the run ended" });
     failure.unwrap_or(ExitCode::SUCCESS)
 }
 
@@ -466,6 +467,7 @@ async fn watchdog<N: Nic>(
                 nic.node().index(),
                 now.0
             );
+            dmsim_hw::trace::dump("stalled");
             std::process::exit(exit::FAILURE as i32);
         }
     }

@@ -34,6 +34,10 @@ use std::time::{Duration, Instant};
 use dmsim_protocols::memory::Region;
 use dmsim_protocols::nic::{self, BatchResult, Message, Nanos, NicError, NicResult, NodeId, Verb, MAX_BATCH};
 
+/// What an atomic's result word holds until the device writes the old value into it
+/// (checked at completion; a protocol word equal to it would be misread as a fault).
+const UNWRITTEN: u64 = 0x5eed_dead_5eed_dead;
+
 mod local;
 mod messages;
 mod setup;
@@ -152,7 +156,8 @@ pub(crate) struct NodeState {
     inbox: Mutex<Inbox>,
     poll_lock: Mutex<()>,
     in_flight: AtomicUsize,
-    /// `DMSIM_HW_TRACE=1`: one stderr line per verb batch, message and mark (debugging runs).
+    /// `DMSIM_HW_TRACE`: one line per verb batch, message and mark (debugging runs), to
+    /// stderr or a ring (`crate::trace`).
     trace: bool,
     /// Loopback responder QPs: kept alive, never posted to.
     _resp: Vec<Arc<Qp>>,
@@ -233,13 +238,17 @@ impl NodeState {
                     self.scratch_mr.region().store(word, value);
                     (SendOp::Write(target), &self.scratch_mr, word, 8)
                 }
-                Verb::Cas { remote: r, expect, swap } => (
-                    SendOp::Cas { remote: remote(r.offset_bytes)?, compare: expect, swap },
-                    &self.scratch_mr,
-                    word,
-                    8,
-                ),
+                Verb::Cas { remote: r, expect, swap } => {
+                    self.scratch_mr.region().store(word, UNWRITTEN);
+                    (
+                        SendOp::Cas { remote: remote(r.offset_bytes)?, compare: expect, swap },
+                        &self.scratch_mr,
+                        word,
+                        8,
+                    )
+                }
                 Verb::Faa { remote: r, add } => {
+                    self.scratch_mr.region().store(word, UNWRITTEN);
                     (SendOp::Faa { remote: remote(r.offset_bytes)?, add }, &self.scratch_mr, word, 8)
                 }
                 Verb::MaskedCas { .. } | Verb::MaskedFaa { .. } => unreachable!("refused above"),
@@ -285,11 +294,16 @@ impl NodeState {
         let names = || verbs.iter().map(|v| v.name()).collect::<Vec<_>>().join("+");
         if self.trace {
             let state = match &outcome {
-                Ok(Ok(())) => format!("ok {:?}", wait.results(self, verbs).as_slice()),
-                Ok(Err(c)) => c.status_str(),
-                Err(()) => "timeout".into(),
+                Ok(Ok(())) => Ok(wait.results(self, verbs)),
+                Ok(Err(c)) => Err(c.status_str()),
+                Err(()) => Err("timeout".into()),
             };
-            eprintln!("[{} {}] {} {:?} -> {state}", self.me, self.runtime.now(), names(), verbs);
+            let (me, now, verbs) = (self.me, self.runtime.now(), verbs.to_vec());
+            crate::trace::line(move || {
+                let state = state.map_or_else(|e| e, |r| format!("ok {:?}", r.as_slice()));
+                let names = verbs.iter().map(|v| v.name()).collect::<Vec<_>>().join("+");
+                format!("[{me} {now}] {names} {verbs:?} -> {state}")
+            });
         }
         match outcome {
             Err(()) => Err(self.timeout_error(qs, &names(), encode(qs.index, slot, gen, verbs.len() - 1))),
@@ -298,7 +312,35 @@ impl NodeState {
                 Err(self.completion_error(qs, &c, verbs.get(i).map_or("?", |v| v.name())))
             }
             // The slot (and so its scratch words) is released only when `wait` drops, after this.
-            Ok(Ok(())) => Ok(wait.results(self, verbs)),
+            Ok(Ok(())) => {
+                let results = wait.results(self, verbs);
+                match verbs.iter().zip(results.as_slice()).position(|(v, &r)| v.is_atomic() && r == UNWRITTEN)
+                {
+                    None => Ok(results),
+                    Some(i) => Err(self.unwritten_error(qs, &verbs[i])),
+                }
+            }
+        }
+    }
+
+    /// An atomic whose completion reported success but whose old value never arrived: its
+    /// result word still holds [`UNWRITTEN`]. Checked because Soft-RoCE in the VM let lock
+    /// CASes take effect again after their holders' releases (DiFache NEEDS.md 'Atomic
+    /// operations'), and a completion without its response was one explanation; 100 traced
+    /// VM runs never tripped it. Nothing sound can be returned — the atomic may or may not
+    /// run yet — so the batch fails with the device named as the culprit.
+    fn unwritten_error(&self, qs: &QpState, verb: &Verb) -> NicError {
+        crate::trace::line({
+            let (me, now, verb) = (self.me, self.runtime.now(), *verb);
+            move || format!("[{me} {now}] UNWRITTEN atomic result {verb:?}")
+        });
+        NicError::QpError {
+            qp: qs.name.clone(),
+            detail: format!(
+                "{} completed successfully but the device never wrote its old value (a device or \
+                 driver fault: the atomic may still take effect later); {verb:?}",
+                verb.name()
+            ),
         }
     }
 
@@ -514,7 +556,8 @@ impl nic::Nic for HwNic {
     }
     fn mark(&self, label: &'static str, value: u64) {
         if self.node.trace {
-            eprintln!("[{} {}] mark {label} {value}", self.node.me, self.node.runtime.now());
+            let (me, now) = (self.node.me, self.node.runtime.now());
+            crate::trace::line(move || format!("[{me} {now}] mark {label} {value}"));
         }
     }
     fn post_unsignaled(&self, verbs: &[Verb]) -> NicResult<()> {

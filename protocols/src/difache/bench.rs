@@ -348,7 +348,12 @@ async fn lock_app<N: Nic>(
     owner: u64,
 ) -> ProtocolResult<crate::nic::RemoteAddr> {
     let lock = cache.layout.app_lock(key);
-    while w.nic.try_cas(lock, 0, owner, "application lock").await? != 0 {
+    loop {
+        let seen = w.nic.try_cas(lock, 0, owner, "application lock").await?;
+        // `owner` is the writer's unique stamp (see `Cache::cas_replayed`).
+        if seen == 0 || cache.cas_replayed(w, seen == owner, "application lock") {
+            break;
+        }
         cache.stats.lock().unwrap_or_else(|e| e.into_inner()).app_lock_retries += 1;
         w.nic.sleep(Nanos(cache.config.cpu.poll_ns)).await;
     }
@@ -392,9 +397,13 @@ async fn app_atomic<N: Nic>(
         return unlock(cache, w, lock, true).await;
     };
     let at = log_write(w, key, stamp, log);
-    let Some(old) = unless_timeout(cache, cache.cas_object(w, key, seen, stamp).await)? else {
+    let Some(mut old) = unless_timeout(cache, cache.cas_object(w, key, seen, stamp).await)? else {
         return unlock(cache, w, lock, true).await;
     };
+    // `stamp` is unique: only this CAS, run a second time, can find it (`Cache::cas_replayed`).
+    if old != seen && cache.cas_replayed(w, old == stamp, "object atomic") {
+        old = seen;
+    }
     if let (Some((l, _)), Some(i)) = (log, at) {
         let mut ops = l.lock();
         ops[i].return_ns = Some(w.nic.now().0);

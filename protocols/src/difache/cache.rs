@@ -59,6 +59,8 @@ pub struct Cache<N: Nic> {
     free: Mutex<Vec<u32>>,
     hand: Mutex<u32>,
     pub(super) tickets: AtomicU64,
+    /// Makes every mode-lock value unique (`mode_lock_value`).
+    pub(super) lock_nonce: AtomicU64,
     warm: AtomicBool,
     pub stats: Mutex<Stats>,
     samples: Mutex<Samples>,
@@ -106,6 +108,7 @@ impl<N: Nic> Cache<N> {
             free: Mutex::new(free),
             hand: Mutex::new(0),
             tickets: AtomicU64::new(1),
+            lock_nonce: AtomicU64::new(0),
             warm: AtomicBool::new(false),
             stats: Mutex::new(Stats::default()),
             samples: Mutex::new(samples),
@@ -177,6 +180,20 @@ impl<N: Nic> Cache<N> {
 
     fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A lock CAS returned the unique value it writes (`own`): only a second execution of
+    /// that very CAS can see it, after its first execution took the lock, so the lock is
+    /// held. The InfiniBand responder answers a retransmitted atomic from its saved result
+    /// and never runs it twice, and the simulator's atomics run once; Soft-RoCE in the VM
+    /// left locks holding their taker's value while the taker saw a failure (NEEDS.md
+    /// 'Atomic operations'), so this is counted (`cas_replays`) and traced.
+    pub(super) fn cas_replayed(&self, w: &Worker<N>, own: bool, what: &'static str) -> bool {
+        if own {
+            self.stats().cas_replays += 1;
+            w.nic.mark(what, u64::MAX);
+        }
+        own
     }
 
     fn load(&self, hdr: u32, word: u64) -> u64 {
@@ -795,5 +812,33 @@ impl<N: Nic> Cache<N> {
         )
         .await;
         results.into_iter().collect()
+    }
+}
+
+/// A mode-lock word: the CN's index + 1 in the low byte (what crash recovery matches a dead
+/// CN's locks by) and `nonce` above it, unique per acquisition on this CN.
+pub(super) fn mode_lock_value(cn: usize, nonce: u64) -> u64 {
+    debug_assert!(cn < 255);
+    nonce << 8 | (cn as u64 + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mode_lock_value;
+
+    /// Crash recovery finds a dead CN's mode locks by the low byte; the nonce keeps values
+    /// of one CN distinct (what `Cache::cas_replayed` relies on) and never zero.
+    #[test]
+    fn mode_lock_values_are_unique_and_name_their_cn() {
+        for cn in [0usize, 1, 31] {
+            let a = mode_lock_value(cn, 0);
+            let b = mode_lock_value(cn, 1);
+            assert_ne!(a, b);
+            for v in [a, b, mode_lock_value(cn, u64::MAX >> 8)] {
+                assert_ne!(v, 0);
+                assert_eq!((v & 0xff).checked_sub(1), Some(cn as u64));
+            }
+        }
+        assert_ne!(mode_lock_value(0, 1), mode_lock_value(1, 1));
     }
 }

@@ -460,6 +460,9 @@ impl Plan for DifachePlan {
         if total.mode_repairs > 0 {
             m.insert("mode_repairs".into(), total.mode_repairs as f64);
         }
+        if total.cas_replays > 0 {
+            m.insert("cas_replays".into(), total.cas_replays as f64);
+        }
         m.insert("manager_rpcs_per_op".into(), total.rpcs as f64 / ops);
         m.insert("manager_waits".into(), total.manager_waits as f64);
         if self.config.crash_recovery {

@@ -351,14 +351,15 @@ impl<N: Nic> Cache<N> {
         let m = self.layout.memory_nodes;
         let cn_of_stamp = |w: u64| ((w >> 48) as u16).checked_sub(1 + m).map(|c| c as u64);
         for mn in 0..m {
-            // Mode locks hold their CN's index + 1; application locks the writer's stamp.
+            // Mode locks hold their CN's index + 1 in the low byte; application locks the
+            // writer's stamp.
             let tables = [
                 (self.layout.mode_locks_base(mn), self.layout.mode_locks, true),
                 (self.layout.app_locks_base(mn), self.layout.app_lock_slots(), false),
             ];
             for (base, slots, mode) in tables {
                 self.release_in(nic, base, slots, |w| {
-                    let cn = if mode { w.checked_sub(1) } else { cn_of_stamp(w) };
+                    let cn = if mode { (w & 0xff).checked_sub(1) } else { cn_of_stamp(w) };
                     cn.is_some_and(|c| c < 32 && dead >> c & 1 != 0)
                 })
                 .await?;

@@ -32,6 +32,10 @@ pub struct Stats {
     /// Not serialized when 0, so reports of runs without a repair are unchanged.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub mode_repairs: u64,
+    /// Lock CASes that returned their own unique value (`Cache::cas_replayed`; hardware
+    /// only). Not serialized when 0, as `mode_repairs`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cas_replays: u64,
     /// Reads the application found torn or of another object, and retried.
     pub validation_retries: u64,
     pub app_lock_retries: u64,
@@ -122,6 +126,7 @@ impl Stats {
         self.owner_rechecks_lost += o.owner_rechecks_lost;
         self.bypass_rechecks += o.bypass_rechecks;
         self.mode_repairs += o.mode_repairs;
+        self.cas_replays += o.cas_replays;
         self.validation_retries += o.validation_retries;
         self.app_lock_retries += o.app_lock_retries;
         self.rpcs += o.rpcs;

@@ -34,7 +34,8 @@ impl NodeState {
             return Err(NicError::QpError { qp: qs.name.clone(), detail: e.to_string() });
         }
         if self.trace {
-            eprintln!("[{} {}] unsignaled {:?}", self.me, self.runtime.now(), verbs);
+            let (me, now, verbs) = (self.me, self.runtime.now(), verbs.to_vec());
+            crate::trace::line(move || format!("[{me} {now}] unsignaled {verbs:?}"));
         }
         // Dropping the wait marks the slot abandoned: the poller frees it on completion.
         drop(SlotWait { qs, slot, gen });

@@ -90,7 +90,8 @@ impl NodeState {
             return Err(NicError::QpError { qp: qs.name.clone(), detail: e.to_string() });
         }
         if self.trace {
-            eprintln!("[{} {}] SEND {to} port {port} {} bytes", self.me, self.runtime.now(), bytes.len());
+            let (me, now, len) = (self.me, self.runtime.now(), bytes.len());
+            crate::trace::line(move || format!("[{me} {now}] SEND {to} port {port} {len} bytes"));
         }
         let wait = SlotWait { qs, slot, gen };
         match VerbWait::new(self, &wait).await {
@@ -130,7 +131,8 @@ impl NodeState {
         let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         bytes.truncate(len);
         if self.trace {
-            eprintln!("[{} {}] RECV from {peer} port {port} {len} bytes", self.me, self.runtime.now());
+            let (me, now) = (self.me, self.runtime.now());
+            crate::trace::line(move || format!("[{me} {now}] RECV from {peer} port {port} {len} bytes"));
         }
         // Repost before delivering so the sender is not held up by RNR.
         self.post_recv_buffer(peer, k);

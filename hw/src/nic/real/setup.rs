@@ -266,7 +266,7 @@ pub(crate) fn connect(
         inbox: Mutex::new(Inbox::default()),
         poll_lock: Mutex::new(()),
         in_flight: AtomicUsize::new(0),
-        trace: std::env::var("DMSIM_HW_TRACE").is_ok_and(|v| v != "0" && !v.is_empty()),
+        trace: crate::trace::enabled(),
         _resp: setup.resp,
     });
     for j in 0..node.cluster.node_count() {
