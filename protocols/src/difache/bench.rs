@@ -312,6 +312,7 @@ async fn app_write<N: Nic>(
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<bool> {
     let lock = lock_app(cache, w, key, stamp).await?;
+    let held_from = w.nic.now().0;
     if unless_timeout(cache, logged_read(cache, w, key, log).await)?.is_none() {
         return unlock(cache, w, lock, true).await;
     }
@@ -327,6 +328,7 @@ async fn app_write<N: Nic>(
     if let (Some((l, _)), Some(i)) = (log, at) {
         l.lock()[i].return_ns = Some(w.nic.now().0);
     }
+    lock_held(cache, w, key, held_from);
     unlock(cache, w, lock, false).await
 }
 
@@ -348,6 +350,7 @@ async fn lock_app<N: Nic>(
     owner: u64,
 ) -> ProtocolResult<crate::nic::RemoteAddr> {
     let lock = cache.layout.app_lock(key);
+    let from = w.nic.now().0;
     loop {
         let seen = w.nic.try_cas(lock, 0, owner, "application lock").await?;
         // `owner` is the writer's unique stamp (see `Cache::cas_replayed`).
@@ -357,7 +360,21 @@ async fn lock_app<N: Nic>(
         cache.stats.lock().unwrap_or_else(|e| e.into_inner()).app_lock_retries += 1;
         w.nic.sleep(Nanos(cache.config.cpu.poll_ns)).await;
     }
+    let mut stats = cache.stats.lock().unwrap_or_else(|e| e.into_inner());
+    stats.app_lock_wait_ns += w.nic.now().0 - from;
+    stats.app_lock_takes += 1;
     Ok(lock)
+}
+
+/// Diagnostics: the application's lock taken at `from` is released now.
+fn lock_held<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64, from: u64) {
+    let held = w.nic.now().0 - from;
+    let mut stats = cache.stats.lock().unwrap_or_else(|e| e.into_inner());
+    stats.app_lock_hold_ns += held;
+    if key == 0 {
+        stats.hot_lock_takes += 1;
+        stats.hot_lock_hold_ns += held;
+    }
 }
 
 /// Log a write of `stamp` at its invocation (its return is filled in when it returns), so
@@ -393,6 +410,7 @@ async fn app_atomic<N: Nic>(
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<bool> {
     let lock = lock_app(cache, w, key, stamp).await?;
+    let held_from = w.nic.now().0;
     let Some(seen) = unless_timeout(cache, logged_read_value(cache, w, key, log).await)? else {
         return unlock(cache, w, lock, true).await;
     };
@@ -416,6 +434,7 @@ async fn app_atomic<N: Nic>(
     if old != seen {
         cache.stats.lock().unwrap_or_else(|e| e.into_inner()).atomic_stale_reads += 1;
     }
+    lock_held(cache, w, key, held_from);
     unlock(cache, w, lock, false).await
 }
 

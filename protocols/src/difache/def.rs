@@ -448,6 +448,20 @@ impl Plan for DifachePlan {
             }
         }
         m.insert("validation_retries_per_op".into(), total.validation_retries as f64 / ops);
+        // Diagnostics: where a write's time goes under the application's lock.
+        let takes = total.app_lock_takes.max(1) as f64;
+        m.insert("app_lock_retries_per_op".into(), total.app_lock_retries as f64 / ops);
+        m.insert("app_lock_wait_us_avg".into(), total.app_lock_wait_ns as f64 / takes / 1e3);
+        m.insert("app_lock_hold_us_avg".into(), total.app_lock_hold_ns as f64 / takes / 1e3);
+        // Object 0 (the most popular one): its lock's hold time, and the share of the measured
+        // window it was held (near 1: every write to it queues, a closed loop's ceiling).
+        let hot = total.hot_lock_takes.max(1) as f64;
+        m.insert("hot_lock_hold_us_avg".into(), total.hot_lock_hold_ns as f64 / hot / 1e3);
+        m.insert("hot_lock_writes_per_op".into(), total.hot_lock_takes as f64 / ops);
+        if self.workload.measure_us > 0 {
+            let busy = total.hot_lock_hold_ns as f64 / (self.workload.measure_us as f64 * 1e3);
+            m.insert("hot_lock_busy".into(), busy);
+        }
         m.insert("owner_rechecks_lost".into(), total.owner_rechecks_lost as f64);
         m.insert("bypass_rechecks".into(), total.bypass_rechecks as f64);
         if self.workload.atomic_ratio > 0.0 {
@@ -506,6 +520,8 @@ impl Plan for DifachePlan {
         if !samples.is_empty() {
             m.insert("latency_us_p50".into(), percentile(&mut samples, 50.0) / 1e3);
             m.insert("latency_us_p99".into(), percentile(&mut samples, 99.0) / 1e3);
+            let mean = samples.iter().sum::<u64>() as f64 / samples.len() as f64;
+            m.insert("latency_us_avg".into(), mean / 1e3);
         }
         m
     }

@@ -39,6 +39,21 @@ pub struct Stats {
     /// Reads the application found torn or of another object, and retried.
     pub validation_retries: u64,
     pub app_lock_retries: u64,
+    /// Virtual ns clients spent taking the application's lock (writes and atomics; waiting
+    /// included), and the measured writes that took it.
+    #[serde(default)]
+    pub app_lock_wait_ns: u64,
+    #[serde(default)]
+    pub app_lock_takes: u64,
+    /// Virtual ns the application's lock was held (taken to released), summed.
+    #[serde(default)]
+    pub app_lock_hold_ns: u64,
+    /// The same for object 0 alone (the most popular object of the Zipf and static trace
+    /// workloads): its takes and the ns its lock was held.
+    #[serde(default)]
+    pub hot_lock_takes: u64,
+    #[serde(default)]
+    pub hot_lock_hold_ns: u64,
     /// CMCache's manager: RPCs served, and polls of a handler waiting for a busy object.
     #[serde(default)]
     pub rpcs: u64,
@@ -129,6 +144,11 @@ impl Stats {
         self.cas_replays += o.cas_replays;
         self.validation_retries += o.validation_retries;
         self.app_lock_retries += o.app_lock_retries;
+        self.app_lock_wait_ns += o.app_lock_wait_ns;
+        self.app_lock_takes += o.app_lock_takes;
+        self.app_lock_hold_ns += o.app_lock_hold_ns;
+        self.hot_lock_takes += o.hot_lock_takes;
+        self.hot_lock_hold_ns += o.hot_lock_hold_ns;
         self.rpcs += o.rpcs;
         self.manager_waits += o.manager_waits;
         self.crashes_detected += o.crashes_detected;
