@@ -73,6 +73,16 @@ pub struct HwRunArgs {
     /// stalled (exit 1); 0 disables the watchdog.
     #[arg(long, default_value_t = 120)]
     pub stall_timeout: u64,
+    /// The QPs' local ACK timeout exponent (4.096 µs · 2^N, as `ibv_modify_qp`'s `timeout`):
+    /// how long a verb waits for its ACK before the transport retransmits. Every rank must
+    /// pass the same value (it is part of the job hash).
+    #[arg(long, default_value_t = dmsim_hw::HwConfig::default().ack_timeout,
+          value_parser = clap::value_parser!(u8).range(1..=31))]
+    pub ack_timeout: u8,
+    /// Transport retransmissions before a verb fails with "retry exceeded" (`retry_cnt`).
+    #[arg(long, default_value_t = dmsim_hw::HwConfig::default().retry_count,
+          value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub retry_count: u8,
     /// Fault injection for testing the watchdog: on this rank, wait for one client more than
     /// there are (as if one never returned).
     #[arg(long, hide = true)]
@@ -329,6 +339,8 @@ fn run_plan<P: Plan>(
     // Every rank registers the region (its role is known only after the bootstrap); protocols
     // address device memory on memory nodes only, as in the simulator.
     options.config.device_memory_bytes = device_memory_bytes;
+    options.config.ack_timeout = args.ack_timeout;
+    options.config.retry_count = args.retry_count;
     // The storage device is a fresh file per job and rank (a reused one would hold an earlier
     // run's pages where the protocol expects the zeros of a new device).
     let ssd_file = (ssd_bytes > 0).then(|| {
