@@ -35,7 +35,7 @@
 # workspace root; default the repo root), DMSIM_HW_ITERS (latency iterations, default 1000),
 # DMSIM_HW_LAT_ROUNDS (latency rounds, default 3; hw/vm/latency.sh runs only this step),
 # DMSIM_HW_SCENARIOS (scenario files for step 4, relative to the repo, 3 nodes each; empty
-# skips the step), DMSIM_VM_TIMEOUT (seconds, default 900).
+# skips the step; a file NAME.hwargs beside NAME.json holds extra `dmsim hw run` flags), DMSIM_VM_TIMEOUT (seconds, default 900).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -74,11 +74,15 @@ SELFTEST=$TARGET/debug/dmsim-hw-selftest
 [ -n "$VERBS" ] && [ -x "$WS/$VERBS" ] && VERBS=$WS/$VERBS
 [ -x "$VERBS" ] && [ -x "$SELFTEST" ] || { echo "FAIL: test binaries not found ($VERBS, $SELFTEST)"; exit 1; }
 ADDS=(-a "$VERBS:/opt/verbs" -a "$SELFTEST:/opt/selftest")
-SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/gam-3node.json hw/vm/scenarios/selcc-3node-evict.json hw/vm/scenarios/selcc-1client.json hw/vm/scenarios/sherman-3node.json hw/vm/scenarios/smart-3node.json hw/vm/scenarios/blink-3node.json hw/vm/scenarios/dex-3node.json hw/vm/scenarios/scalestore-3node.json hw/vm/scenarios/scalestore-3node-evict.json hw/vm/scenarios/dolphin-3node.json hw/vm/scenarios/difache-3node.json hw/vm/scenarios/cmcache-3node.json}
+SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/gam-3node.json hw/vm/scenarios/selcc-3node-evict.json hw/vm/scenarios/selcc-1client.json hw/vm/scenarios/sherman-3node.json hw/vm/scenarios/smart-3node.json hw/vm/scenarios/blink-3node.json hw/vm/scenarios/dex-3node.json hw/vm/scenarios/scalestore-3node.json hw/vm/scenarios/scalestore-3node-evict.json hw/vm/scenarios/dolphin-3node.json hw/vm/scenarios/difache-3node.json hw/vm/scenarios/difache-atomic-3node.json hw/vm/scenarios/cmcache-3node.json}
 if [ -n "$SCENARIOS" ]; then
   if (cd "$WS" && cargo build --profile test -p dmsim --features rdma --bin dmsim) >>"$BUILD_LOG" 2>&1; then
     ADDS+=(-a "$TARGET/debug/dmsim:/opt/dmsim")
-    for f in $SCENARIOS; do ADDS+=(-a "$REPO/$f:/opt/scenarios/$(basename "$f")"); done
+    for f in $SCENARIOS; do
+      ADDS+=(-a "$REPO/$f:/opt/scenarios/$(basename "$f")")
+      # A scenario's extra `dmsim hw run` flags, if it needs any (one line beside it).
+      [ -f "$REPO/${f%.json}.hwargs" ] && ADDS+=(-a "$REPO/${f%.json}.hwargs:/opt/scenarios/$(basename "${f%.json}").hwargs")
+    done
     ADDS+=(-a "$REPO/hw/vm/scenarios/faults/selcc-3node-stuck.json:/opt/faults/selcc-3node-stuck.json")
   else
     tail -20 "$BUILD_LOG"; echo "0 passed, 1 failed"; echo "FAIL: build of the dmsim CLI with --features rdma"; exit 1
@@ -121,7 +125,9 @@ if [ -x /opt/dmsim ]; then
     fi
     field() { v=$(sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" $f | head -1); echo ${v:-0}; }
     n=$(( $(field memory_nodes) + $(field compute_nodes) + $(field symmetric_nodes) ))
-    step $name ranks $n $port /opt/dmsim hw run $f --out /tmp/out-$name
+    extra=$(cat ${f%.json}.hwargs 2>/dev/null)
+    [ -n "$extra" ] && echo "  $name: extra flags $extra"
+    step $name ranks $n $port /opt/dmsim hw run $f --out /tmp/out-$name $extra
     cat /tmp/out-$name/*.md 2>/dev/null | head -12
   done
 fi
