@@ -26,6 +26,9 @@ use super::profit::{break_even, decode_threshold, encode_threshold, Event, Sampl
 use super::stats::Stats;
 
 mod atomic;
+mod headers;
+mod lock;
+pub(super) use lock::mode_lock_cn;
 mod mode;
 
 pub const MODE_ON: u64 = 1;
@@ -182,20 +185,6 @@ impl<N: Nic> Cache<N> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A lock CAS returned the unique value it writes (`own`): only a second execution of
-    /// that very CAS can see it, after its first execution took the lock, so the lock is
-    /// held. The InfiniBand responder answers a retransmitted atomic from its saved result
-    /// and never runs it twice, and the simulator's atomics run once; Soft-RoCE in the VM
-    /// left locks holding their taker's value while the taker saw a failure (NEEDS.md
-    /// 'Atomic operations'), so this is counted (`cas_replays`) and traced.
-    pub(super) fn cas_replayed(&self, w: &Worker<N>, own: bool, what: &'static str) -> bool {
-        if own {
-            self.stats().cas_replays += 1;
-            w.nic.mark(what, u64::MAX);
-        }
-        own
-    }
-
     fn load(&self, hdr: u32, word: u64) -> u64 {
         self.nic.local().load(self.layout.header(hdr) + word)
     }
@@ -329,156 +318,6 @@ impl<N: Nic> Cache<N> {
             mode = m & !SWITCHING;
         }
         Ok(mode)
-    }
-
-    // ---- headers ----
-
-    /// The header of `key`, allocated if needed (§4.3 default cache modes), pinned; `None` if
-    /// caching was disabled while waiting for the mode lock.
-    pub async fn header(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Option<u32>> {
-        loop {
-            if let Some(h) = index::lookup_local(self.nic.local(), key, self.layout.index_buckets) {
-                self.add(h, HDR_PIN, 1);
-                return Ok(Some(h));
-            }
-            let adaptive = self.config.variant.adaptive();
-            let mut mode = mode_word(
-                true,
-                self.config.interval_first,
-                encode_threshold(self.config.threshold_default),
-                key,
-            );
-            if adaptive {
-                if !self.lock_mode(w, key).await? {
-                    return Ok(None);
-                }
-                mode = self.discover_mode(w, key).await?;
-            }
-            let placed = self.place(key, mode);
-            if adaptive {
-                self.unlock_mode(w, key).await?;
-            }
-            match placed {
-                Some(h) => return Ok(Some(h)),
-                None => {
-                    self.stats().alloc_retries += 1;
-                    w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
-                }
-            }
-        }
-    }
-
-    /// Take a header and insert `key` (synchronous: no other task runs in between on the
-    /// simulator). `None`: everything busy or pinned, try again.
-    fn place(&self, key: u64, mode: u64) -> Option<u32> {
-        let region = self.nic.local();
-        let (buckets, slots) = (self.layout.index_buckets, self.layout.index_slots);
-        if let Some(h) = index::lookup_local(region, key, buckets) {
-            self.add(h, HDR_PIN, 1);
-            return Some(h);
-        }
-        let hdr = self.take_header()?;
-        for (word, value) in [
-            (HDR_VALID, 0),
-            (HDR_MODE, mode),
-            (HDR_COUNTS, 0),
-            (HDR_KEY, key + 1),
-            (HDR_FILL, 0),
-            (HDR_PIN, 1),
-        ] {
-            self.store(hdr, word, value);
-        }
-        let done = match index::insert(region, key, hdr, buckets, slots) {
-            Insert::Inserted => true,
-            Insert::Existing(_) | Insert::Busy => false,
-            Insert::Full => self.evict_neighbour(key, hdr),
-        };
-        if done {
-            self.nic.mark("difache alloc key<<32|hdr", key << 32 | hdr as u64);
-            self.stats().allocations += 1;
-            Some(hdr)
-        } else {
-            self.release_header(hdr);
-            None
-        }
-    }
-
-    fn release_header(&self, hdr: u32) {
-        for word in [HDR_VALID, HDR_MODE, HDR_COUNTS, HDR_KEY, HDR_FILL, HDR_PIN] {
-            self.store(hdr, word, 0);
-        }
-        self.free.lock().unwrap_or_else(|e| e.into_inner()).push(hdr);
-    }
-
-    /// Victim preference (§6): unpinned, caching disabled first, then the fewest operations.
-    /// The MODE word is not tag-checked: a word another key's switcher left here (the
-    /// hardware-only race of `Cache::own_mode`) only changes which header is evicted, never
-    /// what an access does.
-    fn victim_rank(&self, hdr: u32) -> Option<(bool, u64)> {
-        (self.load(hdr, HDR_PIN) == 0)
-            .then(|| (self.load(hdr, HDR_MODE) & MODE_ON != 0, self.load(hdr, HDR_COUNTS) & 0xffff))
-    }
-
-    fn evict_neighbour(&self, key: u64, hdr: u32) -> bool {
-        let region = self.nic.local();
-        let buckets = self.layout.index_buckets;
-        let best = index::occupants(region, key, buckets)
-            .into_iter()
-            .filter_map(|(slot, k, h)| self.victim_rank(h).map(|r| (r, slot, k, h)))
-            .min_by_key(|(r, slot, _, _)| (*r, *slot));
-        let Some((_, slot, old, victim)) = best else { return false };
-        if !index::replace(region, slot, old, key, hdr, buckets) {
-            return false;
-        }
-        self.nic.mark("difache evict neighbour key<<32|hdr", old << 32 | victim as u64);
-        self.release_header(victim);
-        self.stats().evictions += 1;
-        true
-    }
-
-    /// A free header, evicting one (clock hand, disabled objects first) if none is free.
-    fn take_header(&self) -> Option<u32> {
-        if let Some(h) = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            return Some(h);
-        }
-        let n = self.layout.cache_objects as u32;
-        let mut hand = self.hand.lock().unwrap_or_else(|e| e.into_inner());
-        let window: Vec<u32> = (0..n.min(16)).map(|i| (*hand + i) % n).collect();
-        let victim =
-            window.iter().filter_map(|&h| self.victim_rank(h).map(|r| (r.0, h))).min_by_key(|(on, _)| *on)?.1;
-        *hand = (victim + 1) % n;
-        let key = self.load(victim, HDR_KEY).checked_sub(1)?;
-        match index::remove(self.nic.local(), key, self.layout.index_buckets) {
-            Ok(Some(h)) if h == victim => {}
-            _ => return None,
-        }
-        for word in [HDR_VALID, HDR_MODE, HDR_COUNTS, HDR_KEY, HDR_FILL] {
-            self.store(victim, word, 0);
-        }
-        self.nic.mark("difache evict key<<32|hdr", key << 32 | victim as u64);
-        self.stats().evictions += 1;
-        Some(victim)
-    }
-
-    pub fn unpin(&self, hdr: u32) {
-        self.add(hdr, HDR_PIN, u64::MAX);
-    }
-
-    // ---- read and write (Fig. 5) ----
-
-    /// Pass the cache's gate and find or place `key`'s header: `Some(hdr)` (pinned, the gate
-    /// held: the caller unpins and leaves), or `None` — caching disabled by a CN-list sync, or
-    /// no header could be placed — with the gate released: the operation bypasses the cache.
-    async fn enter_header(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Option<u32>> {
-        if !self.enter() {
-            return Ok(None);
-        }
-        w.nic.cpu(Nanos(self.config.cpu.lookup_ns)).await;
-        let found = self.header(w, key).await;
-        if !matches!(found, Ok(Some(_))) {
-            self.leave();
-        }
-        found
     }
 
     /// Read object `key` into the thread's application buffer.
@@ -812,33 +651,5 @@ impl<N: Nic> Cache<N> {
         )
         .await;
         results.into_iter().collect()
-    }
-}
-
-/// A mode-lock word: the CN's index + 1 in the low byte (what crash recovery matches a dead
-/// CN's locks by) and `nonce` above it, unique per acquisition on this CN.
-pub(super) fn mode_lock_value(cn: usize, nonce: u64) -> u64 {
-    debug_assert!(cn < 255);
-    nonce << 8 | (cn as u64 + 1)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::mode_lock_value;
-
-    /// Crash recovery finds a dead CN's mode locks by the low byte; the nonce keeps values
-    /// of one CN distinct (what `Cache::cas_replayed` relies on) and never zero.
-    #[test]
-    fn mode_lock_values_are_unique_and_name_their_cn() {
-        for cn in [0usize, 1, 31] {
-            let a = mode_lock_value(cn, 0);
-            let b = mode_lock_value(cn, 1);
-            assert_ne!(a, b);
-            for v in [a, b, mode_lock_value(cn, u64::MAX >> 8)] {
-                assert_ne!(v, 0);
-                assert_eq!((v & 0xff).checked_sub(1), Some(cn as u64));
-            }
-        }
-        assert_ne!(mode_lock_value(0, 1), mode_lock_value(1, 1));
     }
 }

@@ -359,7 +359,7 @@ impl<N: Nic> Cache<N> {
             ];
             for (base, slots, mode) in tables {
                 self.release_in(nic, base, slots, |w| {
-                    let cn = if mode { (w & 0xff).checked_sub(1) } else { cn_of_stamp(w) };
+                    let cn = if mode { super::cache::mode_lock_cn(w) } else { cn_of_stamp(w) };
                     cn.is_some_and(|c| c < 32 && dead >> c & 1 != 0)
                 })
                 .await?;

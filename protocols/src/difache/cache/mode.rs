@@ -1,39 +1,11 @@
 //! The adaptive-caching half of [`Cache`]: the per-object mode check with its statistics
-//! (Fig. 9) and mode switches under the memory node's mode lock. A child module of `cache`, so
+//! (Fig. 9) and mode switches under the memory node's mode lock (`lock.rs`). A child module of `cache`, so
 //! it shares the cache's private state; the read/write paths call it.
 
 use super::*;
 use crate::difache::stats::{SWITCH_OFF, SWITCH_ON};
 
 impl<N: Nic> Cache<N> {
-    /// Take `key`'s mode lock; `false` if caching was disabled meanwhile (the holder may be
-    /// a dead CN: the coordinator frees its locks only after the sync).
-    ///
-    /// The lock word is this CN's index + 1 in its low byte and a per-acquisition nonce
-    /// above it, so a CAS that returns exactly the value it writes can only be a second
-    /// execution of this very CAS whose first execution took the lock: acquired
-    /// ([`Cache::cas_replayed`]).
-    pub(super) async fn lock_mode(&self, w: &Worker<N>, key: u64) -> ProtocolResult<bool> {
-        let lock = self.layout.mode_lock(key);
-        let me = mode_lock_value(self.me, self.lock_nonce.fetch_add(1, Relaxed));
-        loop {
-            let seen = w.nic.try_cas(lock, 0, me, "mode lock").await?;
-            if seen == 0 || self.cas_replayed(w, seen == me, "mode lock") {
-                break;
-            }
-            if self.disabled.load(Relaxed) {
-                return Ok(false);
-            }
-            self.stats().mode_lock_retries += 1;
-            w.nic.sleep(Nanos(self.config.cpu.poll_ns)).await;
-        }
-        Ok(true)
-    }
-
-    pub(super) async fn unlock_mode(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
-        w.nic.try_write_word(self.layout.mode_lock(key), 0, "mode unlock").await
-    }
-
     // ---- the mode check (Fig. 9) ----
 
     /// Wait out a switch, count the access, and switch the mode at the interval's end. Returns
