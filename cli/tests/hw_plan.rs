@@ -33,8 +33,12 @@ fn selcc_point_with(options: serde_json::Value) -> scenario::Point {
     let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     json["run"]["check"] = serde_json::json!(true);
     json["protocol_options"] = options.clone();
+    // Tests run as threads of one process: the counter keeps two calls with the same options
+    // from writing (and truncating) one file while the other reads it.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let path = std::env::temp_dir().join(format!(
-        "dmsim-hw-plan-{}-{}.json",
+        "dmsim-hw-plan-{}-{call}-{}.json",
         std::process::id(),
         options_tag(&options)
     ));
