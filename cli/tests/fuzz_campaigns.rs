@@ -157,6 +157,16 @@ fn scalestore_adaptation_schedules() {
 }
 
 #[test]
+fn scalestore_tree_on_memory_and_compute_nodes_schedules() {
+    // The B-link tree over ScaleStore as SELCC's Fig. 17 runs it: directories on memory nodes
+    // that hold every page, compute nodes caching 6-12 frames and evicting back to them (read
+    // back while workers latch), the tree's structure and lost-key checks after the run.
+    // About 30 schedules/s in release; the larger campaigns are in
+    // protocols/src/scalestore/NEEDS.md.
+    campaign_of("scalestore/blink-dm-fuzz-small.json", 1_000);
+}
+
+#[test]
 fn scalestore_baselines_schedules() {
     // The FIFO-queue and busy-polling baselines (`protocol_options.conflicts`): one request per
     // page at a time at the directory, `Done` acknowledgments, refusals and back-offs, the

@@ -5,7 +5,12 @@
 //! protocol.
 //!
 //! The cluster is `symmetric_nodes` nodes, each running `workload.threads_per_node` workers
-//! and `handler_tasks` message handlers. The bulk-loaded tree's pages are spread round-robin
+//! and `handler_tasks` message handlers — or, as SELCC's Fig. 17 ran ScaleStore (SELCC §7.1,
+//! as `scalestore-dm` does for the micro-benchmark), `memory_nodes` directories that hold
+//! every page and run no workers, and `compute_nodes` that run the workers, cache
+//! `cache_ratio` of the pages and evict them back to the directories (no storage device, no
+//! inserts: a compute node owns no PID to allocate a split page from; `handler_tasks` defaults
+//! to `cluster.memory_node_cores`, 1 in SELCC's setup). The bulk-loaded tree's pages are spread round-robin
 //! over the nodes' directories (page `i` of the load at node `i mod n`, the meta page first, at
 //! node 0), each starting node-shared at its directory; a node allocates split pages from its
 //! own pool. Without `cache_frames`/`cache_ratio` every node can cache every page (in-memory
@@ -98,6 +103,9 @@ pub struct BlinkScaleStorePlan {
     tree: TreeConfig,
     layout: Layout,
     cluster: Cluster,
+    /// Directories without workers (SELCC's memory nodes, ids `0..memory_nodes`); 0 when the
+    /// nodes are symmetric.
+    memory_nodes: u64,
     threads: u32,
     ops_per_thread: u64,
     seed: u64,
@@ -176,17 +184,40 @@ impl BlinkScaleStorePlan {
                 "the B-link tree has no delete (nodes never merge)",
             ));
         }
-        if point.memory_nodes != 0 || point.compute_nodes != 0 {
-            out.push(Problem::new(
-                "cluster",
-                "blink-scalestore runs on symmetric nodes only: set symmetric_nodes, and memory_nodes and compute_nodes to 0",
-            ));
-        }
-        if point.symmetric_nodes == 0 || point.symmetric_nodes > 64 {
+        // Memory + compute nodes: SELCC's disaggregated setup (directories on the memory nodes).
+        let disaggregated = point.memory_nodes != 0 || point.compute_nodes != 0;
+        if disaggregated {
+            if point.memory_nodes == 0 || point.compute_nodes == 0 || point.symmetric_nodes != 0 {
+                out.push(Problem::new(
+                    "cluster",
+                    "blink-scalestore runs on symmetric_nodes, or on memory_nodes (directories) and compute_nodes (workers) together, not a mix",
+                ));
+            }
+            if point.memory_nodes as u32 + point.compute_nodes as u32 > 64 {
+                out.push(Problem::new("cluster", "at most 64 nodes (sharer bitmaps of 64 bits)"));
+            }
+            for (bad, name, why) in [
+                (partitioned, "protocol_options.partitioned", "partitions are symmetric nodes' key ranges"),
+                (elastic.is_some(), "protocol_options.elastic", "an elastic run sets its own storage nodes"),
+                (
+                    w.proportions().insert > 0.0,
+                    "workload.proportions.insert",
+                    "a compute node owns no PID to allocate a split page from",
+                ),
+            ] {
+                if bad {
+                    out.push(Problem::new(name, format!("not on memory + compute nodes: {why}")));
+                }
+            }
+        } else if point.symmetric_nodes == 0 || point.symmetric_nodes > 64 {
             out.push(Problem::new(
                 "cluster.symmetric_nodes",
                 "must be in 1..=64 (sharer bitmaps of 64 bits)",
             ));
+        }
+        if disaggregated && point.protocol_options.get("handler_tasks").is_none() {
+            // As `scalestore-dm`: a memory node's handlers are its cores.
+            config.handler_tasks = point.memory_node_cores.unwrap_or(1).clamp(1, 64) as u16;
         }
         let page_words = (config.page_bytes / 8) as usize;
         for p in tree.validate(page_words) {
@@ -231,16 +262,23 @@ impl BlinkScaleStorePlan {
             return Err(out);
         }
         tree.mutant = crate::blink::mutants::Mutant::None;
-        let nodes = point.symmetric_nodes as u64;
+        let memory_nodes = if disaggregated { point.memory_nodes as u64 } else { 0 };
+        let nodes = if disaggregated {
+            memory_nodes + point.compute_nodes as u64
+        } else {
+            point.symmetric_nodes as u64
+        };
+        // Nodes that run workers.
+        let working = if disaggregated { point.compute_nodes } else { point.symmetric_nodes };
         let per_node = ((tree.max_entries(page_words) as f64 * tree.bulk_fill).floor() as usize).max(2);
         let bulk_nodes = node_count(w.bulk_load(), per_node);
-        let run = shape::resolve(&w.shape_fields(), point.symmetric_nodes, bulk_nodes, false, &mut out);
+        let run = shape::resolve(&w.shape_fields(), working, bulk_nodes, false, &mut out);
         // Room for every split, as `blink/def.rs` sizes it, in every node's own pool (a node
         // allocates only PIDs of its own directory, and under skew one node may split most).
         let p = w.proportions();
         let stores = run.ops_per_thread.saturating_add(w.warmup_ops_per_thread) as f64
             * run.threads_per_node as f64
-            * nodes as f64
+            * working as f64
             * (p.update + p.insert);
         let new_keys = stores.min((w.keyspace - w.bulk_load().min(w.keyspace)) as f64 + stores * p.insert);
         let half = (tree.max_entries(page_words) / 2).max(1) as f64;
@@ -253,7 +291,11 @@ impl BlinkScaleStorePlan {
         }
         let extra = extra as u64 + 16;
         let prealloc = 1 + bulk_nodes;
-        let homes = elastic.as_ref().map_or(nodes, |e| e.storage_nodes);
+        let homes = match &elastic {
+            _ if disaggregated => memory_nodes,
+            Some(e) => e.storage_nodes,
+            None => nodes,
+        };
         let loaded: Vec<(u64, u64)> = {
             let mut keys: Vec<(u64, u64)> = (0..w.bulk_load()).map(|i| (w.key(i), load_value(i))).collect();
             keys.sort_unstable();
@@ -309,7 +351,9 @@ impl BlinkScaleStorePlan {
                     ),
                 ));
             }
-            if layout.ssd_bytes() > point.ssd_bytes_per_node {
+            // Disaggregated: the compute nodes evict to the memory nodes' memory, which holds
+            // every page (SELCC §7.1: "eliminating SSD access").
+            if !disaggregated && layout.ssd_bytes() > point.ssd_bytes_per_node {
                 out.push(Problem::new(
                     "cluster.ssd_bytes_per_node",
                     format!(
@@ -345,7 +389,7 @@ impl BlinkScaleStorePlan {
         if !out.is_empty() {
             return Err(out);
         }
-        let cluster = point.cluster(layout.region_bytes(), 0);
+        let cluster = point.cluster(layout.region_bytes(), layout.region_bytes());
         let placement: Vec<u64> =
             placement.iter().map(|(d, slot)| d * layout.pages_per_node + slot).collect();
         let bulk = build(&loaded, per_node, |i| page_id(&layout, placement[i as usize]));
@@ -365,6 +409,7 @@ impl BlinkScaleStorePlan {
             tree,
             layout,
             cluster,
+            memory_nodes,
             threads: run.threads_per_node,
             ops_per_thread: run.ops_per_thread,
             seed: point.seed,
@@ -393,6 +438,12 @@ impl BlinkScaleStorePlan {
     /// Node `me`'s cache and the window its workers run in (an elastic run's storage nodes
     /// run none: an empty window).
     fn role(&self, me: NodeId) -> (u64, (u64, u64)) {
+        if self.memory_nodes > 0 {
+            return match me.0 as u64 >= self.memory_nodes {
+                true => (self.capacity, (0, u64::MAX)),
+                false => (u64::MAX, (0, 0)),
+            };
+        }
         let Some(e) = &self.elastic else { return (self.capacity, (0, u64::MAX)) };
         match (me.0 as u64).checked_sub(e.storage_nodes) {
             None => (self.capacity, (0, 0)),
@@ -409,7 +460,7 @@ impl BlinkScaleStorePlan {
     }
 
     /// Memory as the tree's structure check reads it: page `g`'s words from a node holding it
-    /// Hot (copies agree), its latch word free unless some node holds it latched.
+    /// Hot (copies agree) or evicting it, its latch word free unless some node holds it latched.
     fn tree_memory<'a>(
         &'a self,
         states: &'a [&'a NodeState],
@@ -435,9 +486,15 @@ impl BlinkScaleStorePlan {
             if word == 1 {
                 return 0;
             }
-            let holder = frames.enumerate().find(|(_, f)| f.is_some_and(|f| f.state == FrameState::Hot));
+            // A Hot copy, else one a provider is evicting (a disaggregated run can end with
+            // its directory's read-back in flight: the evicting copy is still the page).
+            let copies: Vec<_> = frames.enumerate().filter_map(|(n, f)| f.map(|f| (n, f.state))).collect();
+            let holder = copies
+                .iter()
+                .find(|(_, s)| *s == FrameState::Hot)
+                .or_else(|| copies.iter().find(|(_, s)| *s == FrameState::Evicting));
             match holder {
-                Some((n, _)) => {
+                Some(&(n, _)) => {
                     memory(RemoteAddr::new(NodeId(n as u16), self.layout.frame(g) + (word - 2) * 8))
                 }
                 None => 0,
@@ -493,8 +550,8 @@ impl Plan for BlinkScaleStorePlan {
                 let stream = |partition: usize, rng| {
                     let s = YcsbStream::new(
                         &self.workload,
-                        me.0,
-                        nodes as u16,
+                        me.0 - self.memory_nodes as u16,
+                        (nodes - self.memory_nodes) as u16,
                         t,
                         self.threads,
                         self.ops_per_thread,
@@ -541,7 +598,8 @@ impl Plan for BlinkScaleStorePlan {
                 task
             })
             .collect();
-        let daemons = node.daemons(true);
+        // Memory nodes (disaggregated runs) cache every page: no page provider.
+        let daemons = node.daemons(me.0 as u64 >= self.memory_nodes);
         let watched = shared.clone();
         let log_out = log.take();
         NodeRun {
@@ -602,7 +660,11 @@ impl Plan for BlinkScaleStorePlan {
             m.insert("pulls_per_latch".into(), pages.pulls as f64 / latches);
             m.insert("frame_waits_per_latch".into(), pages.frame_waits as f64 / latches);
             // Frames in use at the end over the cluster's cache (the paper's "cache utilization").
-            let capacity = (0..self.layout.nodes).map(|n| self.role(NodeId(n as u16)).0).sum::<u64>() as f64;
+            // (Memory nodes of a disaggregated run are unbounded and not counted.)
+            let capacity = (0..self.layout.nodes)
+                .map(|n| self.role(NodeId(n as u16)).0)
+                .filter(|&c| c != u64::MAX)
+                .sum::<u64>() as f64;
             m.insert("cache_utilization".into(), pages.frames_used as f64 / capacity);
         }
         m
@@ -633,9 +695,10 @@ impl Plan for BlinkScaleStorePlan {
             let refs: Vec<&Mutex<NodeState>> = states.iter().map(|s| s.as_ref()).collect();
             converged(&self.layout, &refs, owed).map_err(|(name, m)| Violation::new(name, m))?;
         }
-        if self.layout.providers > 0 {
+        if self.layout.providers > 0 && self.memory_nodes == 0 {
             // Evicted pages live on the storage devices, which the check's memory view does
-            // not read: the structure and lost-key checks need every page in some memory.
+            // not read: the structure and lost-key checks need every page in some memory (a
+            // disaggregated run evicts to the memory nodes' memory: checked).
             return Ok(());
         }
         let guards: Vec<_> = states.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner())).collect();
