@@ -149,6 +149,9 @@ pub struct Outcome {
     pub ready_decisions: u64,
     pub marks: BTreeMap<&'static str, u64>,
     pub verbs: VerbCounts,
+    /// Per node: its kind and the picoseconds queued at each of its fabric resources
+    /// ([`crate::fabric::Wait`] order).
+    pub fabric_waits_ps: Vec<(dmsim_protocols::nic::NodeKind, [u64; 8])>,
 }
 
 type Checker = Box<dyn FnMut(Nanos) -> Result<(), String>>;

@@ -26,7 +26,7 @@ use dmsim_protocols::nic::{
 use super::executor::wake_task;
 use super::queue::EventKind;
 use super::world::{TearMode, World};
-use crate::fabric::{class_index, ps_to_ns_ceil, reserve, QpState};
+use crate::fabric::{class_index, ps_to_ns_ceil, reserve, QpState, Wait};
 
 /// Bytes per chunk when large verbs are torn (a cache line).
 pub const TEAR_CHUNK_BYTES: u32 = 64;
@@ -209,8 +209,10 @@ impl World {
             let node = &mut self.nodes[source.index()];
             // Doorbell batch: the NIC issues the chained requests back to back.
             let issue = reserve(&mut node.nic_issue_free_ps, now_ps, self.params.cost_ps[class]);
+            node.waited(Wait::Issue, now_ps, issue);
             let wire = self.params.wire_ps(request_bytes);
             let leave = reserve(&mut node.egress_free_ps, issue, wire);
+            node.waited(Wait::RequestEgress, issue, leave);
             let oneway = self.oneway_ps(&self.ops[id as usize], i, class);
             let mut jitter = self.jitter_ps();
             if self.ops[id as usize].send.is_some() {
@@ -237,9 +239,11 @@ impl World {
         let arrive = op.arrive_ps[i];
         let node = &mut self.nodes[target.index()];
         let wire = self.params.wire_ps(request_bytes);
-        let received = reserve(&mut node.ingress_free_ps, arrive, wire) + wire;
+        let start = reserve(&mut node.ingress_free_ps, arrive, wire);
+        let received = node.waited(Wait::RequestIngress, arrive, start) + wire;
         let mut exec =
             reserve(&mut node.nic_process_free_ps, received, self.params.cost_ps[class_index(class)]);
+        node.waited(Wait::Process, received, exec);
         if class == VerbClass::Atomic {
             let verb = op.verbs[i];
             let service = if verb.remote().space() == Space::Device {
@@ -251,7 +255,8 @@ impl World {
             };
             // Device words carry the device bit in the key: their own unit.
             let free = self.atomic_free_ps.entry((target.0, verb.remote().offset_bytes)).or_insert(0);
-            exec = reserve(free, exec, service);
+            let start = reserve(free, exec, service);
+            exec = self.nodes[target.index()].waited(Wait::AtomicUnit, exec, start);
         }
         let span = self.tear_span_ps(id, i);
         let qp_state = &mut self.qp_states[qp as usize];
@@ -344,10 +349,12 @@ impl World {
         let wire = self.params.wire_ps(response_bytes);
         let now_ps = (self.now_ns * crate::fabric::PS_PER_NS).max(exec_ps);
         let leave = reserve(&mut self.nodes[target.index()].egress_free_ps, now_ps, wire);
+        self.nodes[target.index()].waited(Wait::ResponseEgress, now_ps, leave);
         let oneway = self.oneway_ps(&self.ops[id as usize], i, class);
         let jitter = self.jitter_ps();
         let reach = leave + oneway + jitter;
-        let received = reserve(&mut self.nodes[source.index()].ingress_free_ps, reach, wire) + wire;
+        let start = reserve(&mut self.nodes[source.index()].ingress_free_ps, reach, wire);
+        let received = self.nodes[source.index()].waited(Wait::ResponseIngress, reach, start) + wire;
         let qp_state = &mut self.qp_states[qp as usize];
         let done = received.max(qp_state.last_done_ps);
         qp_state.last_done_ps = done;

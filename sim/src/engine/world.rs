@@ -419,6 +419,13 @@ impl World {
             ready_decisions: self.choice.ready_decisions(),
             marks: std::mem::take(&mut self.marks),
             verbs: self.verbs.clone(),
+            fabric_waits_ps: self
+                .cluster
+                .kinds
+                .iter()
+                .zip(&self.nodes)
+                .map(|(k, n)| (*k, n.waits_ps))
+                .collect(),
         }
     }
 }

@@ -110,9 +110,59 @@ pub fn reserve(free_ps: &mut u64, at_ps: u64, hold_ps: u64) -> u64 {
     start
 }
 
+/// The FIFO servers a verb can queue at, for the per-resource wait breakdown
+/// (`run.fabric_waits`): which resource a slow run waits on.
+#[derive(Clone, Copy, Debug)]
+pub enum Wait {
+    /// The posting NIC's issue rate (doorbell batches issue back to back).
+    Issue,
+    /// The posting node's link, outbound requests.
+    RequestEgress,
+    /// The target's link, inbound requests (incast).
+    RequestIngress,
+    /// The target NIC's processing rate.
+    Process,
+    /// The target's per-word atomic unit (same-address atomics serialize).
+    AtomicUnit,
+    /// The target's link, outbound responses (READ payloads).
+    ResponseEgress,
+    /// The initiator's link, inbound responses.
+    ResponseIngress,
+    /// A modelled core (memory nodes, compute nodes with `compute_node_cores`), FCFS.
+    Cpu,
+}
+
+impl Wait {
+    pub const ALL: [Wait; 8] = [
+        Wait::Issue,
+        Wait::RequestEgress,
+        Wait::RequestIngress,
+        Wait::Process,
+        Wait::AtomicUnit,
+        Wait::ResponseEgress,
+        Wait::ResponseIngress,
+        Wait::Cpu,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Wait::Issue => "issue",
+            Wait::RequestEgress => "request_egress",
+            Wait::RequestIngress => "request_ingress",
+            Wait::Process => "process",
+            Wait::AtomicUnit => "atomic_unit",
+            Wait::ResponseEgress => "response_egress",
+            Wait::ResponseIngress => "response_ingress",
+            Wait::Cpu => "cpu",
+        }
+    }
+}
+
 /// Per-node fabric state.
 #[derive(Clone, Debug, Default)]
 pub struct NodeFabric {
+    /// Picoseconds spent queueing at each of this node's resources ([`Wait`] order).
+    pub waits_ps: [u64; 8],
     pub nic_issue_free_ps: u64,
     pub nic_process_free_ps: u64,
     pub egress_free_ps: u64,
@@ -129,6 +179,13 @@ pub struct NodeFabric {
 }
 
 impl NodeFabric {
+    /// Count `start - at_ps` of waiting at `wait` (a [`reserve`] that started at `start`).
+    #[inline]
+    pub fn waited(&mut self, wait: Wait, at_ps: u64, start_ps: u64) -> u64 {
+        self.waits_ps[wait as usize] += start_ps - at_ps;
+        start_ps
+    }
+
     /// Reserve a core for `work_ns` of CPU work starting no earlier than `now_ns`; returns the
     /// finish time. The lowest-index earliest-free core wins, so ties are deterministic.
     pub fn cpu(&mut self, now_ns: u64, work_ns: u64) -> u64 {
@@ -139,6 +196,7 @@ impl NodeFabric {
             Some(cores) => {
                 let (index, _) = cores.iter().enumerate().min_by_key(|(i, free)| (**free, *i)).unwrap();
                 let start = now_ns.max(cores[index]);
+                self.waits_ps[Wait::Cpu as usize] += (start - now_ns) * PS_PER_NS;
                 cores[index] = start + wall_ns;
                 start + wall_ns
             }

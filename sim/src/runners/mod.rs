@@ -101,7 +101,38 @@ pub fn measure(registry: &Registry, point: &Point, trace: TraceSink) -> Result<P
     let spec = point_spec(&point.config, point.seed, level, false, "none");
     let trace = Cell::new(Some(trace));
     let config = |cluster| sim_config(point, cluster, trace.take().unwrap_or(TraceSink::Off));
-    protocol.simulate(&spec, &config, SimulateOptions::MEASURE).map_err(|p| problems_line(&p))?.into_result()
+    let simulated =
+        protocol.simulate(&spec, &config, SimulateOptions::MEASURE).map_err(|p| problems_line(&p))?;
+    let waits = point.config.run.fabric_waits.then(|| fabric_wait_metrics(&simulated.run.outcome));
+    let mut result = simulated.into_result()?;
+    result.metrics.extend(waits.into_iter().flatten());
+    Ok(result)
+}
+
+/// `run.fabric_waits`: per node kind and fabric resource, the run's queueing in nanoseconds
+/// over every verb executed (kinds absent from the cluster give no column).
+fn fabric_wait_metrics(outcome: &crate::engine::Outcome) -> BTreeMap<String, f64> {
+    use dmsim_protocols::nic::NodeKind;
+    let v = &outcome.verbs;
+    let verbs = (v.read + v.write + v.atomic + v.send).max(1) as f64;
+    let mut out = BTreeMap::new();
+    for kind in [NodeKind::Compute, NodeKind::Memory, NodeKind::Symmetric] {
+        let nodes: Vec<&[u64; 8]> =
+            outcome.fabric_waits_ps.iter().filter(|(k, _)| *k == kind).map(|(_, w)| w).collect();
+        if nodes.is_empty() {
+            continue;
+        }
+        let name = match kind {
+            NodeKind::Compute => "compute",
+            NodeKind::Memory => "memory",
+            NodeKind::Symmetric => "symmetric",
+        };
+        for wait in crate::fabric::Wait::ALL {
+            let ps: u64 = nodes.iter().map(|w| w[wait as usize]).sum();
+            out.insert(format!("fabric_wait_{name}_{}_ns_per_verb", wait.name()), ps as f64 / 1e3 / verbs);
+        }
+    }
+    out
 }
 
 /// `point` as `dmsim hw run` runs it — every node quiesces at the end, `run.check` logs

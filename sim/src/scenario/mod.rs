@@ -158,6 +158,13 @@ pub struct RunSpec {
     /// (`Plan::payload_spans`; metrics are identical, memory per line drops to a few words).
     #[serde(default)]
     pub full_payload: bool,
+    /// Add the fabric's queueing breakdown to the metrics: for each node kind and resource
+    /// (NIC issue and processing rates, link directions, per-word atomic unit, modelled cores),
+    /// `fabric_wait_<kind>_<resource>_ns_per_verb`, the whole run's queueing there over every
+    /// verb executed. A diagnosis of which resource a slow run waits on; off by default (the
+    /// columns would change every results file).
+    #[serde(default)]
+    pub fabric_waits: bool,
 }
 
 fn one_u32() -> u32 {
@@ -182,6 +189,7 @@ impl Default for RunSpec {
             events_max: events_max(),
             check: false,
             full_payload: false,
+            fabric_waits: false,
         }
     }
 }
