@@ -114,6 +114,10 @@ pub enum KeyOrder {
     #[default]
     Hashed,
     Ordered,
+    /// Keys `1..=keyspace` in a fixed pseudo-random order: the bulk load is a random subset of
+    /// the keyspace and inserts fill the rest at random places (the Dolphin authors' YCSB
+    /// `randint` files: 512 M keys loaded out of 1,024 M, the rest inserted).
+    Permuted,
 }
 
 /// Over how many ranks the zipfian draws before scrambling.
@@ -282,7 +286,7 @@ impl YcsbWorkload {
 
     /// The key named by index `i`.
     pub fn key(&self, i: u64) -> u64 {
-        key_name(self.key_order, i)
+        key_name(self.key_order, self.keyspace, i)
     }
 
     /// The bulk-loaded keys in ascending order ([`MAX_LOADED_KEYS`] at most, by `check`).
@@ -446,14 +450,29 @@ mod tests {
     }
 
     #[test]
+    fn permuted_keys_are_the_keyspace_in_another_order() {
+        for n in [1u64, 2, 3, 5, 64, 1000, 4097] {
+            let keys: std::collections::BTreeSet<u64> =
+                (0..n).map(|i| key_name(KeyOrder::Permuted, n, i)).collect();
+            assert_eq!(keys, (1..=n).collect(), "n = {n}");
+        }
+        // A bulk load of half the keyspace is spread over all of it (not its first half)...
+        let n = 100_000;
+        let low = (0..n / 2).filter(|&i| key_name(KeyOrder::Permuted, n, i) <= n / 2).count();
+        assert!((20_000..30_000).contains(&low), "{low} of the loaded half in the low half");
+        // ... and indices past the keyspace continue above it, distinct.
+        assert_eq!(key_name(KeyOrder::Permuted, n, n), n + 1);
+    }
+
+    #[test]
     fn hashed_keys_are_distinct_and_inside_the_fences() {
         let mut seen = std::collections::BTreeSet::new();
         for i in 0..100_000 {
-            let k = key_name(KeyOrder::Hashed, i);
+            let k = key_name(KeyOrder::Hashed, 0, i);
             assert!(k != 0 && k != u64::MAX);
             assert!(seen.insert(k), "duplicate key for index {i}");
         }
-        assert_eq!(key_name(KeyOrder::Ordered, 0), 1);
+        assert_eq!(key_name(KeyOrder::Ordered, 0, 0), 1);
     }
 
     #[test]
@@ -487,7 +506,7 @@ mod tests {
         let top = by_count[0].0 as f64 / 50_000.0;
         assert!((0.08..0.13).contains(&top), "hottest key share {top}");
         let hot_index = fnv_hash64(0) % 10_000;
-        assert_eq!(by_count[0].1, key_name(KeyOrder::Hashed, hot_index));
+        assert_eq!(by_count[0].1, key_name(KeyOrder::Hashed, 0, hot_index));
         let uniform = YcsbWorkload { distribution: Some(Distribution::Uniform), ..workload(Mix::C) };
         let mut ucounts = std::collections::BTreeMap::new();
         for o in ops(&uniform, 50_000, 11) {
@@ -587,7 +606,7 @@ mod tests {
             .iter()
             .map(|&i| {
                 let kind = if i % 3 == 0 { OpKind::Update } else { OpKind::Read };
-                (kind, key_name(w.key_order, key_hash(format!("key{i}").as_bytes()) % w.keyspace))
+                (kind, key_name(w.key_order, w.keyspace, key_hash(format!("key{i}").as_bytes()) % w.keyspace))
             })
             .collect();
         assert_eq!(got.iter().map(|o| (o.kind, o.key)).collect::<Vec<_>>(), want);
@@ -622,7 +641,7 @@ mod tests {
             let reads = all.iter().filter(|o| o.kind == OpKind::Read).count() as f64 / 20_000.0;
             assert!((reads - share).abs() < 0.015, "cluster {cluster}: reads {reads}");
             assert!(all.iter().all(|o| matches!(o.kind, OpKind::Read | OpKind::Update)));
-            let hot = key_name(KeyOrder::Hashed, fnv_hash64(0) % 10_000);
+            let hot = key_name(KeyOrder::Hashed, 0, fnv_hash64(0) % 10_000);
             let top = all.iter().filter(|o| o.key == hot).count() as f64 / 20_000.0;
             assert!(top > 0.35, "cluster {cluster}: hottest key share {top}");
             // Per-key ratios keep the mean share but differ per key.

@@ -32,11 +32,37 @@ fn mix63(mut x: u64) -> u64 {
     x ^ (x >> 33)
 }
 
-/// The key of index `i`: in `1..=2⁶³`, distinct for distinct `i < 2⁶³`.
-pub fn key_name(order: KeyOrder, i: u64) -> u64 {
+/// The key of index `i`: in `1..=2⁶³`, distinct for distinct `i < 2⁶³`. `Permuted` maps
+/// `0..keyspace` onto `1..=keyspace` in a fixed pseudo-random order; indices past the keyspace
+/// (inserts after the free part is used up) continue ascending above it, as the Dolphin
+/// authors' harness continues with `extra_k` once its workload file is used up.
+pub fn key_name(order: KeyOrder, keyspace: u64, i: u64) -> u64 {
     match order {
         KeyOrder::Hashed => mix63(i) + 1,
         KeyOrder::Ordered => i + 1,
+        KeyOrder::Permuted if i < keyspace => permute(i, keyspace) + 1,
+        KeyOrder::Permuted => i + 1,
+    }
+}
+
+/// A fixed pseudo-random bijection of `[0, n)` (`i < n`): a 4-round Feistel network over the
+/// smallest even-width power of two ≥ `n`, cycle-walked back into `[0, n)`.
+fn permute(i: u64, n: u64) -> u64 {
+    debug_assert!(i < n, "index {i} outside the permuted keyspace {n}");
+    let bits = (64 - n.saturating_sub(1).leading_zeros()).max(2).next_multiple_of(2);
+    let half = bits / 2;
+    let mask = (1u64 << half) - 1;
+    let mut x = i;
+    loop {
+        let (mut left, mut right) = (x >> half, x & mask);
+        for round in 1..=4u64 {
+            let f = mix63(right ^ round.wrapping_mul(0x9e37_79b9_7f4a_7c15)) & mask;
+            (left, right) = (right, left ^ f);
+        }
+        x = (left << half) | right;
+        if x < n {
+            return x;
+        }
     }
 }
 
@@ -168,7 +194,7 @@ impl YcsbStream {
     }
 
     fn owns(&self, index: u64) -> bool {
-        self.part.as_ref().is_none_or(|o| o.parts.owner(key_name(self.order, index)) == o.me)
+        self.part.as_ref().is_none_or(|o| o.parts.owner(key_name(self.order, self.keyspace, index)) == o.me)
     }
 
     /// A value in [0, n).
@@ -265,14 +291,14 @@ impl Iterator for YcsbStream {
         self.warmup_left = self.warmup_left.saturating_sub(1);
         if let Some((read, index)) = self.replay.as_mut().and_then(Iterator::next) {
             let kind = if read { OpKind::Read } else { OpKind::Update };
-            return Some(YcsbOp { kind, key: key_name(self.order, index), warmup });
+            return Some(YcsbOp { kind, key: key_name(self.order, self.keyspace, index), warmup });
         }
         if let Some((share, spread)) = self.per_key_reads {
             // A trace with per-key read ratios: the key first, then its own read chance.
             let index = self.request_index();
             let read = unit_f64(self.rng.next_u64()) < twitter::read_ratio(share, spread, index);
             let kind = if read { OpKind::Read } else { OpKind::Update };
-            return Some(YcsbOp { kind, key: key_name(self.order, index), warmup });
+            return Some(YcsbOp { kind, key: key_name(self.order, self.keyspace, index), warmup });
         }
         let u = unit_f64(self.rng.next_u64());
         let which = self.cumulative.iter().position(|c| u < *c).unwrap_or_else(|| {
@@ -302,6 +328,6 @@ impl Iterator for YcsbStream {
             }
             _ => (OpKind::Delete, self.request_index()),
         };
-        Some(YcsbOp { kind, key: key_name(self.order, index), warmup })
+        Some(YcsbOp { kind, key: key_name(self.order, self.keyspace, index), warmup })
     }
 }
