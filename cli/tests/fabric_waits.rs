@@ -1,8 +1,11 @@
 //! `run.fabric_waits`: the per-resource queueing breakdown names the resource a run waits on,
 //! and asking for it changes no result (same trace hash, same metrics besides its columns).
 
+mod support;
+
 use std::path::PathBuf;
-use std::process::Command;
+
+use support::run_scenario;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -15,15 +18,7 @@ fn run(waits: bool) -> (Vec<Vec<(String, String)>>, String) {
     let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
     json["sweep"]["x"]["values"] = serde_json::json!([8]);
     json["run"] = serde_json::json!({ "fabric_waits": waits });
-    let dir = std::env::temp_dir().join(format!("dmsim-fabric-waits-{}-{waits}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("scenario.json");
-    std::fs::write(&file, json.to_string()).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_dmsim"))
-        .args(["run", file.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap(), "-j", "1"])
-        .output()
-        .unwrap();
+    let (out, dir) = run_scenario(&format!("fabric-waits-{waits}"), &json);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = std::fs::read_to_string(dir.join("out/data.csv")).unwrap();
     let mut lines = csv.lines();

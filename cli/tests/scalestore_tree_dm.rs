@@ -2,26 +2,16 @@
 //! memory nodes run no workers and never evict, the compute nodes do all the operations and
 //! evict back to them, the checks pass; the shapes the plan cannot run are refused by name.
 
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+
+use support::run_scenario;
 
 fn scenario() -> serde_json::Value {
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/scalestore/blink-dm-fuzz-small.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn run(name: &str, json: &serde_json::Value) -> (Output, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("dmsim-ss-tree-dm-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("scenario.json");
-    std::fs::write(&file, json.to_string()).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_dmsim"))
-        .args(["run", file.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap(), "-j", "1"])
-        .output()
-        .unwrap();
-    (out, dir)
 }
 
 fn column(csv: &str, name: &str) -> f64 {
@@ -33,7 +23,7 @@ fn column(csv: &str, name: &str) -> f64 {
 
 #[test]
 fn compute_nodes_do_the_work_and_evict_to_the_memory_nodes() {
-    let (out, dir) = run("ok", &scenario());
+    let (out, dir) = run_scenario("ss-tree-dm-ok", &scenario());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = std::fs::read_to_string(dir.join("out/data.csv")).unwrap();
     // 3 compute nodes x 2 workers x 12 measured operations; the 2 memory nodes run none.
@@ -59,7 +49,7 @@ fn shapes_the_plan_cannot_run_are_refused_by_name() {
         ("mixed", mixed, "cluster"),
         ("partitioned", partitioned, "protocol_options.partitioned"),
     ] {
-        let (out, dir) = run(name, &json);
+        let (out, dir) = run_scenario(&format!("ss-tree-dm-{name}"), &json);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{name} must be refused");
         assert!(stderr.contains(field), "{name}: the message names {field}: {stderr}");
