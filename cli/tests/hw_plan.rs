@@ -147,3 +147,16 @@ fn blink_plan_runs_as_on_hardware_and_a_lost_split_fails_it() {
         rehearse_hardware(&registry::sim(), &s.points[0], "split-without-right-link").expect_err("must fail");
     assert!(err.contains("check"), "{err}");
 }
+
+#[test]
+fn blink_scalestore_on_memory_and_compute_nodes_runs_as_on_hardware() {
+    // Goal: SELCC Fig. 17's ScaleStore shape (directories on memory nodes, compute nodes
+    // caching and evicting back) as `dmsim hw run` drives it: reports over the NIC, end-of-run
+    // history checks only; every compute node's operations are done, and the memory nodes'
+    // reports (no workers) do not break the merge.
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/scalestore/blink-dm-fuzz-small.json");
+    let s = scenario::load(&file, &registry::sim()).expect("scenario loads");
+    let result = rehearse_hardware(&registry::sim(), &s.points[0], "none").expect("run passes");
+    assert_eq!(result.ops, 3 * 2 * 12, "3 compute nodes x 2 workers x 12 operations");
+    assert!(result.metrics["history_keys_checked"] > 0.0, "{:?}", result.metrics);
+}
