@@ -5,7 +5,7 @@ mod support;
 
 use std::path::PathBuf;
 
-use support::run_scenario;
+use support::run_scenario_with;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -14,11 +14,15 @@ fn repo() -> PathBuf {
 /// Runs `scenarios/nic/atomic-contention.json` at 8 CNs x 8 threads, with or without the
 /// breakdown; returns the data.csv rows as (column, value) maps and the trace hashes.
 fn run(waits: bool) -> (Vec<Vec<(String, String)>>, String) {
+    run_with(waits, &[])
+}
+
+fn run_with(waits: bool, extra: &[&str]) -> (Vec<Vec<(String, String)>>, String) {
     let text = std::fs::read_to_string(repo().join("scenarios/nic/atomic-contention.json")).unwrap();
     let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
     json["sweep"]["x"]["values"] = serde_json::json!([8]);
     json["run"] = serde_json::json!({ "fabric_waits": waits });
-    let (out, dir) = run_scenario(&format!("fabric-waits-{waits}"), &json);
+    let (out, dir) = run_scenario_with(&format!("fabric-waits-{waits}-{}", extra.len()), &json, extra);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = std::fs::read_to_string(dir.join("out/data.csv")).unwrap();
     let mut lines = csv.lines();
@@ -58,4 +62,8 @@ fn the_breakdown_names_the_atomic_unit_and_changes_no_result() {
         }
     }
     assert!(get(spread, "fabric_wait_memory_atomic_unit_ns_per_verb") < unit / 10.0);
+    // `dmsim run --fabric-waits` asks for the same without editing the file.
+    let (flagged, flagged_hash) = run_with(false, &["--fabric-waits"]);
+    assert_eq!(flagged, broken_down);
+    assert_eq!(flagged_hash, hash);
 }

@@ -38,6 +38,10 @@ pub struct RunArgs {
     /// Only check the scenario file and list its points.
     #[arg(long)]
     pub dry_run: bool,
+    /// Add where each point's verbs queued (the scenario's `run.fabric_waits`): per node kind
+    /// and fabric resource, `fabric_wait_<kind>_<resource>_ns_per_verb`. Changes no result.
+    #[arg(long)]
+    pub fabric_waits: bool,
 }
 
 /// How `--trace` writes a point's trace.
@@ -60,6 +64,12 @@ pub fn run(args: RunArgs) -> ExitCode {
         let base = scenario.file.run.seed;
         for p in &mut scenario.points {
             p.seed = seed.wrapping_add(p.seed - base);
+        }
+    }
+    if args.fabric_waits {
+        scenario.file.run.fabric_waits = true;
+        for p in &mut scenario.points {
+            p.config.run.fabric_waits = true;
         }
     }
     if args.dry_run {
