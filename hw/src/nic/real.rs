@@ -38,6 +38,11 @@ use dmsim_protocols::nic::{self, BatchResult, Message, Nanos, NicError, NicResul
 /// (checked at completion; a protocol word equal to it would be misread as a fault).
 const UNWRITTEN: u64 = 0x5eed_dead_5eed_dead;
 
+/// A batch's verb names, `READ+CAS`, for errors and trace lines.
+fn batch_names(verbs: &[Verb]) -> String {
+    verbs.iter().map(|v| v.name()).collect::<Vec<_>>().join("+")
+}
+
 mod local;
 mod messages;
 mod setup;
@@ -291,7 +296,7 @@ impl NodeState {
         drop(wrs);
         let wait = SlotWait { qs, slot, gen };
         let outcome = VerbWait::new(self, &wait).await;
-        let names = || verbs.iter().map(|v| v.name()).collect::<Vec<_>>().join("+");
+        let names = || batch_names(verbs);
         if self.trace {
             let state = match &outcome {
                 Ok(Ok(())) => Ok(wait.results(self, verbs)),
@@ -301,8 +306,7 @@ impl NodeState {
             let (me, now, verbs) = (self.me, self.runtime.now(), verbs.to_vec());
             crate::trace::line(move || {
                 let state = state.map_or_else(|e| e, |r| format!("ok {:?}", r.as_slice()));
-                let names = verbs.iter().map(|v| v.name()).collect::<Vec<_>>().join("+");
-                format!("[{me} {now}] {names} {verbs:?} -> {state}")
+                format!("[{me} {now}] {} {verbs:?} -> {state}", batch_names(&verbs))
             });
         }
         match outcome {

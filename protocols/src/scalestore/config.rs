@@ -118,6 +118,14 @@ impl Default for Config {
 }
 
 impl Config {
+    /// On memory + compute nodes (SELCC's setup), a memory node's handlers are its cores
+    /// (`cluster.memory_node_cores`, 1 by default) unless `handler_tasks` is given.
+    pub fn handlers_from_memory_cores(&mut self, point: &crate::harness::PointSpec) {
+        if point.protocol_options.get("handler_tasks").is_none() {
+            self.handler_tasks = point.memory_node_cores.unwrap_or(1).clamp(1, 64) as u16;
+        }
+    }
+
     pub fn validate(&self) -> Vec<String> {
         let mut out = Vec::new();
         if self.page_bytes < 64 || !self.page_bytes.is_multiple_of(64) || self.page_bytes > 1 << 20 {

@@ -86,9 +86,7 @@ impl ScaleStoreDmPlan {
             merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
                 .map_err(|p| vec![p])?;
         let mut out = Vec::new();
-        if point.protocol_options.get("handler_tasks").is_none() {
-            config.handler_tasks = point.memory_node_cores.unwrap_or(1).clamp(1, 64) as u16;
-        }
+        config.handlers_from_memory_cores(point);
         config.page_bytes = w.gcl_size_bytes as u64;
         for p in config.validate() {
             let (field, reason) = p.split_once(": ").unwrap_or(("", &p));

@@ -215,9 +215,8 @@ impl BlinkScaleStorePlan {
                 "must be in 1..=64 (sharer bitmaps of 64 bits)",
             ));
         }
-        if disaggregated && point.protocol_options.get("handler_tasks").is_none() {
-            // As `scalestore-dm`: a memory node's handlers are its cores.
-            config.handler_tasks = point.memory_node_cores.unwrap_or(1).clamp(1, 64) as u16;
+        if disaggregated {
+            config.handlers_from_memory_cores(point);
         }
         let page_words = (config.page_bytes / 8) as usize;
         for p in tree.validate(page_words) {
@@ -291,11 +290,8 @@ impl BlinkScaleStorePlan {
         }
         let extra = extra as u64 + 16;
         let prealloc = 1 + bulk_nodes;
-        let homes = match &elastic {
-            _ if disaggregated => memory_nodes,
-            Some(e) => e.storage_nodes,
-            None => nodes,
-        };
+        let homes =
+            if disaggregated { memory_nodes } else { elastic.as_ref().map_or(nodes, |e| e.storage_nodes) };
         let loaded: Vec<(u64, u64)> = {
             let mut keys: Vec<(u64, u64)> = (0..w.bulk_load()).map(|i| (w.key(i), load_value(i))).collect();
             keys.sort_unstable();
@@ -470,12 +466,12 @@ impl BlinkScaleStorePlan {
         move |a: RemoteAddr| {
             let g = a.offset_bytes / stride;
             let word = (a.offset_bytes % stride) / 8;
-            let frames = states.iter().map(|s| s.frames.get(g as usize).copied().flatten());
+            let frames = || states.iter().map(|s| s.frames.get(g as usize).copied().flatten());
             if word == 0 {
                 // Free (0), or which node holds it how: 1 << 48 | node << 32 | latch. (A pin
                 // may outlive the run: the run ends when the requester has its page, before the
                 // sender's completion.)
-                return frames
+                return frames()
                     .enumerate()
                     .find_map(|(n, f)| {
                         f.filter(|f| f.latch != 0)
@@ -488,15 +484,9 @@ impl BlinkScaleStorePlan {
             }
             // A Hot copy, else one a provider is evicting (a disaggregated run can end with
             // its directory's read-back in flight: the evicting copy is still the page).
-            let copies: Vec<_> = frames.enumerate().filter_map(|(n, f)| f.map(|f| (n, f.state))).collect();
-            let holder = copies
-                .iter()
-                .find(|(_, s)| *s == FrameState::Hot)
-                .or_else(|| copies.iter().find(|(_, s)| *s == FrameState::Evicting));
-            match holder {
-                Some(&(n, _)) => {
-                    memory(RemoteAddr::new(NodeId(n as u16), self.layout.frame(g) + (word - 2) * 8))
-                }
+            let holding = |state| frames().position(|f| f.is_some_and(|f| f.state == state));
+            match holding(FrameState::Hot).or_else(|| holding(FrameState::Evicting)) {
+                Some(n) => memory(RemoteAddr::new(NodeId(n as u16), self.layout.frame(g) + (word - 2) * 8)),
                 None => 0,
             }
         }

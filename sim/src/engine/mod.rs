@@ -151,7 +151,7 @@ pub struct Outcome {
     pub verbs: VerbCounts,
     /// Per node: its kind and the picoseconds queued at each of its fabric resources
     /// ([`crate::fabric::Wait`] order).
-    pub fabric_waits_ps: Vec<(dmsim_protocols::nic::NodeKind, [u64; 8])>,
+    pub fabric_waits_ps: Vec<(dmsim_protocols::nic::NodeKind, crate::fabric::WaitTotals)>,
 }
 
 type Checker = Box<dyn FnMut(Nanos) -> Result<(), String>>;

@@ -132,6 +132,9 @@ pub enum Wait {
     Cpu,
 }
 
+/// Picoseconds queued at each [`Wait`] resource, indexed by `Wait as usize`.
+pub type WaitTotals = [u64; Wait::ALL.len()];
+
 impl Wait {
     pub const ALL: [Wait; 8] = [
         Wait::Issue,
@@ -162,7 +165,7 @@ impl Wait {
 #[derive(Clone, Debug, Default)]
 pub struct NodeFabric {
     /// Picoseconds spent queueing at each of this node's resources ([`Wait`] order).
-    pub waits_ps: [u64; 8],
+    pub waits_ps: WaitTotals,
     pub nic_issue_free_ps: u64,
     pub nic_process_free_ps: u64,
     pub egress_free_ps: u64,

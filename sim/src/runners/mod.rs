@@ -117,7 +117,7 @@ fn fabric_wait_metrics(outcome: &crate::engine::Outcome) -> BTreeMap<String, f64
     let verbs = (v.read + v.write + v.atomic + v.send).max(1) as f64;
     let mut out = BTreeMap::new();
     for kind in [NodeKind::Compute, NodeKind::Memory, NodeKind::Symmetric] {
-        let nodes: Vec<&[u64; 8]> =
+        let nodes: Vec<&crate::fabric::WaitTotals> =
             outcome.fabric_waits_ps.iter().filter(|(k, _)| *k == kind).map(|(_, w)| w).collect();
         if nodes.is_empty() {
             continue;
