@@ -16,6 +16,8 @@ const CHEAP: &[(&str, &str)] = &[
     ("selcc", "fig15a"),
     ("selcc", "round-trips"),
     ("selcc", "crash-recovery"),
+    ("dolphin", "table2"),
+    ("dolphin", "table2-load-order"),
 ];
 
 fn repo() -> PathBuf {

@@ -1,9 +1,14 @@
 //! Bulk load ("we warm up the tree ... 50% full"): the index over the sorted initial keys,
 //! built before any client runs ([CHOICE] instead of simulating the inserts; the shape is what
-//! sorted inserts with splits would leave: path-compressed ART nodes over 256-key windows,
+//! inserts with splits would leave: path-compressed ART nodes over 256-key windows,
 //! a window of one leaf hanging directly in its first distinguishing slot, a window of several
-//! leaves under a special node). Objects are placed round-robin over memory nodes.
+//! leaves under a special node). Leaves hold a fixed number of keys ([`LeafCut::Every`]), or
+//! what inserting the keys one by one in their load order leaves ([`inserted_leaf_sizes`]).
+//! Objects are placed round-robin over memory nodes.
 
+use std::collections::BTreeMap;
+
+use super::config::SplitRule;
 use super::layout::{
     byte, entry, first_difference, prefix, slot_offset, window, Gaddr, Kind, LeafImage, NodeImage,
     IMAGE_START, LEAF_BYTES, NODE_BYTES, ROOT, SPECIAL_DEPTH,
@@ -102,8 +107,49 @@ impl Builder {
     }
 }
 
-/// The tree over `keys` (ascending, distinct, non-zero) with `fill` keys per bulk leaf.
-pub fn build(keys: &[u64], memory_nodes: usize, fill: usize) -> Image {
+/// How a window's keys are cut into leaves.
+pub enum LeafCut<'a> {
+    /// Runs of this many keys (the last run of a window shorter).
+    Every(usize),
+    /// Every leaf's key count, in key order (windows never share a leaf).
+    Sizes(&'a [usize]),
+}
+
+/// The key count of every leaf, in key order, after inserting `arrivals` (distinct, non-zero,
+/// in insertion order) one by one into an empty tree whose leaves hold `split_at` keys: an
+/// insert into a full leaf first splits it as the protocol's SMO does (the sorted keys cut at
+/// `rule.keep(split_at)`, the upper part a new leaf starting at its first key), then lands in
+/// the half it belongs to. Each 256-key window starts as one leaf and never shares one.
+pub fn inserted_leaf_sizes(arrivals: &[u64], split_at: usize, rule: SplitRule) -> Vec<usize> {
+    let mut windows: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for k in arrivals {
+        windows.entry(window(*k).0).or_default().push(*k);
+    }
+    let m = rule.keep(split_at).clamp(1, split_at.saturating_sub(1).max(1));
+    let mut sizes = Vec::new();
+    for (lo, keys) in windows {
+        // Leaves of the window, ascending: (lowest key it may hold, its keys).
+        let mut leaves: Vec<(u64, Vec<u64>)> = vec![(lo, Vec::new())];
+        for k in keys {
+            let mut at = leaves.partition_point(|l| l.0 <= k) - 1;
+            if leaves[at].1.len() >= split_at {
+                let full = &mut leaves[at].1;
+                full.sort_unstable();
+                let upper = full.split_off(m);
+                leaves.insert(at + 1, (upper[0], upper));
+                if k >= leaves[at + 1].0 {
+                    at += 1;
+                }
+            }
+            leaves[at].1.push(k);
+        }
+        sizes.extend(leaves.iter().map(|l| l.1.len()));
+    }
+    sizes
+}
+
+/// The tree over `keys` (ascending, distinct, non-zero), cut into leaves by `cut`.
+pub fn build(keys: &[u64], memory_nodes: usize, cut: LeafCut) -> Image {
     let mut b = Builder { objects: Vec::new(), cursor: vec![0; memory_nodes], next: 1 };
     b.objects.push((ROOT, Obj::Node(NodeImage::new(0, false, 0, 0))));
     let (mut leaves, mut specials) = (0u64, 0u64);
@@ -111,10 +157,25 @@ pub fn build(keys: &[u64], memory_nodes: usize, fill: usize) -> Image {
     // One child per 256-key window: (window min, entry, object index).
     let mut children: Vec<(u64, u64, usize)> = Vec::new();
     let mut i = 0;
+    let mut next_size = 0;
     while i < keys.len() {
         let (lo, hi) = window(keys[i]);
         let j = i + keys[i..].iter().take_while(|k| **k <= hi).count();
-        let chunks: Vec<&[u64]> = keys[i..j].chunks(fill.max(1)).collect();
+        let chunks: Vec<&[u64]> = match cut {
+            LeafCut::Every(fill) => keys[i..j].chunks(fill.max(1)).collect(),
+            LeafCut::Sizes(sizes) => {
+                let mut chunks = Vec::new();
+                let mut at = i;
+                while at < j {
+                    let n = sizes[next_size];
+                    next_size += 1;
+                    assert!(n > 0 && at + n <= j, "leaf sizes must tile each window");
+                    chunks.push(&keys[at..at + n]);
+                    at += n;
+                }
+                chunks
+            }
+        };
         let mut made = Vec::new();
         for (c, chunk) in chunks.iter().enumerate() {
             let min = if c == 0 { lo } else { chunk[0] };
@@ -170,5 +231,46 @@ pub fn build(keys: &[u64], memory_nodes: usize, fill: usize) -> Image {
         internal_cache_bytes,
         authors_bytes,
         loaded,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ascending_inserts_leave_what_the_split_keeps() {
+        // One window of 256 keys, leaves of 65: ascending inserts split every full leaf, so all
+        // leaves but the last keep what the rule keeps; the last holds the rest (below 66).
+        let keys: Vec<u64> = (256..512).collect();
+        assert_eq!(inserted_leaf_sizes(&keys, 65, SplitRule::Even), vec![32, 32, 32, 32, 32, 32, 64]);
+        assert_eq!(inserted_leaf_sizes(&keys, 65, SplitRule::CodeThreeQuarters), vec![48, 48, 48, 48, 64]);
+    }
+
+    #[test]
+    fn random_inserts_tile_each_window_and_fill_between_the_split_and_full() {
+        // Two windows, keys arriving in a scrambled order (a multiplicative permutation).
+        let keys: Vec<u64> = (0..512u64).map(|i| 256 + (i * 167) % 512).collect();
+        let sizes = inserted_leaf_sizes(&keys, 65, SplitRule::Even);
+        assert_eq!(sizes.iter().sum::<usize>(), 512);
+        assert!(sizes.iter().all(|n| (1..=65).contains(n)));
+        // Each window's leaves sum to its 256 keys.
+        let mut acc = 0;
+        let first: usize = sizes
+            .iter()
+            .take_while(|n| {
+                acc += **n;
+                acc <= 256
+            })
+            .sum();
+        assert_eq!(first, 256);
+        // Fuller than ascending inserts (32 per leaf), as random-order B-tree loads are.
+        assert!(sizes.len() < 16, "{sizes:?}");
+        // The image takes the cut: as many leaves as sizes, every key loaded once.
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        let image = build(&sorted, 2, LeafCut::Sizes(&sizes));
+        assert_eq!(image.leaves, sizes.len() as u64);
+        assert_eq!(image.loaded.len(), 512);
     }
 }

@@ -49,8 +49,14 @@ pub enum BulkShape {
     Fill,
     /// What ascending inserts leave (the authors' benchmark warms up by inserting keys
     /// `1..kWarmRatio·kKeySpace` in order over all threads): every leaf but a window's last
-    /// holds the keys the split rule keeps of a full leaf (`bulk_fill` is ignored).
+    /// holds the keys the split rule keeps of a full leaf, the last the rest
+    /// ([`super::bulk::inserted_leaf_sizes`] over the sorted keys; `bulk_fill` is ignored).
     AscendingInserts,
+    /// What inserting the loaded keys one by one in the workload's load order leaves (key index
+    /// 0 first; with `key_order: permuted` or `hashed` a random order, as the authors' YCSB
+    /// harness loads its `randint` file): leaves split with `split_rule` when full
+    /// ([`super::bulk::inserted_leaf_sizes`]; `bulk_fill` is ignored).
+    Inserts,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -69,7 +75,8 @@ pub struct Config {
     /// Where a full leaf splits: the paper's even split or the code's 3/4.
     #[serde(default)]
     pub split_rule: SplitRule,
-    /// Bulk-loaded leaves as `bulk_fill` or as ascending inserts with `split_rule` leave them.
+    /// Bulk-loaded leaves as `bulk_fill`, or as ascending or load-order inserts with `split_rule`
+    /// leave them.
     #[serde(default)]
     pub bulk_shape: BulkShape,
     pub cpu: CpuCosts,
@@ -98,13 +105,10 @@ impl Config {
         self.leaf_split_at as usize
     }
 
-    /// Keys per bulk-loaded leaf (at least 1, below `leaf_split_at`).
+    /// Keys per bulk-loaded leaf of the `Fill` shape (at least 1, below `leaf_split_at`); the
+    /// insert shapes' leaves differ ([`super::bulk::inserted_leaf_sizes`]).
     pub fn bulk_leaf_keys(&self) -> usize {
-        let n = match self.bulk_shape {
-            BulkShape::Fill => (self.split_at() as f64 * self.bulk_fill) as usize,
-            BulkShape::AscendingInserts => self.split_rule.keep(self.split_at()),
-        };
-        n.clamp(1, self.split_at() - 1)
+        ((self.split_at() as f64 * self.bulk_fill) as usize).clamp(1, self.split_at() - 1)
     }
 
     /// Problems as "field: reason".

@@ -10,7 +10,7 @@
 //! | `leaf_split_at` | 65 | a leaf splits when an insert finds no empty slot among the first this many |
 //! | `bulk_fill` | 0.5 | fill of bulk-loaded leaves ("50% full") |
 //! | `split_rule` | `even` | `even` (the paper: `n/2` keys stay) or `code_three_quarters` (the code's `n/4·3`) |
-//! | `bulk_shape` | `fill` | `fill` (`bulk_fill`) or `ascending_inserts` (leaves as sorted inserts with `split_rule` leave them) |
+//! | `bulk_shape` | `fill` | `fill` (`bulk_fill`), `ascending_inserts` (leaves as sorted inserts with `split_rule` leave them) or `inserts` (as inserting the loaded keys in load order leaves them) |
 //! | `cpu.{leaf_ns, node_ns, cache_ns}` | 200, 40, 100 | compute CPU per leaf image, node step, cache access |
 //! | `arena_slack_bytes` | 256 KiB | spare allocation room per compute node per memory node |
 //!
@@ -29,9 +29,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::bench::{run_client, KvLogger};
-use super::bulk::{build, Image};
+use super::bulk::{build, inserted_leaf_sizes, Image, LeafCut};
 use super::check::{check_cache, walk};
-use super::config::Config;
+use super::config::{BulkShape, Config};
 use super::layout::{Layout, LEAF_BYTES, NODE_BYTES, TOMBSTONE};
 use super::tree::{Client, Shared, CLIENT_BUFFER_BYTES};
 use crate::common::metrics::percentile;
@@ -126,7 +126,21 @@ impl DolphinPlan {
             return Err(out);
         }
         let keys = w.load_keys();
-        let image = build(&keys, point.memory_nodes as usize, config.bulk_leaf_keys());
+        // Leaves as the loaded keys, inserted one by one, leave them: ascending, or in the
+        // workload's load order (key index 0 first).
+        let sizes = match config.bulk_shape {
+            BulkShape::Fill => Vec::new(),
+            BulkShape::AscendingInserts => inserted_leaf_sizes(&keys, config.split_at(), config.split_rule),
+            BulkShape::Inserts => {
+                let arrivals: Vec<u64> = (0..w.bulk_load()).map(|i| w.key(i)).collect();
+                inserted_leaf_sizes(&arrivals, config.split_at(), config.split_rule)
+            }
+        };
+        let cut = match config.bulk_shape {
+            BulkShape::Fill => LeafCut::Every(config.bulk_leaf_keys()),
+            BulkShape::AscendingInserts | BulkShape::Inserts => LeafCut::Sizes(&sizes),
+        };
+        let image = build(&keys, point.memory_nodes as usize, cut);
         let nodes = image.exact_nodes + image.special_nodes + 1;
         let run = shape::resolve(&w.shape_fields(), point.compute_nodes, nodes, false, &mut out);
         if let Some(frames) = run.cache_frames {
