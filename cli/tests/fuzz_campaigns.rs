@@ -60,6 +60,9 @@ fn sherman_five_thousand_schedules() {
     // P-Sherman with unbracketed reads of partition-owned nodes (DEX Fig. 8's +partitioning
     // step): 20,000 random and 20,000 PCT-3 schedules with faults in sherman/NEEDS.md.
     campaign("sherman/fuzz-skip-unshared.json");
+    // Sherman's range_query (`parallel_scan`): scans READ the leaves a cached level-1 node
+    // names together (Dolphin Fig. 8, DEX's scans).
+    campaign("sherman/fuzz-parallel-scan.json");
 }
 
 #[test]

@@ -148,6 +148,22 @@ impl<N: Nic> Client<N> {
         self.nic.try_batch(verbs, during).await
     }
 
+    /// Several doorbell batches posted together and waited for together (each to its own
+    /// memory node, as the authors' `read_batches_sync` posts one per node before polling).
+    async fn batches(&mut self, groups: &[Vec<Verb>], during: &'static str) -> ProtocolResult<()> {
+        for v in groups.iter().flatten() {
+            match v {
+                Verb::Read { .. } => self.cur.reads += 1,
+                Verb::Write { .. } | Verb::WriteWord { .. } => self.cur.writes += 1,
+                _ => self.cur.atomics += 1,
+            }
+            self.cur.bytes += v.payload_bytes() as u64;
+        }
+        let nic = &self.nic;
+        let done = crate::sync::join_all(groups.iter().map(|g| nic.try_batch(g, during)).collect()).await;
+        done.into_iter().try_for_each(|r| r.map(|_| ()))
+    }
+
     fn local_words(&self, offset: u64, n: usize) -> Vec<u64> {
         let mut w = vec![0u64; n];
         self.nic.local().read_words(offset, &mut w);

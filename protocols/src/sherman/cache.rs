@@ -30,6 +30,19 @@ impl IndexCache {
         node.covers(key).then(|| (node.child_for(key), *lowest))
     }
 
+    /// The leaves a cached level-1 node routes the keys `from..=last` to, in key order, up to
+    /// its upper fence, and the entry's id; `None` if no cached node covers `from`.
+    pub fn lookup_range(&self, from: u64, last: u64) -> Option<(Vec<Gaddr>, u64)> {
+        let (lowest, node) = self.entries.range(..=from).next_back()?;
+        if !node.covers(from) {
+            return None;
+        }
+        let first = node.children.partition_point(|(k, _)| *k <= from);
+        let mut leaves = vec![node.child_for(from)];
+        leaves.extend(node.children[first..].iter().take_while(|(k, _)| *k <= last).map(|(_, a)| *a));
+        Some((leaves, *lowest))
+    }
+
     pub fn add(&mut self, node: &Node) {
         if self.capacity == 0 || node.level != 1 {
             return;

@@ -70,6 +70,14 @@ pub struct Config {
     /// versions only. Off: one READ (Sherman's own `page_search`).
     #[serde(default)]
     pub version_reads: bool,
+    /// Sherman's own `range_query` (thustorage/Sherman and the DEX artifact's copy,
+    /// `Tree::range_query`): a scan takes the leaves its cached level-1 node routes the scanned
+    /// range to and READs them together (up to `kParaFetch` = 32 at a time), instead of walking
+    /// leaf siblings one READ after another. Falls back to the walk on a cache miss, a stale
+    /// entry, a torn image or a leaf that split meanwhile (the authors' code assumes every
+    /// level-1 node cached and checks only entry versions). Off: the walk.
+    #[serde(default)]
+    pub parallel_scan: bool,
     #[serde(default)]
     pub mutant: Mutant,
     /// Marlin (`protocol: "marlin"`, `protocols/src/marlin/`; never a Sherman option): leaves
@@ -100,6 +108,7 @@ impl Config {
             lock_version: false,
             skip_unshared_brackets: false,
             version_reads: false,
+            parallel_scan: false,
             mutant: Mutant::None,
             items: false,
             marlin_mutant: crate::marlin::Mutant::None,

@@ -20,6 +20,7 @@
 //! | `lock_version` | false | DEX's Sherman: `[version, lock]` slots, lock-free READs bracketed by two slot READs |
 //! | `skip_unshared_brackets` | false | P-Sherman with `lock_version`: internal nodes inside the partition are READ unbracketed too |
 //! | `version_reads` | false | the SELCC authors' Sherman: a lock-free READ is front version, node, rear version (three READs) |
+//! | `parallel_scan` | false | Sherman's `range_query`: the leaves a cached level-1 node routes the scan to, READ together (one batch per memory node, ≤ 32 leaves a round) |
 //!
 //! Metrics (all per measured operation; warm-up excluded): `throughput_mops`, `thread_mops`
 //! (per-thread rates summed, the DEX artifact's throughput), `ops`,
@@ -210,8 +211,10 @@ impl ShermanPlan {
             attach_items(&mut tree, &layout);
         }
         let tree = Arc::new(tree);
-        let cluster =
-            point.cluster(layout.memory_region_bytes(), compute_region_bytes(run.threads_per_node, marlin));
+        let cluster = point.cluster(
+            layout.memory_region_bytes(),
+            compute_region_bytes(run.threads_per_node, marlin, config.parallel_scan),
+        );
         Ok(ShermanPlan {
             workload: w,
             config,

@@ -20,6 +20,7 @@ pub enum Mutant {
     SplitDropsEntry,
     PartitionLeafStraddles,
     ScanExcludesStart,
+    ScanRoundIgnoresSplits,
 }
 
 crate::mutant_table!(Mutant {
@@ -45,4 +46,6 @@ crate::mutant_table!(Mutant {
         "P-Sherman's bulk load ignores the partition bounds, so a leaf two compute nodes write under local locks only can straddle one",
     "scan-excludes-start" => ScanExcludesStart:
         "a range scan returns keys strictly above its start key, skipping the start key itself",
+    "scan-round-ignores-splits" => ScanRoundIgnoresSplits:
+        "a parallel scan round takes every leaf its cached level-1 node names, even one that no longer continues its left neighbour (the keys a split moved to a new sibling are skipped)",
 });

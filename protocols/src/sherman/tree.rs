@@ -12,6 +12,7 @@
 //!   (`tree/split.rs`).
 //! * Keys never leave a leaf (no merges; a delete leaves a tombstone, see [`super::node`]).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -33,19 +34,20 @@ mod split;
 const THREAD_BUFFER_BYTES: u64 = 3 * NODE_BYTES;
 const MARLIN_THREAD_BUFFER_BYTES: u64 = 4 * NODE_BYTES;
 
-fn thread_buffer_bytes(items: bool) -> u64 {
-    if items {
-        MARLIN_THREAD_BUFFER_BYTES
-    } else {
-        THREAD_BUFFER_BYTES
-    }
+/// Leaves a parallel scan READs in one round (Sherman's `kParaFetch`), each into its own
+/// kilobyte after the thread's other buffers.
+const SCAN_ROUND_LEAVES: usize = 32;
+
+fn thread_buffer_bytes(items: bool, parallel_scan: bool) -> u64 {
+    let base = if items { MARLIN_THREAD_BUFFER_BYTES } else { THREAD_BUFFER_BYTES };
+    base + if parallel_scan { SCAN_ROUND_LEAVES as u64 * NODE_BYTES } else { 0 }
 }
 /// Two 16-byte lock slots (the one read, the one written; `lock_version`) in the upper half of
 /// the entry write-back kilobyte, which an entry (at most 4 words) never reaches.
 const SLOT_BUFFER: u64 = 2 * NODE_BYTES + NODE_BYTES / 2;
 
-pub fn compute_region_bytes(threads: u32, items: bool) -> u64 {
-    threads as u64 * thread_buffer_bytes(items)
+pub fn compute_region_bytes(threads: u32, items: bool, parallel_scan: bool) -> u64 {
+    threads as u64 * thread_buffer_bytes(items, parallel_scan)
 }
 
 /// What one compute node shares among its client threads.
@@ -150,7 +152,7 @@ pub struct Client<N: Nic> {
 impl<N: Nic> Client<N> {
     pub fn new(nic: N, shared: Arc<Shared>, thread: u32) -> Client<N> {
         let tag = ((shared.cn as u64 + 1) << 32) | (thread as u64 + 1);
-        let buf = thread as u64 * thread_buffer_bytes(shared.config.items);
+        let buf = thread as u64 * thread_buffer_bytes(shared.config.items, shared.config.parallel_scan);
         let alloc_hint = thread as usize;
         Client {
             nic,
@@ -182,6 +184,22 @@ impl<N: Nic> Client<N> {
             self.cur.bytes += v.payload_bytes() as u64;
         }
         self.nic.try_batch(verbs, during).await
+    }
+
+    /// Several doorbell batches posted together and waited for together (Sherman's
+    /// `range_query` posts its leaf READs to every memory node before polling).
+    pub(super) async fn batches(&mut self, groups: &[Vec<Verb>], during: &'static str) -> ProtocolResult<()> {
+        for v in groups.iter().flatten() {
+            match v {
+                Verb::Read { .. } => self.cur.reads += 1,
+                Verb::Write { .. } | Verb::WriteWord { .. } => self.cur.writes += 1,
+                _ => self.cur.atomics += 1,
+            }
+            self.cur.bytes += v.payload_bytes() as u64;
+        }
+        let nic = &self.nic;
+        let done = crate::sync::join_all(groups.iter().map(|g| nic.try_batch(g, during)).collect()).await;
+        done.into_iter().try_for_each(|r| r.map(|_| ()))
     }
 
     fn local_words(&self, offset: u64, n: usize) -> Vec<u64> {
@@ -453,33 +471,128 @@ impl<N: Nic> Client<N> {
 
     /// Up to `n` live entries with keys ≥ `from`, ascending, leaf by leaf along the siblings
     /// ([CHOICE]: Sherman fetches the leaves of cached level-1 nodes in parallel and assumes all
-    /// of them cached; walking siblings is the same READs without that assumption).
+    /// of them cached; walking siblings is the same READs without that assumption), or with
+    /// `parallel_scan` first the leaves the cached level-1 node names ([`Client::scan_round`]).
     pub async fn scan(&mut self, from: u64, n: usize) -> ProtocolResult<Vec<(u64, u64)>> {
         if self.config().items {
             return self.marlin_scan(from, n).await;
         }
-        let mut out = Vec::new();
-        let mut leaf = self.find_leaf(from).await?;
         let first = if self.mutant() == Mutant::ScanExcludesStart { from.saturating_add(1) } else { from };
-        loop {
-            let mut live: Vec<(u64, u64)> = leaf
-                .slots
-                .iter()
-                .filter(|s| s.value != 0 && s.value & TOMBSTONE == 0 && s.key >= first && leaf.covers(s.key))
-                .map(|s| (s.key, s.value))
-                .collect();
-            live.sort_unstable();
-            for e in live {
-                if out.len() == n {
-                    return Ok(out);
+        let mut out = Vec::new();
+        let mut leaf = match self.scan_round(from, n).await? {
+            Some(leaves) => {
+                let last = leaves.len() - 1;
+                for l in &leaves[..last] {
+                    Self::take_live(l, first, n, &mut out);
                 }
-                out.push(e);
+                leaves.into_iter().nth(last).expect("a round reads at least one leaf")
             }
+            None => self.find_leaf(from).await?,
+        };
+        loop {
+            Self::take_live(&leaf, first, n, &mut out);
             if out.len() >= n || !self.shared.layout.is_frame(leaf.sibling) {
                 return Ok(out);
             }
             leaf = self.read_node_checked(leaf.sibling, false, false).await?;
         }
+    }
+
+    /// Append `leaf`'s live entries ≥ `first` it covers, ascending, until `out` holds `n`.
+    fn take_live(leaf: &Node, first: u64, n: usize, out: &mut Vec<(u64, u64)>) {
+        let mut live: Vec<(u64, u64)> = leaf
+            .slots
+            .iter()
+            .filter(|s| s.value != 0 && s.value & TOMBSTONE == 0 && s.key >= first && leaf.covers(s.key))
+            .map(|s| (s.key, s.value))
+            .collect();
+        live.sort_unstable();
+        out.extend(live.into_iter().take(n.saturating_sub(out.len())));
+    }
+
+    /// `parallel_scan`: the leaves of a cached level-1 node that hold the keys `from ..= from +
+    /// n - 1` (where `n` items lie when keys are dense, as the Dolphin and Sherman benchmarks'
+    /// `range_query(key, key + range)`), at most [`SCAN_ROUND_LEAVES`] and at most
+    /// [`crate::nic::MAX_BATCH`] per memory node, READ together: one doorbell batch per memory
+    /// node, all posted before any is waited for (as the authors' code). Returns the contiguous run of leaves from the one covering
+    /// `from`, cut where an image is torn, not a leaf, or does not continue its left neighbour
+    /// (a split the cached node predates): the caller walks on from the last one's sibling.
+    /// `None` (the caller walks from the start) when the option is off, no cached node covers
+    /// `from`, or the first image does not cover it (a stale entry: invalidated).
+    async fn scan_round(&mut self, from: u64, n: usize) -> ProtocolResult<Option<Vec<Node>>> {
+        if !self.config().parallel_scan || self.config().cache_nodes == 0 {
+            return Ok(None);
+        }
+        let last = from.saturating_add(n.max(1) as u64 - 1);
+        let hit = self.shared.cache.lock().unwrap_or_else(|e| e.into_inner()).lookup_range(from, last);
+        // A miss is counted by the walk's own lookup.
+        let Some((mut addrs, id)) = hit else {
+            return Ok(None);
+        };
+        self.cur.cache_hits += 1;
+        self.nic.cpu(Nanos(self.config().cpu.cache_ns)).await;
+        // At most one doorbell batch per memory node (so within any QP's outstanding cap):
+        // the round ends before the leaf that would be a memory node's ninth.
+        let mut per_mn: BTreeMap<u16, usize> = BTreeMap::new();
+        let fits = addrs
+            .iter()
+            .take_while(|a| {
+                let n = per_mn.entry(a.node().0).or_default();
+                *n += 1;
+                *n <= crate::nic::MAX_BATCH
+            })
+            .count();
+        addrs.truncate(fits.min(SCAN_ROUND_LEAVES));
+        if !addrs.iter().all(|a| self.shared.layout.is_frame(*a)) {
+            self.cache_invalidate(id);
+            return Ok(None);
+        }
+        let area = self.buf + thread_buffer_bytes(self.config().items, false);
+        let mut mns: Vec<u16> = Vec::new();
+        for a in &addrs {
+            if !mns.contains(&a.node().0) {
+                mns.push(a.node().0);
+            }
+        }
+        let mut batches: Vec<Vec<Verb>> = Vec::new();
+        for mn in mns {
+            let reads: Vec<Verb> = addrs
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| a.node().0 == mn)
+                .map(|(i, a)| Verb::Read {
+                    remote: a.remote(),
+                    local_bytes: area + i as u64 * NODE_BYTES,
+                    len_bytes: NODE_BYTES as u32,
+                })
+                .collect();
+            batches.push(reads);
+        }
+        self.batches(&batches, "scan read leaves").await?;
+        let v = self.config().versions;
+        let mut leaves: Vec<Node> = Vec::new();
+        for i in 0..addrs.len() {
+            self.nic.cpu(Nanos(self.config().cpu.node_ns)).await;
+            let words = self.local_words(area + i as u64 * NODE_BYTES, NODE_WORDS);
+            let Ok(node) = Node::decode(v, &words) else {
+                self.cur.retries += 1;
+                break;
+            };
+            let continues = match leaves.last() {
+                None => node.covers(from),
+                Some(_) if self.mutant() == Mutant::ScanRoundIgnoresSplits => true,
+                Some(prev) => node.lowest == prev.highest,
+            };
+            if !node.is_leaf() || !continues {
+                break;
+            }
+            leaves.push(node);
+        }
+        if leaves.is_empty() {
+            self.cache_invalidate(id);
+            return Ok(None);
+        }
+        Ok(Some(leaves))
     }
 
     /// Insert or overwrite `key` with `value` (a tombstone deletes); returns the value replaced

@@ -13,7 +13,8 @@ impl<N: Nic> Client<N> {
     /// As the authors' `range_query`, the scan starts from the index cache: the deepest cached
     /// node on `cursor`'s path (a special node covers its whole 256-key window), walked in key
     /// order; when its subtree is done the next window is located in the cache again. The
-    /// leaves a step must read are read together, one doorbell batch per memory node. Nothing is
+    /// leaves a step must read are read together, one doorbell batch per memory node, all posted
+    /// at once. Nothing is
     /// concluded from a cached image alone: an empty slot of a cached ART node re-reads the node,
     /// and every leaf is checked against the range its parent image assigns it (a leaf a cached
     /// special node lacks shows as its left neighbour's shrunk `max`), an internal child under a
@@ -158,7 +159,8 @@ impl<N: Nic> Client<N> {
     }
 
     /// READ the leaves of `group` into consecutive leaf buffers: one doorbell batch per memory
-    /// node, memory nodes in the order the group first names them.
+    /// node, all posted together (the authors' `read_batches_sync`), memory nodes in the order
+    /// the group first names them.
     async fn read_leaves(&mut self, group: &[(usize, Gaddr, u64, u64)]) -> ProtocolResult<()> {
         let mut mns: Vec<u16> = Vec::new();
         for (_, a, _, _) in group {
@@ -166,19 +168,21 @@ impl<N: Nic> Client<N> {
                 mns.push(a.mn);
             }
         }
-        for mn in mns {
-            let reads: Vec<Verb> = group
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, a, _, _))| a.mn == mn)
-                .map(|(g, (_, a, _, _))| Verb::Read {
-                    remote: a.remote(),
-                    local_bytes: self.leaf_buf() + g as u64 * LEAF_BYTES,
-                    len_bytes: LEAF_BYTES as u32,
-                })
-                .collect();
-            self.batch(&reads, "scan read leaves").await?;
-        }
-        Ok(())
+        let batches: Vec<Vec<Verb>> = mns
+            .iter()
+            .map(|mn| {
+                group
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (_, a, _, _))| a.mn == *mn)
+                    .map(|(g, (_, a, _, _))| Verb::Read {
+                        remote: a.remote(),
+                        local_bytes: self.leaf_buf() + g as u64 * LEAF_BYTES,
+                        len_bytes: LEAF_BYTES as u32,
+                    })
+                    .collect()
+            })
+            .collect();
+        self.batches(&batches, "scan read leaves").await
     }
 }

@@ -24,7 +24,7 @@
 use super::Client;
 use crate::common::error::ProtocolResult;
 use crate::marlin::{Mutant, SMO_STATUS, SMO_UP_LIMIT};
-use crate::nic::{Nanos, Nic, RemoteAddr, Verb, MAX_BATCH};
+use crate::nic::{Nanos, Nic, NodeId, RemoteAddr, Verb, MAX_BATCH};
 use crate::sherman::layout::{Gaddr, Versions, ITEM_BYTES, NODE_BYTES, NODE_WORDS};
 use crate::sherman::node::{Node, TOMBSTONE};
 
@@ -96,27 +96,38 @@ impl<N: Nic> Client<N> {
     async fn read_items(&mut self, ptrs: &[Gaddr]) -> ProtocolResult<Vec<(u64, u64)>> {
         let mut out = vec![(0, 0); ptrs.len()];
         let base = self.buf + ITEM_BUFFER;
-        let mut mns: Vec<_> = ptrs.iter().map(|p| p.node()).collect();
-        mns.sort_unstable();
-        mns.dedup();
-        for mn in mns {
-            let idx: Vec<usize> = (0..ptrs.len()).filter(|i| ptrs[*i].node() == mn).collect();
-            // A doorbell batch holds at most MAX_BATCH verbs: one batch after another.
-            for part in idx.chunks(MAX_BATCH) {
-                let verbs: Vec<Verb> = part
-                    .iter()
-                    .map(|i| Verb::Read {
-                        remote: ptrs[*i].remote(),
-                        local_bytes: base + *i as u64 * ITEM_BYTES,
-                        len_bytes: ITEM_BYTES as u32,
-                    })
-                    .collect();
-                self.batch(&verbs, "read items").await?;
+        // Rounds of one doorbell batch (at most MAX_BATCH items) per memory node, the batches
+        // of a round posted together (the Sherman-derived DSM's `read_batches_sync`).
+        let mut left: Vec<usize> = (0..ptrs.len()).collect();
+        while !left.is_empty() {
+            let mut per_mn: Vec<(NodeId, Vec<usize>)> = Vec::new();
+            let mut later = Vec::new();
+            for i in left {
+                let mn = ptrs[i].node();
+                match per_mn.iter_mut().find(|(m, _)| *m == mn) {
+                    Some((_, v)) if v.len() < MAX_BATCH => v.push(i),
+                    Some(_) => later.push(i),
+                    None => per_mn.push((mn, vec![i])),
+                }
             }
-            for i in idx {
+            let batches: Vec<Vec<Verb>> = per_mn
+                .iter()
+                .map(|(_, idx)| {
+                    idx.iter()
+                        .map(|i| Verb::Read {
+                            remote: ptrs[*i].remote(),
+                            local_bytes: base + *i as u64 * ITEM_BYTES,
+                            len_bytes: ITEM_BYTES as u32,
+                        })
+                        .collect()
+                })
+                .collect();
+            self.batches(&batches, "read items").await?;
+            for i in per_mn.iter().flat_map(|(_, idx)| idx.iter().copied()) {
                 let w = self.local_words(base + i as u64 * ITEM_BYTES, 2);
                 out[i] = (w[0], w[1]);
             }
+            left = later;
         }
         Ok(out)
     }
