@@ -289,8 +289,9 @@ fn sherman_parallel_scan_mutant_is_caught_and_the_scan_passes() {
 }
 
 /// Dolphin mutants whose window is an IDU overlapping a split: a 1 Gb/s link stretches every
-/// leaf WRITE (dolphin/fuzz-torn-ascending.json). Measured over seeds 1..=300: `smo-no-drain`
-/// 9 of 300 (first at seed 4), `release-before-write` 5 of 300 (first at seed 109).
+/// leaf WRITE (dolphin/fuzz-torn-ascending.json). Measured over seeds 1..=300 (session 24):
+/// `smo-no-drain` 10 of 300 (first at seed 70), `release-before-write` 7 of 300 (first at
+/// seed 6).
 #[test]
 fn dolphin_split_window_mutants_are_caught_on_a_slow_link() {
     assert_caught_within("dolphin/fuzz-torn-ascending.json", &["smo-no-drain", "release-before-write"], 150);

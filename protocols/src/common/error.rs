@@ -165,6 +165,23 @@ pub trait NicExt: Nic {
         }
     }
 
+    /// Several doorbell batches (each to one target) posted together and waited for together;
+    /// the first error, if any.
+    fn try_batches(
+        &self,
+        groups: &[Vec<Verb>],
+        during: &'static str,
+    ) -> impl Future<Output = ProtocolResult<()>> + Send
+    where
+        Self: Sync,
+    {
+        async move {
+            let done =
+                crate::sync::join_all(groups.iter().map(|g| self.try_batch(g, during)).collect()).await;
+            done.into_iter().try_for_each(|r| r.map(|_| ()))
+        }
+    }
+
     fn try_faa(
         &self,
         remote: RemoteAddr,

@@ -137,31 +137,15 @@ impl<N: Nic> Client<N> {
     }
 
     async fn batch(&mut self, verbs: &[Verb], during: &'static str) -> ProtocolResult<BatchResult> {
-        for v in verbs {
-            match v {
-                Verb::Read { .. } => self.cur.reads += 1,
-                Verb::Write { .. } | Verb::WriteWord { .. } => self.cur.writes += 1,
-                _ => self.cur.atomics += 1,
-            }
-            self.cur.bytes += v.payload_bytes() as u64;
-        }
+        self.cur.count_verbs(verbs);
         self.nic.try_batch(verbs, during).await
     }
 
     /// Several doorbell batches posted together and waited for together (each to its own
     /// memory node, as the authors' `read_batches_sync` posts one per node before polling).
     async fn batches(&mut self, groups: &[Vec<Verb>], during: &'static str) -> ProtocolResult<()> {
-        for v in groups.iter().flatten() {
-            match v {
-                Verb::Read { .. } => self.cur.reads += 1,
-                Verb::Write { .. } | Verb::WriteWord { .. } => self.cur.writes += 1,
-                _ => self.cur.atomics += 1,
-            }
-            self.cur.bytes += v.payload_bytes() as u64;
-        }
-        let nic = &self.nic;
-        let done = crate::sync::join_all(groups.iter().map(|g| nic.try_batch(g, during)).collect()).await;
-        done.into_iter().try_for_each(|r| r.map(|_| ()))
+        self.cur.count_verbs(groups.iter().flatten());
+        self.nic.try_batches(groups, during).await
     }
 
     fn local_words(&self, offset: u64, n: usize) -> Vec<u64> {

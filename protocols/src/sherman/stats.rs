@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::nic::Verb;
+
 /// Operation kinds, in report order.
 pub const KINDS: [&str; 5] = ["lookup", "update", "insert", "scan", "delete"];
 
@@ -39,6 +41,18 @@ pub struct OpStats {
 }
 
 impl OpStats {
+    /// Count verbs about to be posted: by kind, and their payload bytes.
+    pub fn count_verbs<'a>(&mut self, verbs: impl IntoIterator<Item = &'a Verb>) {
+        for v in verbs {
+            match v {
+                Verb::Read { .. } => self.reads += 1,
+                Verb::Write { .. } | Verb::WriteWord { .. } => self.writes += 1,
+                _ => self.atomics += 1,
+            }
+            self.bytes += v.payload_bytes() as u64;
+        }
+    }
+
     pub fn merge(&mut self, o: &OpStats) {
         self.ops += o.ops;
         self.reads += o.reads;
