@@ -498,11 +498,12 @@ impl<N: Nic> Client<N> {
     /// n - 1` (where `n` items lie when keys are dense, as the Dolphin and Sherman benchmarks'
     /// `range_query(key, key + range)`), at most [`SCAN_ROUND_LEAVES`] and at most
     /// [`crate::nic::MAX_BATCH`] per memory node, READ together: one doorbell batch per memory
-    /// node, all posted before any is waited for (as the authors' code). Returns the contiguous run of leaves from the one covering
-    /// `from`, cut where an image is torn, not a leaf, or does not continue its left neighbour
-    /// (a split the cached node predates): the caller walks on from the last one's sibling.
-    /// `None` (the caller walks from the start) when the option is off, no cached node covers
-    /// `from`, or the first image does not cover it (a stale entry: invalidated).
+    /// node, all posted before any is waited for (as the authors' code). Returns the contiguous
+    /// run of leaves from the one covering `from`, cut where an image is torn, not a leaf, or
+    /// does not continue its left neighbour (a split the cached node predates): the caller
+    /// walks on from the last one's sibling. `None` (the caller walks from the start) when the
+    /// option is off, no cached node covers `from`, the first image is torn, or it is not the
+    /// leaf covering `from` (a stale entry: invalidated).
     async fn scan_round(&mut self, from: u64, n: usize) -> ProtocolResult<Option<Vec<Node>>> {
         if !self.config().parallel_scan || self.config().cache_nodes == 0 {
             return Ok(None);
@@ -559,6 +560,7 @@ impl<N: Nic> Client<N> {
             self.nic.cpu(Nanos(self.config().cpu.node_ns)).await;
             let words = self.local_words(area + i as u64 * NODE_BYTES, NODE_WORDS);
             let Ok(node) = Node::decode(v, &words) else {
+                // Torn (a write in flight): the walk re-reads it with the version check.
                 self.cur.retries += 1;
                 break;
             };
@@ -568,15 +570,14 @@ impl<N: Nic> Client<N> {
                 Some(prev) => node.lowest == prev.highest,
             };
             if !node.is_leaf() || !continues {
+                if leaves.is_empty() {
+                    self.cache_invalidate(id);
+                }
                 break;
             }
             leaves.push(node);
         }
-        if leaves.is_empty() {
-            self.cache_invalidate(id);
-            return Ok(None);
-        }
-        Ok(Some(leaves))
+        Ok((!leaves.is_empty()).then_some(leaves))
     }
 
     /// Insert or overwrite `key` with `value` (a tombstone deletes); returns the value replaced
