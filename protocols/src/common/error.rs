@@ -165,20 +165,23 @@ pub trait NicExt: Nic {
         }
     }
 
-    /// Several doorbell batches (each to one target) posted together and waited for together;
-    /// the first error, if any.
-    fn try_batches(
+    /// `verbs` to several targets in [`crate::nic::rounds_by_target`]'s rounds: each round's
+    /// batches posted together and waited for together; the first error, if any.
+    fn try_batches_by_target(
         &self,
-        groups: &[Vec<Verb>],
+        verbs: &[Verb],
         during: &'static str,
     ) -> impl Future<Output = ProtocolResult<()>> + Send
     where
         Self: Sync,
     {
         async move {
-            let done =
-                crate::sync::join_all(groups.iter().map(|g| self.try_batch(g, during)).collect()).await;
-            done.into_iter().try_for_each(|r| r.map(|_| ()))
+            for round in crate::nic::rounds_by_target(verbs) {
+                let done =
+                    crate::sync::join_all(round.iter().map(|b| self.try_batch(b, during)).collect()).await;
+                done.into_iter().try_for_each(|r| r.map(|_| ()))?;
+            }
+            Ok(())
         }
     }
 

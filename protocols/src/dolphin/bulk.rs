@@ -108,11 +108,11 @@ impl Builder {
 }
 
 /// How a window's keys are cut into leaves.
-pub enum LeafCut<'a> {
+pub enum LeafCut {
     /// Runs of this many keys (the last run of a window shorter).
     Every(usize),
     /// Every leaf's key count, in key order (windows never share a leaf).
-    Sizes(&'a [usize]),
+    Sizes(Vec<usize>),
 }
 
 /// The key count of every leaf, in key order, after inserting `arrivals` (distinct, non-zero,
@@ -149,7 +149,7 @@ pub fn inserted_leaf_sizes(arrivals: &[u64], split_at: usize, rule: SplitRule) -
 }
 
 /// The tree over `keys` (ascending, distinct, non-zero), cut into leaves by `cut`.
-pub fn build(keys: &[u64], memory_nodes: usize, cut: LeafCut) -> Image {
+pub fn build(keys: &[u64], memory_nodes: usize, cut: &LeafCut) -> Image {
     let mut b = Builder { objects: Vec::new(), cursor: vec![0; memory_nodes], next: 1 };
     b.objects.push((ROOT, Obj::Node(NodeImage::new(0, false, 0, 0))));
     let (mut leaves, mut specials) = (0u64, 0u64);
@@ -162,7 +162,7 @@ pub fn build(keys: &[u64], memory_nodes: usize, cut: LeafCut) -> Image {
         let (lo, hi) = window(keys[i]);
         let j = i + keys[i..].iter().take_while(|k| **k <= hi).count();
         let chunks: Vec<&[u64]> = match cut {
-            LeafCut::Every(fill) => keys[i..j].chunks(fill.max(1)).collect(),
+            LeafCut::Every(fill) => keys[i..j].chunks((*fill).max(1)).collect(),
             LeafCut::Sizes(sizes) => {
                 let mut chunks = Vec::new();
                 let mut at = i;
@@ -269,7 +269,7 @@ mod tests {
         // The image takes the cut: as many leaves as sizes, every key loaded once.
         let mut sorted = keys.clone();
         sorted.sort_unstable();
-        let image = build(&sorted, 2, LeafCut::Sizes(&sizes));
+        let image = build(&sorted, 2, &LeafCut::Sizes(sizes.clone()));
         assert_eq!(image.leaves, sizes.len() as u64);
         assert_eq!(image.loaded.len(), 512);
     }

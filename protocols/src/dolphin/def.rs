@@ -128,19 +128,16 @@ impl DolphinPlan {
         let keys = w.load_keys();
         // Leaves as the loaded keys, inserted one by one, leave them: ascending, or in the
         // workload's load order (key index 0 first).
-        let sizes = match config.bulk_shape {
-            BulkShape::Fill => Vec::new(),
-            BulkShape::AscendingInserts => inserted_leaf_sizes(&keys, config.split_at(), config.split_rule),
-            BulkShape::Inserts => {
-                let arrivals: Vec<u64> = (0..w.bulk_load()).map(|i| w.key(i)).collect();
-                inserted_leaf_sizes(&arrivals, config.split_at(), config.split_rule)
-            }
-        };
+        let (split, rule) = (config.split_at(), config.split_rule);
         let cut = match config.bulk_shape {
             BulkShape::Fill => LeafCut::Every(config.bulk_leaf_keys()),
-            BulkShape::AscendingInserts | BulkShape::Inserts => LeafCut::Sizes(&sizes),
+            BulkShape::AscendingInserts => LeafCut::Sizes(inserted_leaf_sizes(&keys, split, rule)),
+            BulkShape::Inserts => {
+                let arrivals: Vec<u64> = (0..w.bulk_load()).map(|i| w.key(i)).collect();
+                LeafCut::Sizes(inserted_leaf_sizes(&arrivals, split, rule))
+            }
         };
-        let image = build(&keys, point.memory_nodes as usize, cut);
+        let image = build(&keys, point.memory_nodes as usize, &cut);
         let nodes = image.exact_nodes + image.special_nodes + 1;
         let run = shape::resolve(&w.shape_fields(), point.compute_nodes, nodes, false, &mut out);
         if let Some(frames) = run.cache_frames {

@@ -141,11 +141,11 @@ impl<N: Nic> Client<N> {
         self.nic.try_batch(verbs, during).await
     }
 
-    /// Several doorbell batches posted together and waited for together (each to its own
-    /// memory node, as the authors' `read_batches_sync` posts one per node before polling).
-    async fn batches(&mut self, groups: &[Vec<Verb>], during: &'static str) -> ProtocolResult<()> {
-        self.cur.count_verbs(groups.iter().flatten());
-        self.nic.try_batches(groups, during).await
+    /// `verbs` to several memory nodes, one doorbell batch per node posted together
+    /// ([`NicExt::try_batches_by_target`]), as the authors' `read_batches_sync`.
+    async fn batches(&mut self, verbs: &[Verb], during: &'static str) -> ProtocolResult<()> {
+        self.cur.count_verbs(verbs);
+        self.nic.try_batches_by_target(verbs, during).await
     }
 
     fn local_words(&self, offset: u64, n: usize) -> Vec<u64> {

@@ -336,6 +336,38 @@ pub enum VerbClass {
 /// Most verbs in one doorbell batch.
 pub const MAX_BATCH: usize = 8;
 
+/// `verbs` (to any targets) as rounds of doorbell batches: a round holds at most one batch per
+/// target, of at most [`MAX_BATCH`] verbs, targets in the order they first appear and each
+/// target's verbs in their given order; what does not fit goes to the next round. Posting a
+/// round's batches together keeps each QP within one batch of outstanding verbs (the
+/// Sherman-derived DSMs' `read_batches_sync` posts a batch per node, then polls them all).
+pub fn rounds_by_target(verbs: &[Verb]) -> Vec<Vec<Vec<Verb>>> {
+    let mut rounds: Vec<Vec<Vec<Verb>>> = Vec::new();
+    // Per target, in first-appearance order: how many of its verbs went out so far.
+    let mut sent: Vec<(NodeId, usize)> = Vec::new();
+    for v in verbs {
+        let node = v.remote().node;
+        let at = match sent.iter().position(|(n, _)| *n == node) {
+            Some(at) => at,
+            None => {
+                sent.push((node, 0));
+                sent.len() - 1
+            }
+        };
+        let round = sent[at].1 / MAX_BATCH;
+        sent[at].1 += 1;
+        if rounds.len() <= round {
+            rounds.push(Vec::new());
+        }
+        let batches = &mut rounds[round];
+        match batches.iter_mut().find(|b| b[0].remote().node == node) {
+            Some(b) => b.push(*v),
+            None => batches.push(vec![*v]),
+        }
+    }
+    rounds
+}
+
 /// Results of a batch: one `u64` per verb (the old value for atomics, 0 otherwise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchResult {
@@ -625,6 +657,30 @@ pub fn no_storage() -> NicError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounds_hold_one_batch_per_target_in_first_appearance_order() {
+        let read = |node: u16, offset_bytes: u64| Verb::Read {
+            remote: RemoteAddr::new(NodeId(node), offset_bytes),
+            local_bytes: 0,
+            len_bytes: 8,
+        };
+        // Ten verbs to node 2, one to node 1 in between: round 1 is node 2's first eight and
+        // node 1's one, round 2 node 2's last two.
+        let mut verbs: Vec<Verb> = (0..3).map(|i| read(2, 8 * i)).collect();
+        verbs.push(read(1, 0));
+        verbs.extend((3..10).map(|i| read(2, 8 * i)));
+        let rounds = rounds_by_target(&verbs);
+        assert_eq!(rounds.len(), 2);
+        let nodes =
+            |r: &Vec<Vec<Verb>>| r.iter().map(|b| (b[0].remote().node.0, b.len())).collect::<Vec<_>>();
+        assert_eq!(nodes(&rounds[0]), vec![(2, 8), (1, 1)]);
+        assert_eq!(nodes(&rounds[1]), vec![(2, 2)]);
+        let offsets: Vec<u64> =
+            rounds[0][0].iter().chain(&rounds[1][0]).map(|v| v.remote().offset_bytes).collect();
+        assert_eq!(offsets, (0..10).map(|i| 8 * i).collect::<Vec<u64>>());
+        assert!(rounds_by_target(&[]).is_empty());
+    }
 
     fn cluster() -> Cluster {
         Cluster { kinds: vec![NodeKind::Memory, NodeKind::Compute], region_size_bytes: vec![64, 16] }

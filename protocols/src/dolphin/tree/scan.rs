@@ -159,30 +159,17 @@ impl<N: Nic> Client<N> {
     }
 
     /// READ the leaves of `group` into consecutive leaf buffers: one doorbell batch per memory
-    /// node, all posted together (the authors' `read_batches_sync`), memory nodes in the order
-    /// the group first names them.
+    /// node, all posted together (the authors' `read_batches_sync`).
     async fn read_leaves(&mut self, group: &[(usize, Gaddr, u64, u64)]) -> ProtocolResult<()> {
-        let mut mns: Vec<u16> = Vec::new();
-        for (_, a, _, _) in group {
-            if !mns.contains(&a.mn) {
-                mns.push(a.mn);
-            }
-        }
-        let batches: Vec<Vec<Verb>> = mns
+        let reads: Vec<Verb> = group
             .iter()
-            .map(|mn| {
-                group
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (_, a, _, _))| a.mn == *mn)
-                    .map(|(g, (_, a, _, _))| Verb::Read {
-                        remote: a.remote(),
-                        local_bytes: self.leaf_buf() + g as u64 * LEAF_BYTES,
-                        len_bytes: LEAF_BYTES as u32,
-                    })
-                    .collect()
+            .enumerate()
+            .map(|(g, (_, a, _, _))| Verb::Read {
+                remote: a.remote(),
+                local_bytes: self.leaf_buf() + g as u64 * LEAF_BYTES,
+                len_bytes: LEAF_BYTES as u32,
             })
             .collect();
-        self.batches(&batches, "scan read leaves").await
+        self.batches(&reads, "scan read leaves").await
     }
 }

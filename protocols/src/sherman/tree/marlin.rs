@@ -18,13 +18,14 @@
 //! * leaf split (SMO): FAA(Spear, SMO_STATUS) while holding one shared count, wait until the
 //!   word is `SMO_STATUS + 1` (every other IDU gone), READ the leaf, WRITE the new right
 //!   sibling, WRITE the shrunk leaf ‖ FAA(−SMO_STATUS − 1), then Sherman's separator insert.
-//! * scan: READ each leaf along the siblings and one READ per item (one doorbell batch per
-//!   memory node and leaf, at most `MAX_BATCH` = 8 READs each).
+//! * scan: READ each leaf along the siblings and one READ per item (per leaf, rounds of one
+//!   doorbell batch of at most `MAX_BATCH` = 8 READs per memory node, a round's batches
+//!   posted together: `crate::nic::rounds_by_target`).
 
 use super::Client;
 use crate::common::error::ProtocolResult;
 use crate::marlin::{Mutant, SMO_STATUS, SMO_UP_LIMIT};
-use crate::nic::{Nanos, Nic, NodeId, RemoteAddr, Verb, MAX_BATCH};
+use crate::nic::{Nanos, Nic, RemoteAddr, Verb};
 use crate::sherman::layout::{Gaddr, Versions, ITEM_BYTES, NODE_BYTES, NODE_WORDS};
 use crate::sherman::node::{Node, TOMBSTONE};
 
@@ -96,38 +97,10 @@ impl<N: Nic> Client<N> {
     async fn read_items(&mut self, ptrs: &[Gaddr]) -> ProtocolResult<Vec<(u64, u64)>> {
         let mut out = vec![(0, 0); ptrs.len()];
         let base = self.buf + ITEM_BUFFER;
-        // Rounds of one doorbell batch (at most MAX_BATCH items) per memory node, the batches
-        // of a round posted together (the Sherman-derived DSM's `read_batches_sync`).
-        let mut left: Vec<usize> = (0..ptrs.len()).collect();
-        while !left.is_empty() {
-            let mut per_mn: Vec<(NodeId, Vec<usize>)> = Vec::new();
-            let mut later = Vec::new();
-            for i in left {
-                let mn = ptrs[i].node();
-                match per_mn.iter_mut().find(|(m, _)| *m == mn) {
-                    Some((_, v)) if v.len() < MAX_BATCH => v.push(i),
-                    Some(_) => later.push(i),
-                    None => per_mn.push((mn, vec![i])),
-                }
-            }
-            let batches: Vec<Vec<Verb>> = per_mn
-                .iter()
-                .map(|(_, idx)| {
-                    idx.iter()
-                        .map(|i| Verb::Read {
-                            remote: ptrs[*i].remote(),
-                            local_bytes: base + *i as u64 * ITEM_BYTES,
-                            len_bytes: ITEM_BYTES as u32,
-                        })
-                        .collect()
-                })
-                .collect();
-            self.batches(&batches, "read items").await?;
-            for i in per_mn.iter().flat_map(|(_, idx)| idx.iter().copied()) {
-                let w = self.local_words(base + i as u64 * ITEM_BYTES, 2);
-                out[i] = (w[0], w[1]);
-            }
-            left = later;
+        self.read_each(ptrs, base, ITEM_BYTES, "read items").await?;
+        for (i, item) in out.iter_mut().enumerate() {
+            let w = self.local_words(base + i as u64 * ITEM_BYTES, 2);
+            *item = (w[0], w[1]);
         }
         Ok(out)
     }
