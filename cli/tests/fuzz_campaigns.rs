@@ -63,6 +63,8 @@ fn sherman_five_thousand_schedules() {
     // Sherman's range_query (`parallel_scan`): scans READ the leaves a cached level-1 node
     // names together (Dolphin Fig. 8, DEX's scans).
     campaign("sherman/fuzz-parallel-scan.json");
+    // Leaves packed as the authors' `Tree.h` (`versions: packed`), ascending tearing.
+    campaign("sherman/fuzz-packed.json");
 }
 
 #[test]

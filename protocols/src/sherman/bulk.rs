@@ -1,7 +1,12 @@
 //! Bulk load: the tree over the sorted initial keys, built bottom-up before any client runs
 //! ([CHOICE]: Sherman's benchmark inserts sorted keys one by one, which with 50/50 splits leaves
 //! leaves about half full (DEX spec §8 item 15); building the same shape directly saves
-//! simulating millions of inserts. `bulk_fill` sets the fill).
+//! simulating millions of inserts. `bulk_fill` sets the fill). `bulk_shape: inserts` instead
+//! builds every node exactly as inserting the loaded keys one by one in the workload's load
+//! order leaves it ([`inserted_shape`]: Sherman's own benchmark warms up with hashed keys, i.e.
+//! in random order).
+
+use std::collections::BTreeMap;
 
 use super::config::Config;
 use super::layout::{Gaddr, Layout, KEY_MAX};
@@ -62,18 +67,7 @@ pub fn build(config: &Config, layout: &Layout, keys: &[u64]) -> BulkTree {
 /// [`build`] where a leaf starts at every bound in `cuts` (P-Sherman's partition boundaries; DEX: "each leaf
 /// node is exclusively owned by exactly one partition"), even when no key lies between two.
 pub fn build_cut(config: &Config, layout: &Layout, keys: &[u64], cuts: &[u64]) -> BulkTree {
-    let v = config.versions;
     let (leaf_fill, inner_fill) = fills(config);
-    let mns = layout.memory_nodes.len() as u64;
-    let mut next = 0u64;
-    let mut place = || {
-        let a = layout.frame((next % mns) as usize, next / mns);
-        next += 1;
-        a
-    };
-    let mut nodes: Vec<(Gaddr, Node)> = Vec::new();
-    // The current level as (lowest, address) per node, left to right.
-    let mut level: Vec<(u64, Gaddr)> = Vec::new();
     // (lowest fence, keys) per leaf: each partition's keys in runs of `leaf_fill`.
     let mut chunks: Vec<(u64, &[u64])> = Vec::new();
     let mut start = 0usize;
@@ -88,6 +82,40 @@ pub fn build_cut(config: &Config, layout: &Layout, keys: &[u64], cuts: &[u64]) -
         }
         start = end;
     }
+    assemble(config, layout, &chunks, |_, n| vec![inner_fill; n.div_ceil(inner_fill)])
+}
+
+/// The tree over `keys` (ascending, distinct) with every node's size as `shape` gives it.
+pub fn build_shaped(config: &Config, layout: &Layout, keys: &[u64], shape: &Shape) -> BulkTree {
+    let mut chunks: Vec<(u64, &[u64])> = Vec::new();
+    let mut at = 0;
+    for n in &shape.leaves {
+        chunks.push((if at == 0 { 0 } else { keys[at] }, &keys[at..at + n]));
+        at += n;
+    }
+    assert_eq!(at, keys.len(), "the shape's leaves must tile the keys");
+    assemble(config, layout, &chunks, |height, _| shape.inner[height as usize - 1].clone())
+}
+
+/// Leaves from `chunks`, then each level above in groups of the sizes `groups(height, nodes
+/// below)` returns (they tile the level below), nodes placed round-robin over memory nodes.
+fn assemble(
+    config: &Config,
+    layout: &Layout,
+    chunks: &[(u64, &[u64])],
+    groups: impl Fn(u8, usize) -> Vec<usize>,
+) -> BulkTree {
+    let v = config.versions;
+    let mns = layout.memory_nodes.len() as u64;
+    let mut next = 0u64;
+    let mut place = || {
+        let a = layout.frame((next % mns) as usize, next / mns);
+        next += 1;
+        a
+    };
+    let mut nodes: Vec<(Gaddr, Node)> = Vec::new();
+    // The current level as (lowest, address) per node, left to right.
+    let mut level: Vec<(u64, Gaddr)> = Vec::new();
     let mut rank = 0u64;
     let first_leaf = nodes.len();
     for (lowest, chunk) in chunks.iter().copied() {
@@ -108,7 +136,13 @@ pub fn build_cut(config: &Config, layout: &Layout, keys: &[u64], cuts: &[u64]) -
         height += 1;
         let first = nodes.len();
         let mut upper = Vec::new();
-        for group in level.chunks(inner_fill) {
+        let mut at = 0;
+        for size in groups(height, level.len()) {
+            let group = &level[at..(at + size).min(level.len())];
+            at += size;
+            if group.is_empty() {
+                break;
+            }
             let lowest = if upper.is_empty() { 0 } else { group[0].0 };
             let node = Node {
                 level: height,
@@ -124,6 +158,7 @@ pub fn build_cut(config: &Config, layout: &Layout, keys: &[u64], cuts: &[u64]) -
             upper.push((lowest, addr));
             nodes.push((addr, node));
         }
+        assert_eq!(at.min(level.len()), level.len(), "each level's groups must tile the level below");
         link(&mut nodes[first..], &upper);
         if height == 1 {
             level1 = upper.len() as u64;
@@ -131,6 +166,66 @@ pub fn build_cut(config: &Config, layout: &Layout, keys: &[u64], cuts: &[u64]) -
         level = upper;
     }
     BulkTree { root: level[0].1, nodes, level1, items: Vec::new() }
+}
+
+/// Every node's size, level by level in key order: `leaves[i]` entries in leaf `i`,
+/// `inner[l][j]` children in node `j` of level `l + 1`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub leaves: Vec<usize>,
+    pub inner: Vec<Vec<usize>>,
+}
+
+impl Shape {
+    /// All nodes and level-1 nodes, as [`node_count`] gives them for a fill.
+    pub fn node_count(&self) -> (u64, u64) {
+        let inner: usize = self.inner.iter().map(Vec::len).sum();
+        ((self.leaves.len() + inner) as u64, self.inner.first().map_or(0, |l| l.len() as u64))
+    }
+}
+
+/// The tree inserting `arrivals` (distinct, in insertion order) one by one into an empty tree
+/// leaves, split as the protocol splits (`tree.rs` `leaf_store`, `split.rs`): a leaf that
+/// reaches `leaf_split` entries keeps the lower half of its sorted keys and a new right leaf
+/// takes the rest, its first key the separator; an internal node that reaches
+/// `internal_split` separators keeps the lower half, pushes the middle one up and a new right
+/// node takes the rest; the root splits into a new root.
+pub fn inserted_shape(arrivals: &[u64], leaf_split: usize, internal_split: usize) -> Shape {
+    // Per level, nodes by lowest fence: leaves hold keys, internal nodes separators.
+    let mut levels: Vec<BTreeMap<u64, Vec<u64>>> = vec![BTreeMap::from([(0, Vec::new())])];
+    for &k in arrivals {
+        let (_, keys) = levels[0].range_mut(..=k).next_back().expect("the first leaf starts at 0");
+        keys.push(k);
+        if keys.len() < leaf_split {
+            continue;
+        }
+        keys.sort_unstable();
+        let upper = keys.split_off(keys.len() / 2);
+        let mut separator = upper[0];
+        levels[0].insert(separator, upper);
+        let mut l = 1;
+        loop {
+            if l == levels.len() {
+                levels.push(BTreeMap::from([(0, vec![separator])]));
+                break;
+            }
+            let (_, seps) = levels[l].range_mut(..=separator).next_back().expect("level starts at 0");
+            let i = seps.partition_point(|s| *s < separator);
+            seps.insert(i, separator);
+            if seps.len() < internal_split {
+                break;
+            }
+            let m = seps.len() / 2;
+            let right = seps.split_off(m + 1);
+            separator = seps.pop().expect("m < len");
+            levels[l].insert(separator, right);
+            l += 1;
+        }
+    }
+    Shape {
+        leaves: levels[0].values().map(Vec::len).collect(),
+        inner: levels[1..].iter().map(|l| l.values().map(|s| s.len() + 1).collect()).collect(),
+    }
 }
 
 /// Marlin: how many items the bulk-loaded leaves of each memory node hold (an item lives on
@@ -164,5 +259,43 @@ fn link(nodes: &mut [(Gaddr, Node)], level: &[(u64, Gaddr)]) {
     for (node, (lowest, addr)) in nodes.iter_mut().zip(level.iter().skip(1)) {
         node.1.highest = *lowest;
         node.1.sibling = *addr;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiles(shape: &Shape, n: usize) {
+        assert_eq!(shape.leaves.iter().sum::<usize>(), n);
+        let mut below = shape.leaves.len();
+        for level in &shape.inner {
+            assert_eq!(level.iter().sum::<usize>(), below, "a level's children tile the level below");
+            below = level.len();
+        }
+        assert_eq!(below, 1, "one root");
+    }
+
+    #[test]
+    fn ascending_inserts_leave_half_full_leaves() {
+        let keys: Vec<u64> = (1..=1000).collect();
+        let shape = inserted_shape(&keys, 30, 60);
+        tiles(&shape, 1000);
+        let (last, full) = shape.leaves.split_last().unwrap();
+        assert!(full.iter().all(|n| *n == 15), "{full:?}");
+        assert!((15..30).contains(last));
+    }
+
+    #[test]
+    fn random_inserts_leave_leaves_about_ln2_full() {
+        // A fixed scramble of 1..=40,000 (odd multiplier mod 2^16 permutes; keep the ones in range).
+        let keys: Vec<u64> =
+            (0..65_536u64).map(|i| (i * 40_503) % 65_536 + 1).filter(|k| *k <= 40_000).collect();
+        let shape = inserted_shape(&keys, 53, 60);
+        tiles(&shape, 40_000);
+        let fill = 40_000.0 / (shape.leaves.len() as f64 * 53.0);
+        // Yao's random-insertion B-tree: ln 2 ≈ 0.69 of capacity.
+        assert!((0.62..0.76).contains(&fill), "leaf fill {fill}");
+        assert!(shape.leaves.iter().all(|n| *n >= 26 && *n < 53));
     }
 }

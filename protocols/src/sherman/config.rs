@@ -15,11 +15,21 @@ pub struct CpuCosts {
     pub cache_ns: u64,
 }
 
+/// How the bulk-loaded tree is shaped (`bulk.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BulkShape {
+    #[default]
+    Fill,
+    Inserts,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// `node` (Sherman's front/rear node versions + entry versions) or `line` (a version per
-    /// 64-byte line).
+    /// `node` (Sherman's front/rear node versions + entry versions, word-aligned entries),
+    /// `packed` (the same versions, leaf entries packed as the authors' `Tree.h`: 53 per leaf)
+    /// or `line` (a version per 64-byte line).
     pub versions: Versions,
     /// Lock words per memory node (Sherman: 256 KiB / 8 = 32768).
     pub locks: u32,
@@ -40,6 +50,11 @@ pub struct Config {
     pub internal_split_at: Option<u32>,
     /// Fraction of a bulk-loaded leaf filled (sorted inserts with 50/50 splits leave ~0.5).
     pub bulk_fill: f64,
+    /// `fill` (every bulk-loaded node `bulk_fill` full) or `inserts` (every node as inserting
+    /// the loaded keys one by one in the workload's load order leaves it: Sherman's benchmark
+    /// warm-up, `bulk_fill` unused).
+    #[serde(default)]
+    pub bulk_shape: BulkShape,
     pub cpu: CpuCosts,
     /// P-Sherman (DEX §8): the key space is range-partitioned across compute nodes, each
     /// client issues only keys its compute node owns, bulk-loaded leaves are cut at the
@@ -103,6 +118,7 @@ impl Config {
             leaf_split_at: None,
             internal_split_at: None,
             bulk_fill: 0.5,
+            bulk_shape: BulkShape::Fill,
             cpu: CpuCosts { node_ns: 200, cache_ns: 100 },
             partitioned: false,
             lock_version: false,
@@ -151,11 +167,20 @@ impl Config {
         if !(self.bulk_fill > 0.0 && self.bulk_fill <= 1.0) {
             out.push("bulk_fill: must be in (0, 1]".into());
         }
+        if self.bulk_shape == BulkShape::Inserts && self.partitioned {
+            out.push("bulk_shape: `inserts` builds one unpartitioned tree; P-Sherman needs `fill`".into());
+        }
         if self.skip_unshared_brackets && !(self.partitioned && self.lock_version) {
             out.push("skip_unshared_brackets: needs `partitioned` and `lock_version`".into());
         }
-        if self.version_reads && (self.lock_version || self.versions != Versions::Node) {
-            out.push("version_reads: needs `versions: node` and no `lock_version`".into());
+        if self.version_reads && (self.lock_version || self.versions == Versions::Line) {
+            out.push("version_reads: needs `versions: node` or `packed` and no `lock_version`".into());
+        }
+        if self.items && self.versions == Versions::Packed {
+            // Marlin CASes the item pointer in place: it must be a whole, aligned word.
+            out.push(
+                "versions: `packed` leaf entries are not word-aligned; Marlin needs `node` or `line`".into(),
+            );
         }
         if self.items {
             for (on, field) in [

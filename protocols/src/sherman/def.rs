@@ -7,7 +7,7 @@
 //!
 //! | field | default | meaning |
 //! |---|---|---|
-//! | `versions` | `"node"` | `"node"` (front/rear node + entry versions) or `"line"` |
+//! | `versions` | `"node"` | `"node"` (front/rear node + entry versions, word-aligned: 30 leaf entries), `"packed"` (the same, leaf entries packed as the authors' `Tree.h`: 53) or `"line"` |
 //! | `locks` | 32768 | lock words per memory node (256 KiB device memory / 8) |
 //! | `on_chip_locks` | true | locks in NIC device memory (`cluster.device_memory: true`) |
 //! | `hierarchical_locks`, `max_handover` | true, 8 | local lock table with hand-over |
@@ -15,6 +15,7 @@
 //! | `cache_nodes` | 2²⁰ | level-1 nodes cached per compute node |
 //! | `leaf_split_at`, `internal_split_at` | capacity | split thresholds (a fuzzing knob) |
 //! | `bulk_fill` | 0.5 | fill of bulk-loaded nodes |
+//! | `bulk_shape` | `"fill"` | `"fill"` (`bulk_fill`) or `"inserts"`: every node as inserting the loaded keys in load order leaves it (Sherman's warm-up) |
 //! | `cpu.{node_ns, cache_ns}` | 200, 100 | compute-side CPU per node image / cache access |
 //! | `partitioned` | false | P-Sherman: keys range-partitioned over compute nodes, leaf writes lock locally only |
 //! | `lock_version` | false | DEX's Sherman: `[version, lock]` slots, lock-free READs bracketed by two slot READs |
@@ -33,10 +34,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::bench::{run_client, KvLogger};
-use super::bulk::{attach_items, build_cut, items_per_memory_node, node_count_cut, BulkTree};
+use super::bulk::{
+    attach_items, build_cut, build_shaped, inserted_shape, items_per_memory_node, node_count_cut, BulkTree,
+};
 use super::cache::IndexCache;
 use super::check::{check_leaves_owned, check_locks_free, check_tree};
-use super::config::Config;
+use super::config::{BulkShape, Config};
 use super::layout::{ItemSpace, Layout, ITEM_BYTES};
 use super::node::TOMBSTONE;
 use super::stats::{OpStats, Stats, KINDS};
@@ -157,7 +160,15 @@ impl ShermanPlan {
         let parts =
             config.partitioned.then(|| Arc::new(Partitions::new(&keys, point.compute_nodes as usize)));
         let mut cuts = parts.as_ref().map(|p| p.bounds().to_vec()).unwrap_or_default();
-        let (frames, level1) = node_count_cut(&config, w.bulk_load(), cuts.len() as u64 + 1);
+        // `bulk_shape: inserts`: the nodes as the loaded keys, inserted in load order, leave them.
+        let shape = (config.bulk_shape == BulkShape::Inserts).then(|| {
+            let arrivals: Vec<u64> = (0..w.bulk_load()).map(|i| w.key(i)).collect();
+            inserted_shape(&arrivals, config.leaf_split(), config.internal_split())
+        });
+        let (frames, level1) = match &shape {
+            Some(shape) => shape.node_count(),
+            None => node_count_cut(&config, w.bulk_load(), cuts.len() as u64 + 1),
+        };
         if config.mutant == super::mutants::Mutant::PartitionLeafStraddles {
             cuts.clear();
         }
@@ -190,7 +201,10 @@ impl ShermanPlan {
             lock_version: config.lock_version,
             items: None,
         };
-        let mut tree = build_cut(&config, &layout, &keys, &cuts);
+        let mut tree = match &shape {
+            Some(shape) => build_shaped(&config, &layout, &keys, shape),
+            None => build_cut(&config, &layout, &keys, &cuts),
+        };
         if marlin {
             // Every store writes one new item (never freed); all of a compute node's may land
             // on one memory node.

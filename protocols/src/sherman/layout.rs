@@ -2,12 +2,17 @@
 //! the lock table, and each memory node's region.
 //!
 //! Sherman packs its nodes byte-wise (`Tree.h`: 35-byte header, 18-byte leaf entries with 4-bit
-//! front/rear entry versions, 54 leaf / 61 internal entries). Our memory is 8-byte words, so
-//! the layout is word-aligned ([CHOICE] in NEEDS.md); the node stays 1 KB and is read whole.
+//! front/rear entry versions, 54 leaf / 61 internal entries). Our memory is 8-byte words; the
+//! node stays 1 KB and is read whole.
 //!
-//! * `Versions::Node` (Sherman): word 0 is the node's front version, word 127 its rear version;
-//!   a leaf entry is `[front, key, value, rear]` (entry versions for entry-sized write-backs).
-//!   30 leaf entries, 60 internal entries.
+//! * `Versions::Node` (Sherman, word-aligned; [CHOICE] in NEEDS.md): word 0 is the node's front
+//!   version, word 127 its rear version; a leaf entry is `[front, key, value, rear]` (entry
+//!   versions for entry-sized write-backs). 30 leaf entries, 60 internal entries.
+//! * `Versions::Packed` (Sherman as `Tree.h` packs its leaves): the same node versions and
+//!   header words, then 18-byte leaf entries `[front u8, key, value, rear u8]` packed byte by
+//!   byte from byte 48 (53 entries, the authors' 54 less what our 8-byte header words cost).
+//!   An entry write-back WRITEs the 3 words the entry overlaps (24 bytes for 18); the neighbours' bytes in
+//!   them go out unchanged (the writer holds the node's lock and read it after taking it).
 //! * `Versions::Line` (FaRM-style, the fix): word 0 of every 64-byte line carries the node
 //!   version, so a whole-node write torn in any order is seen as such; leaf entries are
 //!   `[key, value]`, three per line, never straddling a line (a line lands at once). 45 leaf
@@ -35,7 +40,13 @@ pub const MAX_HANDOVER: u8 = 8;
 pub enum Versions {
     Node,
     Line,
+    Packed,
 }
+
+/// `Versions::Packed`: the first leaf entry's byte (after the header words 0..=5).
+pub const PACKED_FIRST_BYTE: usize = 48;
+/// `Versions::Packed`: bytes of one leaf entry (`Tree.h`'s `LeafEntry`, packed).
+pub const PACKED_ENTRY_BYTES: usize = 18;
 
 /// Header word positions.
 pub const W_LEFTMOST: usize = 1;
@@ -49,36 +60,44 @@ impl Versions {
         match self {
             Versions::Node => 30,
             Versions::Line => 45,
+            Versions::Packed => (NODE_BYTES as usize - 8 - PACKED_FIRST_BYTE) / PACKED_ENTRY_BYTES,
         }
     }
 
     pub fn internal_cap(self) -> usize {
         match self {
-            Versions::Node => 60,
+            Versions::Node | Versions::Packed => 60,
             Versions::Line => 45,
         }
     }
 
-    /// Words of one leaf entry.
-    pub fn leaf_entry_words(self) -> usize {
-        match self {
-            Versions::Node => 4,
-            Versions::Line => 2,
-        }
+    /// First physical word of leaf entry `i` (its key word in `Line`, its front version in
+    /// `Node`, the word holding its front version byte in `Packed`).
+    pub fn leaf_entry(self, i: usize) -> usize {
+        self.leaf_entry_span(i).0
     }
 
-    /// First physical word of leaf entry `i` (its key word in `Line`, its front version in `Node`).
-    pub fn leaf_entry(self, i: usize) -> usize {
+    /// `Versions::Packed`: the byte where leaf entry `i` starts.
+    pub fn packed_entry_byte(i: usize) -> usize {
+        PACKED_FIRST_BYTE + PACKED_ENTRY_BYTES * i
+    }
+
+    /// The words an entry write-back of leaf entry `i` covers: (first, count).
+    pub fn leaf_entry_span(self, i: usize) -> (usize, usize) {
         match self {
-            Versions::Node => 6 + 4 * i,
-            Versions::Line => (1 + i / 3) * LINE_WORDS + 1 + (i % 3) * 2,
+            Versions::Node => (6 + 4 * i, 4),
+            Versions::Line => ((1 + i / 3) * LINE_WORDS + 1 + (i % 3) * 2, 2),
+            Versions::Packed => {
+                let b = Versions::packed_entry_byte(i);
+                (b / 8, (b + PACKED_ENTRY_BYTES - 1) / 8 - b / 8 + 1)
+            }
         }
     }
 
     /// Physical word of internal entry `i`'s key (its child pointer follows).
     pub fn internal_entry(self, i: usize) -> usize {
         match self {
-            Versions::Node => 6 + 2 * i,
+            Versions::Node | Versions::Packed => 6 + 2 * i,
             Versions::Line => (1 + i / 3) * LINE_WORDS + 1 + (i % 3) * 2,
         }
     }
@@ -86,7 +105,7 @@ impl Versions {
     /// The words that carry the node version.
     pub fn version_words(self) -> Vec<usize> {
         match self {
-            Versions::Node => vec![0, NODE_WORDS - 1],
+            Versions::Node | Versions::Packed => vec![0, NODE_WORDS - 1],
             Versions::Line => (0..NODE_WORDS / LINE_WORDS).map(|l| l * LINE_WORDS).collect(),
         }
     }
@@ -299,7 +318,7 @@ mod tests {
 
     #[test]
     fn entries_fit_and_do_not_overlap_versions() {
-        for v in [Versions::Node, Versions::Line] {
+        for v in [Versions::Node, Versions::Line, Versions::Packed] {
             let versions = v.version_words();
             let mut used = [false; NODE_WORDS];
             for w in versions.iter().chain(&[W_LEFTMOST, W_SIBLING, W_LEVEL, W_LOWEST, W_HIGHEST]) {
@@ -307,15 +326,25 @@ mod tests {
                 used[*w] = true;
             }
             for i in 0..v.leaf_cap() {
-                let s = v.leaf_entry(i);
-                assert!(s + v.leaf_entry_words() <= NODE_WORDS, "{v:?} leaf entry {i}");
-                for u in &mut used[s..s + v.leaf_entry_words()] {
-                    assert!(!*u, "{v:?} leaf entry {i}");
+                let (s, n) = v.leaf_entry_span(i);
+                assert!(s + n <= NODE_WORDS, "{v:?} leaf entry {i}");
+                for (j, u) in used[s..s + n].iter_mut().enumerate() {
+                    // Packed entries share their first and last words with their neighbours.
+                    let shared = v == Versions::Packed && (j == 0 || j == n - 1);
+                    assert!(!*u || shared, "{v:?} leaf entry {i}");
                     *u = true;
                 }
                 if v == Versions::Line {
                     assert_eq!(s / LINE_WORDS, (s + 1) / LINE_WORDS, "entry {i} straddles a line");
                 }
+            }
+            if v == Versions::Packed {
+                let end = Versions::packed_entry_byte(v.leaf_cap());
+                assert!(end <= (NODE_WORDS - 1) * 8 && v.leaf_cap() == 53);
+                assert_eq!(v.leaf_entry_span(0), (6, 3));
+                assert_eq!(v.leaf_entry_span(1), (8, 3));
+                // Entries start at even bytes, so 18 bytes never touch a fourth word.
+                assert!((0..v.leaf_cap()).all(|i| v.leaf_entry_span(i).1 == 3));
             }
             let mut used = [false; NODE_WORDS];
             for w in versions.iter().chain(&[W_LEFTMOST, W_SIBLING, W_LEVEL, W_LOWEST, W_HIGHEST]) {

@@ -21,6 +21,7 @@ pub enum Mutant {
     PartitionLeafStraddles,
     ScanExcludesStart,
     ScanRoundIgnoresSplits,
+    PackedWriteZeroesNeighbours,
 }
 
 crate::mutant_table!(Mutant {
@@ -48,4 +49,6 @@ crate::mutant_table!(Mutant {
         "a range scan returns keys strictly above its start key, skipping the start key itself",
     "scan-round-ignores-splits" => ScanRoundIgnoresSplits:
         "a parallel scan round takes every leaf its cached level-1 node names, even one that no longer continues its left neighbour (the keys a split moved to a new sibling are skipped)",
+    "packed-write-zeroes-neighbours" => PackedWriteZeroesNeighbours:
+        "`versions: packed`: an entry write-back sends its 3 words with the neighbouring entries' bytes zeroed, as if the NIC wrote bytes (the neighbours' keys, values and versions are clobbered)",
 });

@@ -2,7 +2,8 @@
 //! with the consistency check of the chosen version scheme.
 
 use super::layout::{
-    Gaddr, Versions, KEY_MAX, NODE_WORDS, W_HIGHEST, W_LEFTMOST, W_LEVEL, W_LOWEST, W_SIBLING,
+    Gaddr, Versions, KEY_MAX, NODE_WORDS, PACKED_ENTRY_BYTES, W_HIGHEST, W_LEFTMOST, W_LEVEL, W_LOWEST,
+    W_SIBLING,
 };
 
 /// A leaf value with this bit set is a deleted key's tombstone ([CHOICE]: Sherman frees the
@@ -14,7 +15,8 @@ pub const TOMBSTONE: u64 = 1 << 63;
 pub struct Slot {
     pub key: u64,
     pub value: u64,
-    /// The entry version (`Versions::Node` only): bumped by every entry write-back.
+    /// The entry version (`Versions::Node` and, one byte of it, `Versions::Packed`): bumped by
+    /// every entry write-back.
     pub version: u64,
 }
 
@@ -124,6 +126,14 @@ impl Node {
                         Slot { key: w[s + 1], value: w[s + 2], version: w[s] }
                     }
                     Versions::Line => Slot { key: w[s], value: w[s + 1], version: 0 },
+                    Versions::Packed => {
+                        let b = Versions::packed_entry_byte(i);
+                        let front = byte(w, b);
+                        if front != byte(w, b + PACKED_ENTRY_BYTES - 1) {
+                            return Err(Torn::Entry);
+                        }
+                        Slot { key: bytes_u64(w, b + 1), value: bytes_u64(w, b + 9), version: front as u64 }
+                    }
                 };
                 node.slots.push(slot);
             }
@@ -151,8 +161,20 @@ impl Node {
         w[W_HIGHEST] = self.highest;
         if self.is_leaf() {
             for (i, slot) in self.slots.iter().enumerate() {
-                let s = v.leaf_entry(i);
-                w[s..s + v.leaf_entry_words()].copy_from_slice(&entry_words(v, slot)[..v.leaf_entry_words()]);
+                let (s, n) = v.leaf_entry_span(i);
+                match v {
+                    Versions::Node => {
+                        w[s..s + n].copy_from_slice(&[slot.version, slot.key, slot.value, slot.version])
+                    }
+                    Versions::Line => w[s..s + n].copy_from_slice(&[slot.key, slot.value]),
+                    Versions::Packed => {
+                        let b = Versions::packed_entry_byte(i);
+                        set_byte(&mut w, b, slot.version as u8);
+                        set_bytes_u64(&mut w, b + 1, slot.key);
+                        set_bytes_u64(&mut w, b + 9, slot.value);
+                        set_byte(&mut w, b + PACKED_ENTRY_BYTES - 1, slot.version as u8);
+                    }
+                }
             }
         } else {
             for (i, (k, c)) in self.children.iter().enumerate() {
@@ -179,11 +201,31 @@ impl Node {
     }
 }
 
-/// The words of one leaf entry as written back (4 in `Node`, the first 2 in `Line`).
-pub fn entry_words(v: Versions, slot: &Slot) -> [u64; 4] {
-    match v {
-        Versions::Node => [slot.version, slot.key, slot.value, slot.version],
-        Versions::Line => [slot.key, slot.value, 0, 0],
+/// The words an entry write-back of slot `i` of `node` sends (`leaf_entry_span`): in `Packed`
+/// they carry the neighbours' bytes as `node` has them.
+pub fn entry_write_words(v: Versions, node: &Node, i: usize) -> Vec<u64> {
+    let (s, n) = v.leaf_entry_span(i);
+    node.encode(v)[s..s + n].to_vec()
+}
+
+/// Byte `b` of a node image (little-endian words, as the NIC lays them out).
+pub fn byte(w: &[u64], b: usize) -> u8 {
+    (w[b / 8] >> (8 * (b % 8))) as u8
+}
+
+pub fn set_byte(w: &mut [u64], b: usize, x: u8) {
+    let shift = 8 * (b % 8);
+    w[b / 8] = (w[b / 8] & !(0xff << shift)) | (x as u64) << shift;
+}
+
+/// The 8 bytes at byte `b`, wherever they fall.
+fn bytes_u64(w: &[u64], b: usize) -> u64 {
+    (0..8).fold(0, |acc, j| acc | (byte(w, b + j) as u64) << (8 * j))
+}
+
+fn set_bytes_u64(w: &mut [u64], b: usize, x: u64) {
+    for j in 0..8 {
+        set_byte(w, b + j, (x >> (8 * j)) as u8);
     }
 }
 
@@ -194,7 +236,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_torn_images() {
-        for v in [Versions::Node, Versions::Line] {
+        for v in [Versions::Node, Versions::Line, Versions::Packed] {
             let mut leaf = Node::empty_leaf(v, 10, 99);
             leaf.version = 7;
             leaf.slots[3] = Slot { key: 42, value: 5, version: 2 };
@@ -202,6 +244,7 @@ mod tests {
             let w = leaf.encode(v);
             let back = Node::decode(v, &w).unwrap();
             assert_eq!(back.find(42), Some(3));
+            assert_eq!((back.slots[3].key, back.slots[3].value), (42, 5));
             assert_eq!((back.lowest, back.highest, back.sibling), (10, 99, leaf.sibling));
             let mut torn = w.clone();
             torn[NODE_WORDS - 1 - if v == Versions::Line { 7 } else { 0 }] = 8;
@@ -212,6 +255,40 @@ mod tests {
             assert_eq!(back.child_for(49), Gaddr(1024));
             assert_eq!(back.child_for(50), Gaddr(2048));
             assert_eq!(back.child_for(80), Gaddr(3072));
+        }
+    }
+
+    #[test]
+    fn packed_entry_write_backs_leave_neighbours_and_tear_detectably() {
+        let v = Versions::Packed;
+        let mut leaf = Node::empty_leaf(v, 0, KEY_MAX);
+        for (i, s) in leaf.slots.iter_mut().enumerate() {
+            *s = Slot {
+                key: 0x0101_0101_0101_0101 * (i as u64 + 1),
+                value: u64::MAX - i as u64,
+                version: i as u64,
+            };
+        }
+        let before = leaf.encode(v);
+        assert_eq!(Node::decode(v, &before).unwrap().slots, leaf.slots);
+        for i in 0..v.leaf_cap() {
+            let mut changed = leaf.clone();
+            changed.slots[i] = Slot { key: 7, value: 9, version: leaf.slots[i].version + 1 };
+            let (s, n) = v.leaf_entry_span(i);
+            let mut image = before.clone();
+            image[s..s + n].copy_from_slice(&entry_write_words(v, &changed, i));
+            let back = Node::decode(v, &image).unwrap();
+            for (j, slot) in back.slots.iter().enumerate() {
+                assert_eq!(
+                    *slot,
+                    if j == i { changed.slots[i] } else { leaf.slots[j] },
+                    "entry {i}, slot {j}"
+                );
+            }
+            // Only the first word landed: the front version byte is new, the rear one old.
+            let mut half = before.clone();
+            half[s] = image[s];
+            assert_eq!(Node::decode(v, &half), Err(Torn::Entry), "entry {i}");
         }
     }
 }

@@ -21,7 +21,7 @@ use super::config::Config;
 use super::layout::{Gaddr, Layout, NODE_BYTES, NODE_WORDS};
 use super::locks::{LocalLock, LocalLocks};
 use super::mutants::Mutant;
-use super::node::{entry_words, Node, Slot, Torn};
+use super::node::{entry_write_words, Node, Slot, Torn};
 use super::stats::{OpStats, Stats};
 use crate::common::error::{ErrorSlot, NicExt, ProtocolResult};
 use crate::nic::{BatchResult, Nanos, Nic, RemoteAddr, Verb};
@@ -709,10 +709,16 @@ impl<N: Nic> Client<N> {
             let old = node.slots[slot];
             node.slots[slot] = Slot { key, value, version: old.version.wrapping_add(1) };
             if node.live_count() < self.config().leaf_split() {
-                let words = entry_words(v, &node.slots[slot]);
-                let n = v.leaf_entry_words();
+                let words = if self.mutant() == Mutant::PackedWriteZeroesNeighbours {
+                    let mut alone = Node::empty_leaf(v, node.lowest, node.highest);
+                    alone.slots[slot] = node.slots[slot];
+                    entry_write_words(v, &alone, slot)
+                } else {
+                    entry_write_words(v, &node, slot)
+                };
+                let n = words.len();
                 let off = self.buf + 2 * NODE_BYTES;
-                self.nic.local().write_words(off, &words[..n]);
+                self.nic.local().write_words(off, &words);
                 let remote = page.remote().add(v.leaf_entry(slot) as u64 * 8);
                 self.write_and_unlock(local, lock_addr, remote, off, n as u32 * 8).await?;
                 return Ok(Store::Done { replaced });
@@ -731,10 +737,20 @@ impl Node {
         for i in v.version_words() {
             fixed[i] = w[first];
         }
-        if torn == Torn::Entry && v == super::layout::Versions::Node {
+        if torn == Torn::Entry {
             for i in 0..v.leaf_cap() {
-                let s = v.leaf_entry(i);
-                fixed[s + 3] = fixed[s];
+                match v {
+                    super::layout::Versions::Node => {
+                        let s = v.leaf_entry(i);
+                        fixed[s + 3] = fixed[s];
+                    }
+                    super::layout::Versions::Packed => {
+                        let b = super::layout::Versions::packed_entry_byte(i);
+                        let front = super::node::byte(&fixed, b);
+                        super::node::set_byte(&mut fixed, b + super::layout::PACKED_ENTRY_BYTES - 1, front);
+                    }
+                    super::layout::Versions::Line => {}
+                }
             }
         }
         Node::decode(v, &fixed).expect("versions forced equal")

@@ -39,6 +39,7 @@ fn key_word(v: Versions, i: usize) -> usize {
     match v {
         Versions::Node => v.leaf_entry(i) + 1,
         Versions::Line => v.leaf_entry(i),
+        Versions::Packed => unreachable!("Config::validate keeps Marlin off packed leaves"),
     }
 }
 
