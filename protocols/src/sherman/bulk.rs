@@ -85,12 +85,13 @@ pub fn build_cut(config: &Config, layout: &Layout, keys: &[u64], cuts: &[u64]) -
     assemble(config, layout, &chunks, |_, n| vec![inner_fill; n.div_ceil(inner_fill)])
 }
 
-/// The tree over `keys` (ascending, distinct) with every node's size as `shape` gives it.
+/// The tree over `keys` (ascending, distinct) with every node's fence and size as `shape`
+/// gives them.
 pub fn build_shaped(config: &Config, layout: &Layout, keys: &[u64], shape: &Shape) -> BulkTree {
     let mut chunks: Vec<(u64, &[u64])> = Vec::new();
     let mut at = 0;
-    for n in &shape.leaves {
-        chunks.push((if at == 0 { 0 } else { keys[at] }, &keys[at..at + n]));
+    for (lowest, n) in &shape.leaves {
+        chunks.push((*lowest, &keys[at..at + n]));
         at += n;
     }
     assert_eq!(at, keys.len(), "the shape's leaves must tile the keys");
@@ -168,11 +169,11 @@ fn assemble(
     BulkTree { root: level[0].1, nodes, level1, items: Vec::new() }
 }
 
-/// Every node's size, level by level in key order: `leaves[i]` entries in leaf `i`,
-/// `inner[l][j]` children in node `j` of level `l + 1`.
+/// Every node's size, level by level in key order: leaf `i` has lowest fence `leaves[i].0`
+/// and `leaves[i].1` entries, node `j` of level `l + 1` has `inner[l][j]` children.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shape {
-    pub leaves: Vec<usize>,
+    pub leaves: Vec<(u64, usize)>,
     pub inner: Vec<Vec<usize>>,
 }
 
@@ -189,10 +190,15 @@ impl Shape {
 /// reaches `leaf_split` entries keeps the lower half of its sorted keys and a new right leaf
 /// takes the rest, its first key the separator; an internal node that reaches
 /// `internal_split` separators keeps the lower half, pushes the middle one up and a new right
-/// node takes the rest; the root splits into a new root.
-pub fn inserted_shape(arrivals: &[u64], leaf_split: usize, internal_split: usize) -> Shape {
+/// node takes the rest; the root splits into a new root. The empty tree has a leaf starting at
+/// 0 and one at every bound in `cuts` (P-Sherman's partitions), so no leaf crosses a bound.
+pub fn inserted_shape(arrivals: &[u64], cuts: &[u64], leaf_split: usize, internal_split: usize) -> Shape {
     // Per level, nodes by lowest fence: leaves hold keys, internal nodes separators.
     let mut levels: Vec<BTreeMap<u64, Vec<u64>>> = vec![BTreeMap::from([(0, Vec::new())])];
+    for &cut in cuts.iter().filter(|c| **c > 0) {
+        levels[0].insert(cut, Vec::new());
+        add_separator(&mut levels, cut, internal_split);
+    }
     for &k in arrivals {
         let (_, keys) = levels[0].range_mut(..=k).next_back().expect("the first leaf starts at 0");
         keys.push(k);
@@ -201,30 +207,53 @@ pub fn inserted_shape(arrivals: &[u64], leaf_split: usize, internal_split: usize
         }
         keys.sort_unstable();
         let upper = keys.split_off(keys.len() / 2);
-        let mut separator = upper[0];
+        let separator = upper[0];
         levels[0].insert(separator, upper);
-        let mut l = 1;
-        loop {
-            if l == levels.len() {
-                levels.push(BTreeMap::from([(0, vec![separator])]));
-                break;
-            }
-            let (_, seps) = levels[l].range_mut(..=separator).next_back().expect("level starts at 0");
-            let i = seps.partition_point(|s| *s < separator);
-            seps.insert(i, separator);
-            if seps.len() < internal_split {
-                break;
-            }
-            let m = seps.len() / 2;
-            let right = seps.split_off(m + 1);
-            separator = seps.pop().expect("m < len");
-            levels[l].insert(separator, right);
-            l += 1;
-        }
+        add_separator(&mut levels, separator, internal_split);
     }
     Shape {
-        leaves: levels[0].values().map(Vec::len).collect(),
+        leaves: levels[0].iter().map(|(lo, keys)| (*lo, keys.len())).collect(),
         inner: levels[1..].iter().map(|l| l.values().map(|s| s.len() + 1).collect()).collect(),
+    }
+}
+
+/// A fixed pseudo-random order of `keys` (Fisher-Yates driven by SplitMix64 from a constant):
+/// the tree a random-order load leaves, the same in every run.
+pub fn shuffle(keys: &mut [u64]) {
+    let mut state: u64 = 0x5348_4552_4d41_4e21;
+    let mut next = || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    for i in (1..keys.len()).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        keys.swap(i, j);
+    }
+}
+
+/// A new node starting at `separator` on the level below level 1: insert the separator into
+/// its parent, splitting upwards (and growing a root) as `internal_split` demands.
+fn add_separator(levels: &mut Vec<BTreeMap<u64, Vec<u64>>>, mut separator: u64, internal_split: usize) {
+    let mut l = 1;
+    loop {
+        if l == levels.len() {
+            levels.push(BTreeMap::from([(0, vec![separator])]));
+            return;
+        }
+        let (_, seps) = levels[l].range_mut(..=separator).next_back().expect("level starts at 0");
+        let i = seps.partition_point(|s| *s < separator);
+        seps.insert(i, separator);
+        if seps.len() < internal_split {
+            return;
+        }
+        let m = seps.len() / 2;
+        let right = seps.split_off(m + 1);
+        separator = seps.pop().expect("m < len");
+        levels[l].insert(separator, right);
+        l += 1;
     }
 }
 
@@ -267,7 +296,7 @@ mod tests {
     use super::*;
 
     fn tiles(shape: &Shape, n: usize) {
-        assert_eq!(shape.leaves.iter().sum::<usize>(), n);
+        assert_eq!(shape.leaves.iter().map(|l| l.1).sum::<usize>(), n);
         let mut below = shape.leaves.len();
         for level in &shape.inner {
             assert_eq!(level.iter().sum::<usize>(), below, "a level's children tile the level below");
@@ -279,23 +308,29 @@ mod tests {
     #[test]
     fn ascending_inserts_leave_half_full_leaves() {
         let keys: Vec<u64> = (1..=1000).collect();
-        let shape = inserted_shape(&keys, 30, 60);
+        let shape = inserted_shape(&keys, &[], 30, 60);
         tiles(&shape, 1000);
         let (last, full) = shape.leaves.split_last().unwrap();
-        assert!(full.iter().all(|n| *n == 15), "{full:?}");
-        assert!((15..30).contains(last));
+        assert!(full.iter().all(|l| l.1 == 15), "{full:?}");
+        assert!((15..30).contains(&last.1));
     }
 
     #[test]
     fn random_inserts_leave_leaves_about_ln2_full() {
-        // A fixed scramble of 1..=40,000 (odd multiplier mod 2^16 permutes; keep the ones in range).
-        let keys: Vec<u64> =
-            (0..65_536u64).map(|i| (i * 40_503) % 65_536 + 1).filter(|k| *k <= 40_000).collect();
-        let shape = inserted_shape(&keys, 53, 60);
+        let mut keys: Vec<u64> = (1..=40_000).collect();
+        shuffle(&mut keys);
+        let shape = inserted_shape(&keys, &[], 53, 60);
         tiles(&shape, 40_000);
         let fill = 40_000.0 / (shape.leaves.len() as f64 * 53.0);
         // Yao's random-insertion B-tree: ln 2 ≈ 0.69 of capacity.
         assert!((0.62..0.76).contains(&fill), "leaf fill {fill}");
-        assert!(shape.leaves.iter().all(|n| *n >= 26 && *n < 53));
+        assert!(shape.leaves.iter().all(|l| l.1 >= 26 && l.1 < 53));
+        // Partitioned: a leaf starts at every bound, none holds keys from both sides of one.
+        let cuts = [10_000, 20_000, 30_000];
+        let shape = inserted_shape(&keys, &cuts, 53, 4);
+        tiles(&shape, 40_000);
+        for c in cuts {
+            assert!(shape.leaves.iter().any(|l| l.0 == c), "no leaf starts at {c}");
+        }
     }
 }

@@ -15,7 +15,7 @@
 //! | `cache_nodes` | 2²⁰ | level-1 nodes cached per compute node |
 //! | `leaf_split_at`, `internal_split_at` | capacity | split thresholds (a fuzzing knob) |
 //! | `bulk_fill` | 0.5 | fill of bulk-loaded nodes |
-//! | `bulk_shape` | `"fill"` | `"fill"` (`bulk_fill`) or `"inserts"`: every node as inserting the loaded keys in load order leaves it (Sherman's warm-up) |
+//! | `bulk_shape` | `"fill"` | `"fill"` (`bulk_fill`), `"inserts"` (every node as inserting the loaded keys in load order leaves it) or `"random_inserts"` (the same in a fixed random order: Sherman's warm-up, the DEX artifact's load) |
 //! | `cpu.{node_ns, cache_ns}` | 200, 100 | compute-side CPU per node image / cache access |
 //! | `partitioned` | false | P-Sherman: keys range-partitioned over compute nodes, leaf writes lock locally only |
 //! | `lock_version` | false | DEX's Sherman: `[version, lock]` slots, lock-free READs bracketed by two slot READs |
@@ -35,7 +35,8 @@ use std::sync::Arc;
 
 use super::bench::{run_client, KvLogger};
 use super::bulk::{
-    attach_items, build_cut, build_shaped, inserted_shape, items_per_memory_node, node_count_cut, BulkTree,
+    attach_items, build_cut, build_shaped, inserted_shape, items_per_memory_node, node_count_cut, shuffle,
+    BulkTree,
 };
 use super::cache::IndexCache;
 use super::check::{check_leaves_owned, check_locks_free, check_tree};
@@ -160,18 +161,19 @@ impl ShermanPlan {
         let parts =
             config.partitioned.then(|| Arc::new(Partitions::new(&keys, point.compute_nodes as usize)));
         let mut cuts = parts.as_ref().map(|p| p.bounds().to_vec()).unwrap_or_default();
-        // `bulk_shape: inserts`: the nodes as the loaded keys, inserted in load order, leave them.
-        let shape = (config.bulk_shape == BulkShape::Inserts).then(|| {
-            let arrivals: Vec<u64> = (0..w.bulk_load()).map(|i| w.key(i)).collect();
-            inserted_shape(&arrivals, config.leaf_split(), config.internal_split())
-        });
-        let (frames, level1) = match &shape {
-            Some(shape) => shape.node_count(),
-            None => node_count_cut(&config, w.bulk_load(), cuts.len() as u64 + 1),
-        };
+        let filled = node_count_cut(&config, w.bulk_load(), cuts.len() as u64 + 1);
         if config.mutant == super::mutants::Mutant::PartitionLeafStraddles {
             cuts.clear();
         }
+        // `bulk_shape: inserts`: the nodes as the loaded keys, inserted in load order, leave them.
+        let inserted = (config.bulk_shape != BulkShape::Fill).then(|| {
+            let mut arrivals: Vec<u64> = (0..w.bulk_load()).map(|i| w.key(i)).collect();
+            if config.bulk_shape == BulkShape::RandomInserts {
+                shuffle(&mut arrivals);
+            }
+            inserted_shape(&arrivals, &cuts, config.leaf_split(), config.internal_split())
+        });
+        let (frames, level1) = inserted.as_ref().map_or(filled, |s| s.node_count());
         let run = shape::resolve(&w.shape_fields(), point.compute_nodes, level1.max(1), false, &mut out);
         if let Some(n) = run.cache_frames {
             config.cache_nodes = n;
@@ -201,7 +203,7 @@ impl ShermanPlan {
             lock_version: config.lock_version,
             items: None,
         };
-        let mut tree = match &shape {
+        let mut tree = match &inserted {
             Some(shape) => build_shaped(&config, &layout, &keys, shape),
             None => build_cut(&config, &layout, &keys, &cuts),
         };
