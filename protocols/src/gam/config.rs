@@ -112,8 +112,9 @@ impl Config {
     /// one block and may be evicting another.
     pub fn frames_needed(&self) -> u32 {
         let drainers = if self.variant == Variant::Tso { self.drain_depth } else { 0 };
-        let actors = self.threads_per_node * (1 + drainers);
-        2 * actors + 2
+        // Saturating: `validate` calls this on unchecked input (a huge `drain_depth`).
+        let actors = self.threads_per_node.saturating_mul(drainers.saturating_add(1));
+        actors.saturating_mul(2).saturating_add(2)
     }
 
     /// Problems, each starting with the field name. Empty = valid.
@@ -151,7 +152,7 @@ impl Config {
             ));
         }
         // Client threads and drainers each own a QP and a reply port (node.rs `make_worker`).
-        if self.threads_per_node.saturating_mul(1 + self.drain_depth) > 2_900 {
+        if self.threads_per_node.saturating_mul(self.drain_depth.saturating_add(1)) > 2_900 {
             problems.push(format!(
                 "drain_depth: {} drainers for each of {} threads exceed the node's 2,900 client channels",
                 self.drain_depth, self.threads_per_node
@@ -169,6 +170,8 @@ mod tests {
     fn presets_are_valid_and_problems_name_fields() {
         assert!(Config::seq().validate().is_empty());
         assert!(Config::tso().validate().is_empty());
+        let huge = Config { drain_depth: u32::MAX, write_buffer_entries: u32::MAX, ..Config::tso() };
+        assert!(huge.validate().iter().any(|p| p.starts_with("cache_frames")), "no overflow, a problem");
         let bad = Config { cache_frames: 3, handler_tasks: 0, ..Config::tso() };
         let problems = bad.validate();
         assert!(problems.iter().any(|p| p.starts_with("cache_frames")));
