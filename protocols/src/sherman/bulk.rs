@@ -221,15 +221,9 @@ pub fn inserted_shape(arrivals: &[u64], cuts: &[u64], leaf_split: usize, interna
 /// the tree a random-order load leaves, the same in every run.
 pub fn shuffle(keys: &mut [u64]) {
     let mut state: u64 = 0x5348_4552_4d41_4e21;
-    let mut next = || {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
     for i in (1..keys.len()).rev() {
-        let j = (next() % (i as u64 + 1)) as usize;
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let j = (crate::workload::mix64(state) % (i as u64 + 1)) as usize;
         keys.swap(i, j);
     }
 }

@@ -177,13 +177,14 @@ impl Config {
         if self.version_reads && (self.lock_version || self.versions == Versions::Line) {
             out.push("version_reads: needs `versions: node` or `packed` and no `lock_version`".into());
         }
-        if self.items && self.versions == Versions::Packed {
-            // Marlin CASes the item pointer in place: it must be a whole, aligned word.
-            out.push(
-                "versions: `packed` leaf entries are not word-aligned; Marlin needs `node` or `line`".into(),
-            );
-        }
         if self.items {
+            if self.versions == Versions::Packed {
+                // Marlin CASes the item pointer in place: it must be a whole, aligned word.
+                out.push(
+                    "versions: `packed` leaf entries are not word-aligned; Marlin needs `node` or `line`"
+                        .into(),
+                );
+            }
             for (on, field) in [
                 (self.partitioned, "partitioned"),
                 (self.lock_version, "lock_version"),

@@ -161,7 +161,8 @@ impl ShermanPlan {
         let parts =
             config.partitioned.then(|| Arc::new(Partitions::new(&keys, point.compute_nodes as usize)));
         let mut cuts = parts.as_ref().map(|p| p.bounds().to_vec()).unwrap_or_default();
-        let filled = node_count_cut(&config, w.bulk_load(), cuts.len() as u64 + 1);
+        // The fill's node count reserves room for every partition's leaves, mutant or not.
+        let parts_planned = cuts.len() as u64 + 1;
         if config.mutant == super::mutants::Mutant::PartitionLeafStraddles {
             cuts.clear();
         }
@@ -173,7 +174,9 @@ impl ShermanPlan {
             }
             inserted_shape(&arrivals, &cuts, config.leaf_split(), config.internal_split())
         });
-        let (frames, level1) = inserted.as_ref().map_or(filled, |s| s.node_count());
+        let (frames, level1) = inserted
+            .as_ref()
+            .map_or_else(|| node_count_cut(&config, w.bulk_load(), parts_planned), |s| s.node_count());
         let run = shape::resolve(&w.shape_fields(), point.compute_nodes, level1.max(1), false, &mut out);
         if let Some(n) = run.cache_frames {
             config.cache_nodes = n;

@@ -161,20 +161,7 @@ impl Node {
         w[W_HIGHEST] = self.highest;
         if self.is_leaf() {
             for (i, slot) in self.slots.iter().enumerate() {
-                let (s, n) = v.leaf_entry_span(i);
-                match v {
-                    Versions::Node => {
-                        w[s..s + n].copy_from_slice(&[slot.version, slot.key, slot.value, slot.version])
-                    }
-                    Versions::Line => w[s..s + n].copy_from_slice(&[slot.key, slot.value]),
-                    Versions::Packed => {
-                        let b = Versions::packed_entry_byte(i);
-                        set_byte(&mut w, b, slot.version as u8);
-                        set_bytes_u64(&mut w, b + 1, slot.key);
-                        set_bytes_u64(&mut w, b + 9, slot.value);
-                        set_byte(&mut w, b + PACKED_ENTRY_BYTES - 1, slot.version as u8);
-                    }
-                }
+                put_entry(v, &mut w, i, slot);
             }
         } else {
             for (i, (k, c)) in self.children.iter().enumerate() {
@@ -184,6 +171,19 @@ impl Node {
             }
         }
         w
+    }
+
+    /// The mutant's reader: whatever the words say, versions ignored.
+    pub fn decode_unchecked(v: Versions, w: &[u64], torn: Torn) -> Node {
+        let mut fixed = w.to_vec();
+        let first = v.version_words()[0];
+        for i in v.version_words() {
+            fixed[i] = w[first];
+        }
+        if torn == Torn::Entry {
+            force_entry_versions(v, &mut fixed);
+        }
+        Node::decode(v, &fixed).expect("versions forced equal")
     }
 
     /// A fresh root above a split (`Tree.h`'s `InternalPage(left, key, right, level)`).
@@ -201,19 +201,61 @@ impl Node {
     }
 }
 
-/// The words an entry write-back of slot `i` of `node` sends (`leaf_entry_span`): in `Packed`
-/// they carry the neighbours' bytes as `node` has them.
-pub fn entry_write_words(v: Versions, node: &Node, i: usize) -> Vec<u64> {
+/// Leaf entry `i` written into the node image `w` (the one place that knows each scheme's
+/// entry layout, with [`Node::decode`]).
+fn put_entry(v: Versions, w: &mut [u64], i: usize, slot: &Slot) {
     let (s, n) = v.leaf_entry_span(i);
-    node.encode(v)[s..s + n].to_vec()
+    match v {
+        Versions::Node => w[s..s + n].copy_from_slice(&[slot.version, slot.key, slot.value, slot.version]),
+        Versions::Line => w[s..s + n].copy_from_slice(&[slot.key, slot.value]),
+        Versions::Packed => {
+            let b = Versions::packed_entry_byte(i);
+            set_byte(w, b, slot.version as u8);
+            set_bytes_u64(w, b + 1, slot.key);
+            set_bytes_u64(w, b + 9, slot.value);
+            set_byte(w, b + PACKED_ENTRY_BYTES - 1, slot.version as u8);
+        }
+    }
+}
+
+/// The words an entry write-back of slot `i` of `slots` sends (`leaf_entry_span`): in `Packed`
+/// they carry the neighbours' bytes as `slots` has them. Only the entries that can share those
+/// words are laid out (a leaf store's fast path).
+pub fn entry_write_words(v: Versions, slots: &[Slot], i: usize) -> Vec<u64> {
+    let mut w = vec![0u64; NODE_WORDS];
+    let first = i.saturating_sub(1);
+    for (j, slot) in slots.iter().enumerate().skip(first).take(i + 2 - first) {
+        put_entry(v, &mut w, j, slot);
+    }
+    let (s, n) = v.leaf_entry_span(i);
+    w[s..s + n].to_vec()
+}
+
+/// A torn-entry image made to pass: every leaf entry's rear version set to its front one (the
+/// `skip-version-check` mutant's reader).
+fn force_entry_versions(v: Versions, w: &mut [u64]) {
+    for i in 0..v.leaf_cap() {
+        match v {
+            Versions::Node => {
+                let s = v.leaf_entry(i);
+                w[s + 3] = w[s];
+            }
+            Versions::Packed => {
+                let b = Versions::packed_entry_byte(i);
+                let front = byte(w, b);
+                set_byte(w, b + PACKED_ENTRY_BYTES - 1, front);
+            }
+            Versions::Line => {}
+        }
+    }
 }
 
 /// Byte `b` of a node image (little-endian words, as the NIC lays them out).
-pub fn byte(w: &[u64], b: usize) -> u8 {
+fn byte(w: &[u64], b: usize) -> u8 {
     (w[b / 8] >> (8 * (b % 8))) as u8
 }
 
-pub fn set_byte(w: &mut [u64], b: usize, x: u8) {
+fn set_byte(w: &mut [u64], b: usize, x: u8) {
     let shift = 8 * (b % 8);
     w[b / 8] = (w[b / 8] & !(0xff << shift)) | (x as u64) << shift;
 }
@@ -276,7 +318,7 @@ mod tests {
             changed.slots[i] = Slot { key: 7, value: 9, version: leaf.slots[i].version + 1 };
             let (s, n) = v.leaf_entry_span(i);
             let mut image = before.clone();
-            image[s..s + n].copy_from_slice(&entry_write_words(v, &changed, i));
+            image[s..s + n].copy_from_slice(&entry_write_words(v, &changed.slots, i));
             let back = Node::decode(v, &image).unwrap();
             for (j, slot) in back.slots.iter().enumerate() {
                 assert_eq!(

@@ -21,7 +21,7 @@ use super::config::Config;
 use super::layout::{Gaddr, Layout, NODE_BYTES, NODE_WORDS};
 use super::locks::{LocalLock, LocalLocks};
 use super::mutants::Mutant;
-use super::node::{entry_write_words, Node, Slot, Torn};
+use super::node::{entry_write_words, Node, Slot};
 use super::stats::{OpStats, Stats};
 use crate::common::error::{ErrorSlot, NicExt, ProtocolResult};
 use crate::nic::{BatchResult, Nanos, Nic, RemoteAddr, Verb};
@@ -710,11 +710,11 @@ impl<N: Nic> Client<N> {
             node.slots[slot] = Slot { key, value, version: old.version.wrapping_add(1) };
             if node.live_count() < self.config().leaf_split() {
                 let words = if self.mutant() == Mutant::PackedWriteZeroesNeighbours {
-                    let mut alone = Node::empty_leaf(v, node.lowest, node.highest);
-                    alone.slots[slot] = node.slots[slot];
+                    let mut alone = vec![Slot::default(); slot + 1];
+                    alone[slot] = node.slots[slot];
                     entry_write_words(v, &alone, slot)
                 } else {
-                    entry_write_words(v, &node, slot)
+                    entry_write_words(v, &node.slots, slot)
                 };
                 let n = words.len();
                 let off = self.buf + 2 * NODE_BYTES;
@@ -726,33 +726,5 @@ impl<N: Nic> Client<N> {
             self.split_leaf(page, node, local, lock_addr).await?;
             return Ok(Store::Done { replaced });
         }
-    }
-}
-
-impl Node {
-    /// The mutant's reader: whatever the words say, versions ignored.
-    pub fn decode_unchecked(v: super::layout::Versions, w: &[u64], torn: Torn) -> Node {
-        let mut fixed = w.to_vec();
-        let first = v.version_words()[0];
-        for i in v.version_words() {
-            fixed[i] = w[first];
-        }
-        if torn == Torn::Entry {
-            for i in 0..v.leaf_cap() {
-                match v {
-                    super::layout::Versions::Node => {
-                        let s = v.leaf_entry(i);
-                        fixed[s + 3] = fixed[s];
-                    }
-                    super::layout::Versions::Packed => {
-                        let b = super::layout::Versions::packed_entry_byte(i);
-                        let front = super::node::byte(&fixed, b);
-                        super::node::set_byte(&mut fixed, b + super::layout::PACKED_ENTRY_BYTES - 1, front);
-                    }
-                    super::layout::Versions::Line => {}
-                }
-            }
-        }
-        Node::decode(v, &fixed).expect("versions forced equal")
     }
 }
