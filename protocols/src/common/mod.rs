@@ -12,6 +12,8 @@
 //! * [`lookup`] — lookup-only hash maps with one fixed hasher (never iterated).
 //! * [`local_latch`] — the timing of a compute server's local latches across sockets
 //!   (hand-off per acquisition, waiters queueing, optimistic readers waiting out a holder).
+//! * [`memo`] — the last few results of a pure, expensive planning step (bulk-loaded trees),
+//!   shared by every plan of a process.
 //! * [`metrics`] — metrics that mean the same for every protocol: per-node throughput and
 //!   fairness, cumulative operations over time, percentiles.
 
@@ -19,6 +21,7 @@ pub mod bench;
 pub mod error;
 pub mod local_latch;
 pub mod lookup;
+pub mod memo;
 pub mod metrics;
 pub mod rpc;
 pub mod shape;

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use super::bench::{run_client, KvLogger};
 use super::bulk::{
     attach_items, build_cut, build_shaped, inserted_shape, items_per_memory_node, node_count_cut, shuffle,
-    BulkTree,
+    BulkTree, Shape,
 };
 use super::cache::IndexCache;
 use super::check::{check_leaves_owned, check_locks_free, check_tree};
@@ -45,6 +45,7 @@ use super::layout::{ItemSpace, Layout, ITEM_BYTES};
 use super::node::TOMBSTONE;
 use super::stats::{OpStats, Stats, KINDS};
 use super::tree::{compute_region_bytes, Client, Shared};
+use crate::common::memo::Memo;
 use crate::common::metrics::percentile;
 use crate::common::shape;
 use crate::harness::{
@@ -84,6 +85,10 @@ impl Protocol for Sherman {
 }
 
 const RESERVED: &[(&str, &str)] = &[("mutant", "dmsim fuzz --mutant")];
+
+/// Insertion shapes by (keys in arrival order, partition bounds, leaf split, internal split).
+type ShapeKey = (Vec<u64>, Vec<u64>, usize, usize);
+static SHAPES: Memo<ShapeKey, Shape> = Memo::new(4);
 
 pub struct ShermanPlan {
     workload: YcsbWorkload,
@@ -172,7 +177,9 @@ impl ShermanPlan {
             if config.bulk_shape == BulkShape::RandomInserts {
                 shuffle(&mut arrivals);
             }
-            inserted_shape(&arrivals, &cuts, config.leaf_split(), config.internal_split())
+            SHAPES.get_or((arrivals, cuts.clone(), config.leaf_split(), config.internal_split()), |k| {
+                inserted_shape(&k.0, &k.1, k.2, k.3)
+            })
         });
         let (frames, level1) = inserted
             .as_ref()

@@ -260,21 +260,48 @@ fn set_byte(w: &mut [u64], b: usize, x: u8) {
     w[b / 8] = (w[b / 8] & !(0xff << shift)) | (x as u64) << shift;
 }
 
-/// The 8 bytes at byte `b`, wherever they fall.
+/// The 8 bytes at byte `b`, wherever they fall (little-endian: the low bytes in word `b / 8`).
 fn bytes_u64(w: &[u64], b: usize) -> u64 {
-    (0..8).fold(0, |acc, j| acc | (byte(w, b + j) as u64) << (8 * j))
+    let (i, shift) = (b / 8, 8 * (b % 8));
+    if shift == 0 {
+        w[i]
+    } else {
+        w[i] >> shift | w[i + 1] << (64 - shift)
+    }
 }
 
 fn set_bytes_u64(w: &mut [u64], b: usize, x: u64) {
-    for j in 0..8 {
-        set_byte(w, b + j, (x >> (8 * j)) as u8);
+    let (i, shift) = (b / 8, 8 * (b % 8));
+    if shift == 0 {
+        w[i] = x;
+        return;
     }
+    let below = u64::MAX >> (64 - shift); // the bytes before `b` in word `i`
+    w[i] = (w[i] & below) | x << shift;
+    w[i + 1] = (w[i + 1] & !below) | x >> (64 - shift);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::nic::NodeId;
+
+    #[test]
+    fn unaligned_words_match_bytewise() {
+        let mut w: Vec<u64> =
+            (0..4u64).map(|i| 0x0123_4567_89ab_cdef_u64.rotate_left(8 * i as u32)).collect();
+        for b in 0..24 {
+            let bytewise = (0..8).fold(0u64, |acc, j| acc | (byte(&w, b + j) as u64) << (8 * j));
+            assert_eq!(bytes_u64(&w, b), bytewise, "read at byte {b}");
+            let before = w.clone();
+            let x = 0xfedc_ba98_7654_3210_u64 ^ b as u64;
+            set_bytes_u64(&mut w, b, x);
+            assert_eq!(bytes_u64(&w, b), x, "write at byte {b}");
+            for other in (0..32).filter(|o| !(b..b + 8).contains(o)) {
+                assert_eq!(byte(&w, other), byte(&before, other), "byte {other} after a write at {b}");
+            }
+        }
+    }
 
     #[test]
     fn round_trip_and_torn_images() {

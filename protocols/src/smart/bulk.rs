@@ -13,11 +13,34 @@ use crate::nic::{NodeId, RemoteAddr};
 /// Words to write per memory node, and where each node's image ends.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Image {
-    /// Per memory node index: `(offset, words)` chunks.
-    pub chunks: Vec<Vec<(u64, Vec<u64>)>>,
+    /// Per memory node index: `(offset, start, len)`: write `words[m][start..start + len]` at
+    /// byte `offset`. One buffer per memory node, not one `Vec` per tree node: a million-key
+    /// image as millions of small vectors spent most of a scenario check freeing them.
+    chunks: Vec<Vec<(u64, usize, usize)>>,
+    words: Vec<Vec<u64>>,
     pub end: Vec<u64>,
     pub nodes: u64,
     pub leaves: u64,
+}
+
+impl Image {
+    fn new(memory_nodes: usize) -> Image {
+        Image {
+            chunks: vec![Vec::new(); memory_nodes],
+            words: vec![Vec::new(); memory_nodes],
+            ..Image::default()
+        }
+    }
+
+    fn push(&mut self, m: usize, offset: u64, words: &[u64]) {
+        self.chunks[m].push((offset, self.words[m].len(), words.len()));
+        self.words[m].extend_from_slice(words);
+    }
+
+    /// Memory node `m`'s chunks as `(byte offset, words)`.
+    pub fn chunks(&self, m: usize) -> impl Iterator<Item = (u64, &[u64])> {
+        self.chunks[m].iter().map(move |&(offset, start, len)| (offset, &self.words[m][start..start + len]))
+    }
 }
 
 struct Builder<'a> {
@@ -44,7 +67,7 @@ impl Builder<'_> {
         if keys.len() == 1 {
             let leaf_bytes = ((LEAF_HEADER_WORDS + self.value_words) * 8) as u64;
             let (m, addr) = self.alloc(leaf_bytes);
-            self.image.chunks[m].push((addr.offset_bytes, leaf_words(at, keys[0], 0, self.value_words)));
+            self.image.push(m, addr.offset_bytes, &leaf_words(at, keys[0], 0, self.value_words));
             self.image.leaves += 1;
             return Entry::leaf(byte, addr);
         }
@@ -58,7 +81,7 @@ impl Builder<'_> {
             let slot = addr.add(SLOTS_OFFSET + 8 * i as u64);
             words.push(self.place(g, depth + lcp + 1, slot).0);
         }
-        self.image.chunks[m].push((addr.offset_bytes, words));
+        self.image.push(m, addr.offset_bytes, &words);
         self.image.nodes += 1;
         Entry::node(byte, node_type, addr)
     }
@@ -79,7 +102,7 @@ pub fn build(keys: &[u64], mns: &[NodeId], value_words: usize, fine: bool) -> Im
         fine,
         next: vec![RESERVED_BYTES; mns.len()],
         turn: 0,
-        image: Image { chunks: vec![Vec::new(); mns.len()], ..Image::default() },
+        image: Image::new(mns.len()),
     };
     let root = RemoteAddr::new(mns[0], ROOT_OFFSET);
     let mut words = vec![pack_addr(RemoteAddr::new(mns[0], 8)), Header::new(0, 0, 0, NodeType::N256).0];
@@ -87,8 +110,8 @@ pub fn build(keys: &[u64], mns: &[NodeId], value_words: usize, fine: bool) -> Im
     for (i, g) in groups(keys, 0).into_iter().enumerate() {
         words[2 + i] = b.place(g, 1, root.add(SLOTS_OFFSET + 8 * i as u64)).0;
     }
-    b.image.chunks[0].push((ROOT_OFFSET, words));
-    b.image.chunks[0].push((8, vec![Entry::node(0, NodeType::N256, root).0]));
+    b.image.push(0, ROOT_OFFSET, &words);
+    b.image.push(0, 8, &[Entry::node(0, NodeType::N256, root).0]);
     b.image.nodes += 1;
     b.image.end = b.next;
     b.image

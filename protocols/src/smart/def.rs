@@ -33,13 +33,14 @@ use super::layout::{Layout, LEAF_HEADER_WORDS, NODE_BYTES, TOMBSTONE};
 use super::stats::{OpKind, Stats};
 use super::tree::{scratch_bytes, Tree};
 use super::workload::{Owned, Workload};
+use crate::common::memo::Memo;
 use crate::common::metrics::percentile;
 use crate::common::shape;
 use crate::harness::{
     merge_options, report_error, CheckLevel, Memory, NodeReport, NodeRun, OpLog, Plan, PointSpec, Problem,
     Protocol, Violation,
 };
-use crate::nic::{Cluster, Nanos, Nic, NodeKind};
+use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind};
 use crate::workload::partition::Partitions;
 use crate::workload::rng_for_thread;
 use crate::workload::scan_check::{check_report_scans, KeyWrite};
@@ -72,6 +73,10 @@ const RESERVED: &[(&str, &str)] = &[
     ("threads_per_node", "workload.threads_per_node or workload.threads_total"),
     ("mutant", "dmsim fuzz --mutant"),
 ];
+
+/// Bulk images by (loaded keys, memory nodes, value words, fine-grained node types).
+type ImageKey = (Vec<u64>, Vec<NodeId>, usize, bool);
+static IMAGES: Memo<ImageKey, Image> = Memo::new(4);
 
 pub struct SmartPlan {
     workload: Workload,
@@ -142,7 +147,9 @@ impl SmartPlan {
         let keys = w.loaded_keys();
         let parts =
             config.partitioned.then(|| Arc::new(Partitions::new(&keys, point.compute_nodes as usize)));
-        let image = build(&keys, &mns, config.value_words(), config.fine_grain_nodes);
+        let image = IMAGES.get_or((keys, mns.clone(), config.value_words(), config.fine_grain_nodes), |k| {
+            build(&k.0, &k.1, k.2, k.3)
+        });
         // Room for what the run's inserts can allocate (a leaf and a node each, twice over for
         // lost races), spread over the memory nodes, plus slack.
         let leaf_bytes = ((LEAF_HEADER_WORDS + config.value_words()) * 8) as u64;
@@ -167,7 +174,7 @@ impl SmartPlan {
             workload: w,
             config,
             layout: Arc::new(layout),
-            image: Arc::new(image),
+            image,
             cluster,
             ops_per_thread: run.ops_per_thread,
             seed: point.seed,
@@ -204,8 +211,8 @@ impl Plan for SmartPlan {
 
     fn setup<N: Nic>(&self, nic: &N) {
         if let Some(m) = self.layout.memory_nodes.iter().position(|n| *n == nic.node()) {
-            for (offset, words) in &self.image.chunks[m] {
-                nic.local().write_words(*offset, words);
+            for (offset, words) in self.image.chunks(m) {
+                nic.local().write_words(offset, words);
             }
         }
     }
