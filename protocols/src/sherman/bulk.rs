@@ -211,7 +211,7 @@ pub fn inserted_shape(arrivals: &[u64], cuts: &[u64], leaf_split: usize, interna
     }
     for &k in arrivals {
         let (_, (slot, count)) = leaves.range_mut(..=k).next_back().expect("the first leaf starts at 0");
-        let (slot, start) = (*slot, *slot * leaf_split);
+        let start = *slot * leaf_split;
         slab[start + *count] = k;
         *count += 1;
         if *count < leaf_split {
@@ -224,7 +224,7 @@ pub fn inserted_shape(arrivals: &[u64], cuts: &[u64], leaf_split: usize, interna
         slab[start..start + leaf_split].sort_unstable();
         let separator = slab[start + keep];
         let upper = new_slot(&mut slab);
-        slab.copy_within(slot * leaf_split + keep..(slot + 1) * leaf_split, upper * leaf_split);
+        slab.copy_within(start + keep..start + leaf_split, upper * leaf_split);
         leaves.insert(separator, (upper, leaf_split - keep));
         add_separator(&mut levels, separator, internal_split);
     }

@@ -56,7 +56,7 @@ use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
 use crate::workload::partition::Partitions;
 use crate::workload::rng_for_thread;
 use crate::workload::scan_check::check_report_scans;
-use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
+use crate::workload::ycsb::{key_name, KeyOrder, YcsbStream, YcsbWorkload};
 
 /// The largest memory-node region a point may ask for (the tree, its split slabs, the locks).
 const MEMORY_REGION_MAX_BYTES: u64 = 16 << 30;
@@ -86,8 +86,18 @@ impl Protocol for Sherman {
 
 const RESERVED: &[(&str, &str)] = &[("mutant", "dmsim fuzz --mutant")];
 
-/// Insertion shapes by (keys in arrival order, partition bounds, leaf split, internal split).
-type ShapeKey = (Vec<u64>, Vec<u64>, usize, usize);
+/// What an insertion shape derives from: the loaded keys (`key_name` of `0..loaded`) in load
+/// order or shuffled, the partition bounds and the split thresholds.
+#[derive(PartialEq)]
+struct ShapeKey {
+    key_order: KeyOrder,
+    keyspace: u64,
+    loaded: u64,
+    random: bool,
+    cuts: Vec<u64>,
+    leaf_split: usize,
+    internal_split: usize,
+}
 static SHAPES: Memo<ShapeKey, Shape> = Memo::new(4);
 
 pub struct ShermanPlan {
@@ -171,14 +181,26 @@ impl ShermanPlan {
         if config.mutant == super::mutants::Mutant::PartitionLeafStraddles {
             cuts.clear();
         }
-        // `bulk_shape: inserts`: the nodes as the loaded keys, inserted in load order, leave them.
+        // `bulk_shape: inserts` / `random_inserts`: the nodes as inserting the loaded keys one
+        // by one leaves them. Looked up by what the arrivals derive from, so a plan that finds
+        // the shape does not rebuild (and shuffle) the arrival order.
         let inserted = (config.bulk_shape != BulkShape::Fill).then(|| {
-            let mut arrivals: Vec<u64> = (0..w.bulk_load()).map(|i| w.key(i)).collect();
-            if config.bulk_shape == BulkShape::RandomInserts {
-                shuffle(&mut arrivals);
-            }
-            SHAPES.get_or((arrivals, cuts.clone(), config.leaf_split(), config.internal_split()), |k| {
-                inserted_shape(&k.0, &k.1, k.2, k.3)
+            let key = ShapeKey {
+                key_order: w.key_order,
+                keyspace: w.keyspace,
+                loaded: w.bulk_load(),
+                random: config.bulk_shape == BulkShape::RandomInserts,
+                cuts: cuts.clone(),
+                leaf_split: config.leaf_split(),
+                internal_split: config.internal_split(),
+            };
+            SHAPES.get_or(key, |k| {
+                let mut arrivals: Vec<u64> =
+                    (0..k.loaded).map(|i| key_name(k.key_order, k.keyspace, i)).collect();
+                if k.random {
+                    shuffle(&mut arrivals);
+                }
+                inserted_shape(&arrivals, &k.cuts, k.leaf_split, k.internal_split)
             })
         });
         let (frames, level1) = inserted

@@ -222,7 +222,7 @@ fn put_entry(v: Versions, w: &mut [u64], i: usize, slot: &Slot) {
 /// they carry the neighbours' bytes as `slots` has them. Only the entries that can share those
 /// words are laid out (a leaf store's fast path).
 pub fn entry_write_words(v: Versions, slots: &[Slot], i: usize) -> Vec<u64> {
-    let mut w = vec![0u64; NODE_WORDS];
+    let mut w = [0u64; NODE_WORDS];
     let first = i.saturating_sub(1);
     for (j, slot) in slots.iter().enumerate().skip(first).take(i + 2 - first) {
         put_entry(v, &mut w, j, slot);
