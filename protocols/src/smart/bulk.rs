@@ -21,6 +21,11 @@ pub struct Image {
     pub end: Vec<u64>,
     pub nodes: u64,
     pub leaves: u64,
+    /// What a compute node's cache holds when it holds every internal node but the root, in
+    /// the authors' accounting (`RadixCache` consumes `CacheEntry::content_size()` =
+    /// 1 + 8 + 8 × the type's slots per entry): Dolphin Table II's "index cache for best
+    /// performance".
+    pub full_cache_bytes: u64,
 }
 
 impl Image {
@@ -83,6 +88,7 @@ impl Builder<'_> {
         }
         self.image.push(m, addr.offset_bytes, &words);
         self.image.nodes += 1;
+        self.image.full_cache_bytes += 1 + 8 + 8 * node_type.slots() as u64;
         Entry::node(byte, node_type, addr)
     }
 }

@@ -15,6 +15,10 @@
 //! | `arena_slack_bytes` | 64 KiB | spare allocation room per compute node per memory node |
 //! | `cpu.{op_ns, node_search_ns, cache_lookup_ns, cache_admit_ns}` | 100, 40, 60, 250 | compute CPU |
 //!
+//! Memory metrics (Dolphin Table II): `memory_bytes_per_key` (the memory nodes' regions per
+//! loaded key), `bulk_nodes`, and `cs_full_cache_bytes_per_key` (a cache holding every
+//! internal node but the root, entries counted as the authors' `CacheEntry::content_size()`).
+//!
 //! Check mode: every lookup, insert, update and delete is logged for the per-key
 //! linearizability and write-chain checkers; `verify` walks the tree in memory
 //! ([`super::check::walk`]), checks every bulk-loaded key is still there and that each key's
@@ -316,6 +320,8 @@ impl Plan for SmartPlan {
         let region: u64 = self.layout.memory_region_bytes() * self.layout.memory_nodes.len() as u64;
         m.insert("memory_bytes_per_key".into(), region as f64 / self.workload.loaded_count().max(1) as f64);
         m.insert("bulk_nodes".into(), self.image.nodes as f64);
+        let loaded = self.workload.loaded_count().max(1) as f64;
+        m.insert("cs_full_cache_bytes_per_key".into(), self.image.full_cache_bytes as f64 / loaded);
         m
     }
 
