@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::tree::{Client, Shared, MOVE_NONE};
 use crate::common::bench::{write_stamp, ThreadSpan};
-use crate::nic::Nic;
+use crate::nic::{Nanos, Nic};
 use crate::sherman::bench::KvLogger;
 use crate::sherman::node::TOMBSTONE;
 use crate::sherman::stats::OpStats;
@@ -77,12 +77,17 @@ pub async fn run_client<N: Nic>(
     let node = c.nic.node();
     let cn = c.shared.cn;
     let mut sequence = 0u64;
-    // Logical repartitioning: the scale-out server starts once the range is handed over; the
-    // old owner's thread 0 moves it.
+    // Logical repartitioning: the old owner's thread 0 moves the range; a scale-out server
+    // starts once it is handed over, a receiver with a partition of its own keeps serving it
+    // and its thread 0 watches for the hand-over between operations.
     let moved = c.shared.parts().moved.filter(|_| c.shared.config.repartition.enabled());
     let mover = moved.is_some_and(|m| m.from == cn) && thread == 0;
     let old_owner = moved.is_some_and(|m| m.from == cn);
-    if moved.is_some_and(|m| m.to == cn) {
+    let receiver = moved.is_some_and(|m| m.to == cn);
+    let existing = c.shared.parts().moves_to_existing();
+    let watcher = receiver && existing && thread == 0;
+    let mut next_poll = c.shared.config.repartition.at_ns;
+    if receiver && !existing {
         if let Err(e) = c.wait_for_range().await {
             c.shared.errors.record(e);
             return;
@@ -98,6 +103,16 @@ pub async fn run_client<N: Nic>(
             if let Err(e) = c.repartition_out().await {
                 c.shared.errors.record(e);
                 return;
+            }
+        }
+        if watcher && c.shared.move_state.load(Ordering::SeqCst) == MOVE_NONE && c.nic.now().0 >= next_poll {
+            match c.receive_range().await {
+                Ok(true) => {}
+                Ok(false) => next_poll = c.nic.now().0 + c.shared.config.repartition.poll_ns,
+                Err(e) => {
+                    c.shared.errors.record(e);
+                    return;
+                }
             }
         }
         c.cur = OpStats::default();
@@ -180,10 +195,22 @@ pub async fn run_client<N: Nic>(
             return;
         }
     }
+    // A receiver whose operations ended before the hand-over still takes the range.
+    while watcher && c.shared.move_state.load(Ordering::SeqCst) == MOVE_NONE {
+        match c.receive_range().await {
+            Ok(true) => {}
+            Ok(false) => c.nic.sleep(Nanos(c.shared.config.repartition.poll_ns)).await,
+            Err(e) => {
+                c.shared.errors.record(e);
+                return;
+            }
+        }
+    }
     if let (Some(first), Some(rate)) = (measured.first(), measured.rate_per_ns()) {
-        if moved.is_some_and(|m| m.to == cn) {
+        if receiver {
+            let name = if existing { "receiver_thread_mops" } else { "scaleout_thread_mops" };
             let mut k = c.shared.counters.lock().unwrap_or_else(|e| e.into_inner());
-            *k.entry("scaleout_thread_mops".into()).or_insert(0.0) += rate * 1e3;
+            *k.entry(name.into()).or_insert(0.0) += rate * 1e3;
         }
         let mut stats = c.shared.stats.lock().unwrap_or_else(|e| e.into_inner());
         stats.thread_rate_sum += rate;

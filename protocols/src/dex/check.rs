@@ -24,7 +24,6 @@ use crate::sherman::node::Node;
 
 pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> {
     let mut holders: Vec<(Gaddr, usize)> = Vec::with_capacity(c.frames.len());
-    let (lo, hi) = parts.range(cn);
     for (i, f) in c.frames.iter().enumerate() {
         if f.state == State::Free {
             continue;
@@ -33,10 +32,13 @@ pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> 
         if f.dirty && f.shared {
             return Err(format!("shared node {} is dirty in frame {i}", f.addr));
         }
-        if f.node.is_leaf() && (f.node.lowest < lo || f.node.highest > hi) {
+        if f.node.is_leaf() && !parts.owns(cn, f.node.lowest, f.node.highest) {
             return Err(format!(
-                "server {cn} caches leaf {} [{}, {}) outside its partition [{lo}, {hi})",
-                f.addr, f.node.lowest, f.node.highest
+                "server {cn} caches leaf {} [{}, {}) outside its partition {:?}",
+                f.addr,
+                f.node.lowest,
+                f.node.highest,
+                parts.ranges(cn)
             ));
         }
         if f.state == State::Hot {
@@ -111,7 +113,7 @@ pub fn check_cache(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> 
 /// boundary node, cached where it was made, as for any partition: never routed to again).
 pub fn check_moved_out(c: &Cache, parts: Partitions, cn: u16) -> Result<(), String> {
     let Some(m) = parts.moved.filter(|m| m.from == cn) else { return Ok(()) };
-    let (mid, hi) = parts.range(m.to);
+    let (mid, hi) = parts.moved_range().expect("a move is planned");
     for (i, f) in c.frames.iter().enumerate() {
         if f.state == State::Free || f.node.highest <= mid || f.node.lowest >= hi {
             continue;

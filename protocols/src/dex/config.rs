@@ -139,8 +139,9 @@ pub struct Config {
 }
 
 /// Logical repartitioning (DEX §4, Fig. 10): at `at_ns` one thread of compute server `from`
-/// flushes its dirty pages and hands the upper half of its key range to a scale-out server (the
-/// last compute server, idle until then; the other servers split the key space as usual).
+/// flushes its dirty pages and hands the upper half of its key range to server `to`: by
+/// default a scale-out server (the last compute server, idle until then; the others split the
+/// key space as usual), or the server of another partition (every server then owns one).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Repartition {
@@ -149,7 +150,10 @@ pub struct Repartition {
     pub at_ns: u64,
     #[serde(default)]
     pub from: u16,
-    /// How often a waiting scale-out thread READs the hand-off word.
+    /// The receiving server: absent for a scale-out server, else another partition's server.
+    #[serde(default)]
+    pub to: Option<u16>,
+    /// How often a waiting receiver READs the hand-off word.
     #[serde(default = "default_poll_ns")]
     pub poll_ns: u64,
 }
@@ -202,7 +206,7 @@ impl Config {
                 ms_rpc_ns: 200,
                 ms_node_ns: 400,
             },
-            repartition: Repartition { at_ns: 0, from: 0, poll_ns: default_poll_ns() },
+            repartition: Repartition { at_ns: 0, from: 0, to: None, poll_ns: default_poll_ns() },
             mutant: Mutant::None,
         }
     }

@@ -21,7 +21,7 @@
 //! | `cpu.remote_line_ns`, `cpu.sockets` | 200, 2 | the hand-off from the other socket; sockets the threads alternate over |
 //! | `cpu.leaf_latch` | `optimistic` | cached leaves' version latches: `optimistic` (the artifact's OLC: a held latch or an overlapped read restarts the operation), `queued` (writers queue, readers wait), `off` |
 //! | `cpu.{pause_ns, yield_ns}` | 45, 300 | a restart's `_mm_pause` and, from the third restart of an operation, `sched_yield()` |
-//! | `repartition.{at_ns, from, poll_ns}` | 0 (off), 0, 5000 | Fig. 10: at `at_ns` server `from` hands the upper half of its range to the last compute server (`tree/repartition.rs`) |
+//! | `repartition.{at_ns, from, to, poll_ns}` | 0 (off), 0, none, 5000 | Fig. 10: at `at_ns` server `from` hands the upper half of its range to the last compute server, or to server `to` if given (`tree/repartition.rs`) |
 //! | `offload.policy` | `cost` | `cost` (§6.1), `always` (Offload-only), `never` |
 //! | `offload.{window, exploration, sample_rate, coefficient}` | 50, 0.01, 0.01, 1.2 | the cost model ([ART]) |
 //! | `offload.ms_threads` | 4 | offload-serving threads per memory server |
@@ -39,7 +39,10 @@
 //! `splits`, `latency_ns_{avg,p50,p99}`, and the same per operation type with the prefix
 //! `lookup_`, `update_`, `insert_`, `scan_`, `delete_`. With repartitioning: `repartition_us`
 //! (switch to hand-over), `repartition_drain_us`, `repartition_flushed_pages`,
-//! `repartition_start_us`, `scaleout_thread_mops` (the scale-out server's thread rates summed).
+//! `repartition_start_us`, `scaleout_thread_mops` (the scale-out server's thread rates summed);
+//! with a receiver that owns a partition already, `receiver_thread_mops` instead,
+//! `repartition_receive_us` (hand-off seen to routing switched), `repartition_received_at_us`
+//! and `repartition_receiver_flushed_pages`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -138,13 +141,18 @@ impl DexPlan {
         if !out.is_empty() {
             return Err(out);
         }
-        // A repartitioning run keeps the last compute server for the scale-out (Fig. 10).
+        // A repartitioning run keeps the last compute server for the scale-out (Fig. 10),
+        // unless the range goes to a server that owns a partition already.
         let parts = if config.repartition.enabled() {
-            let count = point.compute_nodes.saturating_sub(1).max(1);
+            let to = config.repartition.to;
+            let count = match to {
+                Some(_) => point.compute_nodes,
+                None => point.compute_nodes.saturating_sub(1).max(1),
+            };
             if point.compute_nodes < 2 {
                 out.push(Problem::new(
                     "cluster.compute_nodes",
-                    "repartitioning needs at least 2 compute servers (the last one is the scale-out server)",
+                    "repartitioning needs at least 2 compute servers (the old owner and the receiver)",
                 ));
             }
             if config.repartition.from >= count {
@@ -153,10 +161,21 @@ impl DexPlan {
                     format!("must name one of the {count} partitioned compute servers (0..{count})"),
                 ));
             }
+            if let Some(t) = to {
+                if t >= count || t == config.repartition.from {
+                    out.push(Problem::new(
+                        "protocol_options.repartition.to",
+                        format!("must name another of the {count} compute servers than `from` (or be absent: a scale-out server)"),
+                    ));
+                }
+            }
             if w.keyspace < 2 * count as u64 {
                 out.push(Problem::new("workload.keyspace", "too small to split a partition"));
             }
-            Partitions::with_move(count, config.repartition.from, w.keyspace)
+            if !out.is_empty() {
+                return Err(out);
+            }
+            Partitions::with_move(count, config.repartition.from, to, w.keyspace)
         } else {
             Partitions::fixed(point.compute_nodes)
         };
@@ -423,7 +442,7 @@ impl Plan for DexPlan {
         // Repartitioning (Fig. 10): the mover's and the scale-out server's counters.
         for r in reports {
             for (name, v) in &r.counters {
-                if name.starts_with("repartition_") || name == "scaleout_thread_mops" {
+                if name.starts_with("repartition_") || name.ends_with("_thread_mops") {
                     *m.entry(name.clone()).or_insert(0.0) += v;
                 }
             }

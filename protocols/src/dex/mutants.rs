@@ -20,6 +20,7 @@ pub enum Mutant {
     SplitDropsEntry,
     OffloadCachedSubtree,
     RepartitionNoDrain,
+    ReceiverSkipsHandoff,
 }
 
 crate::mutant_table!(Mutant {
@@ -45,4 +46,6 @@ crate::mutant_table!(Mutant {
         "offloading also picks a subtree whose root is cached, so the memory server works on an image with dirty pages and half-done splits still in the cache",
     "repartition-no-drain" => RepartitionNoDrain:
         "a repartitioning hands the range over without waiting for the operations already running on it, so their later write-backs land after the new owner read the nodes",
+    "receiver-skips-handoff" => ReceiverSkipsHandoff:
+        "a server that owns a partition already and receives a range routes into it at the planned time without waiting for the old owner's hand-off word, so it reads nodes whose dirty copies the old owner has not flushed",
 });

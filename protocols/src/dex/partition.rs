@@ -20,14 +20,15 @@ pub const SLOT_SHIFT: u32 = 20;
 pub struct Partitions {
     pub count: u16,
     /// A planned logical repartitioning (Fig. 10): the upper half of one partition's key slots
-    /// moves to a scale-out server.
+    /// moves to a scale-out server or to another partition's server.
     pub moved: Option<Moved>,
     /// Whether this view routes by the repartitioned map (`moved` has happened).
     pub active: bool,
 }
 
 /// The upper half `[mid, hi)` of partition `from` (key slots `half..slots`) moves to server
-/// `to` (a scale-out server, index `count`, idle until then).
+/// `to`: a scale-out server (index `count`, idle until then) or the server of another partition,
+/// which then owns two ranges (adjacent ones when `to == from + 1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Moved {
     pub from: u16,
@@ -45,14 +46,26 @@ impl Partitions {
         Partitions { count, moved: None, active: false }
     }
 
-    /// `count` partitions whose `from` will give its upper half of `keyspace`'s slots to a
-    /// scale-out server.
-    pub fn with_move(count: u16, from: u16, keyspace: u64) -> Partitions {
+    /// `count` partitions whose `from` will give its upper half of `keyspace`'s slots to
+    /// server `to`: `None` for a scale-out server (index `count`), or another partition's.
+    pub fn with_move(count: u16, from: u16, to: Option<u16>, keyspace: u64) -> Partitions {
         let slots = keyspace.div_ceil(count.max(1) as u64).max(2);
         let half = slots / 2;
         let mut p = Partitions::fixed(count);
-        p.moved = Some(Moved { from, to: count, mid: p.key(from, half), half, slots });
+        let to = to.unwrap_or(count);
+        debug_assert!(to != from, "a range moves to another server");
+        p.moved = Some(Moved { from, to, mid: p.key(from, half), half, slots });
         p
+    }
+
+    /// `[mid, hi)`: the key range a planned move hands over.
+    pub fn moved_range(self) -> Option<(u64, u64)> {
+        self.moved.map(|m| (m.mid, self.base_range(m.from).1))
+    }
+
+    /// Whether the planned move goes to a server that owns a partition already.
+    pub fn moves_to_existing(self) -> bool {
+        self.moved.is_some_and(|m| m.to < self.count)
     }
 
     /// The same map after the move.
@@ -83,18 +96,30 @@ impl Partitions {
         ((key >> PART_SHIFT) as u16).min(self.count.saturating_sub(1))
     }
 
-    /// `[lo, hi)` of partition `c`.
-    pub fn range(self, c: u16) -> (u64, u64) {
-        if let Some(m) = self.active_move() {
-            let (lo, hi) = self.base_range(m.from);
-            if c == m.from {
-                return (lo, m.mid);
+    /// The ranges server `c` owns, ascending, adjacent ones merged: one, or two after a move
+    /// to a server that owns a partition already (none for an idle scale-out server).
+    pub fn ranges(self, c: u16) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(2);
+        for (lo, hi) in self.segments() {
+            if self.owner(lo) != c {
+                continue;
             }
-            if c == m.to {
-                return (m.mid, hi);
+            match out.last_mut() {
+                Some(last) if last.1 == lo => last.1 = hi,
+                _ => out.push((lo, hi)),
             }
         }
-        self.base_range(c)
+        out
+    }
+
+    /// The range of server `c` that holds `key` (`None` if `c` does not own it).
+    pub fn range_of(self, c: u16, key: u64) -> Option<(u64, u64)> {
+        self.ranges(c).into_iter().find(|&(lo, hi)| key >= lo && key < hi)
+    }
+
+    /// Whether server `c` owns every key of `[lo, hi)`.
+    pub fn owns(self, c: u16, lo: u64, hi: u64) -> bool {
+        self.range_of(c, lo).is_some_and(|(_, end)| hi <= end)
     }
 
     /// The key ranges the bulk load cuts leaves at: every partition, and a planned move's
@@ -114,19 +139,41 @@ impl Partitions {
         out
     }
 
-    /// Key slot `j` of server `c`'s share: `(partition, slot)` (after a move the two servers
-    /// of the split partition each draw from their half).
+    /// Key slot `j` of server `c`'s share: `(partition, slot)`. After a move the two servers of
+    /// the split partition each draw from their half; [CHOICE] a receiver that owns a partition
+    /// already draws over both ranges, its own `slots` and the moved `slots - half`, in
+    /// proportion (`j` scaled over the union, so the order of its own slots is kept).
     fn slot_of(self, c: u16, j: u64) -> (u16, u64) {
         match self.active_move() {
             Some(m) if c == m.from => (c, j % m.half),
-            Some(m) if c == m.to => (m.from, m.half + j % (m.slots - m.half)),
+            Some(m) if c == m.to && m.to >= self.count => (m.from, m.half + j % (m.slots - m.half)),
+            Some(m) if c == m.to => {
+                let union = 2 * m.slots - m.half;
+                let u = (j % m.slots) * union / m.slots;
+                if u < m.slots {
+                    (c, u)
+                } else {
+                    (m.from, m.half + (u - m.slots))
+                }
+            }
             _ => (c, j),
         }
     }
 
-    /// Whether a node with fences `[lowest, highest)` crosses a partition boundary.
+    /// Whether a node with fences `[lowest, highest)` holds keys of two servers. After a move
+    /// to a server with a partition of its own, a server's keys need not be contiguous, so
+    /// every boundary inside the node is checked, not only its two ends.
     pub fn is_shared(self, lowest: u64, highest: u64) -> bool {
-        self.owner(lowest) != self.owner(highest.saturating_sub(1).max(lowest))
+        let last = highest.saturating_sub(1).max(lowest);
+        let o = self.owner(lowest);
+        if o != self.owner(last) {
+            return true;
+        }
+        if !self.moves_to_existing() || !self.active {
+            return false; // every server's keys are one range
+        }
+        let inner = |b: u64| b > lowest && b <= last && self.owner(b) != o;
+        (1..self.count).any(|c| inner((c as u64) << PART_SHIFT)) || self.moved.is_some_and(|m| inner(m.mid))
     }
 
     /// The key of the `j`-th key slot of partition `c` (low `SLOT_SHIFT` bits clear).
@@ -168,9 +215,9 @@ mod tests {
         assert_eq!(p.owner(0), 0);
         assert_eq!(p.owner(p.key(1, 5)), 1);
         assert_eq!(p.owner(u64::MAX - 1), 2);
-        assert_eq!(p.range(2).1, u64::MAX);
+        assert_eq!(p.ranges(2), vec![(2 << PART_SHIFT, u64::MAX)]);
         assert!(p.is_shared(0, u64::MAX));
-        assert!(!p.is_shared(p.key(1, 0), p.range(1).1));
+        assert!(!p.is_shared(p.key(1, 0), 2 << PART_SHIFT));
         assert!(p.is_shared(p.key(0, 7), p.key(1, 0)));
         assert_eq!(p.load_key(4), p.key(1, 1));
         assert_eq!(p.request_key(2, 7), p.key(2, 2));
@@ -182,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_move_gives_the_upper_half_to_the_new_server() {
-        let before = Partitions::with_move(2, 0, 40);
+        let before = Partitions::with_move(2, 0, None, 40);
         let m = before.moved.unwrap();
         assert_eq!((m.to, m.half, m.slots), (2, 10, 20));
         assert_eq!(before.owner(before.key(0, 15)), 0);
@@ -191,8 +238,10 @@ mod tests {
         assert_eq!(after.owner(after.key(0, 15)), 2);
         assert_eq!(after.owner(after.key(0, 9)), 0);
         assert_eq!(after.owner(after.key(1, 3)), 1);
-        assert_eq!(after.range(0), (0, m.mid));
-        assert_eq!(after.range(2), (m.mid, 1 << PART_SHIFT));
+        assert_eq!(after.ranges(0), vec![(0, m.mid)]);
+        assert_eq!(after.ranges(2), vec![(m.mid, 1 << PART_SHIFT)]);
+        assert_eq!(before.ranges(2), vec![]);
+        assert_eq!(after.moved_range(), Some((m.mid, 1 << PART_SHIFT)));
         assert!(after.is_shared(0, 1 << PART_SHIFT));
         assert!(!before.is_shared(0, 1 << PART_SHIFT));
         for i in 0..200 {
@@ -201,5 +250,46 @@ mod tests {
             assert_eq!(after.owner(after.insert_key(2, 100 + i, 40, 100)), 2);
             assert_eq!(after.owner(after.insert_key(0, 100 + i, 40, 100)), 0);
         }
+    }
+
+    #[test]
+    fn a_move_to_a_server_with_a_partition_gives_it_two_ranges() {
+        // Partition 0's upper half goes to server 2: partition 1 lies between its two ranges.
+        let before = Partitions::with_move(3, 0, Some(2), 60);
+        let m = before.moved.unwrap();
+        assert!(before.moves_to_existing());
+        assert_eq!((m.to, m.half, m.slots), (2, 10, 20));
+        let after = before.after_move();
+        let p1 = 1u64 << PART_SHIFT;
+        assert_eq!(after.ranges(2), vec![(m.mid, p1), (2 * p1, u64::MAX)]);
+        assert_eq!(after.ranges(0), vec![(0, m.mid)]);
+        assert_eq!(after.range_of(2, after.key(2, 3)), Some((2 * p1, u64::MAX)));
+        assert_eq!(after.range_of(2, after.key(1, 3)), None);
+        assert!(after.owns(2, m.mid, p1) && !after.owns(2, m.mid, p1 + 1));
+        // A node from the moved range to server 2's own range spans partition 1: shared,
+        // although both its ends belong to server 2.
+        assert!(after.is_shared(m.mid, 3 * p1));
+        assert!(!before.is_shared(m.mid, p1));
+        assert!(!after.is_shared(m.mid, p1));
+        assert!(after.is_shared(0, p1));
+        // Server 2 draws over both of its ranges, server 0 over the half it kept.
+        let (mut own, mut moved) = (0, 0);
+        for i in 0..600 {
+            let k = after.request_key(2, i);
+            assert_eq!(after.owner(k), 2);
+            if k < p1 {
+                moved += 1;
+            } else {
+                own += 1;
+            }
+            assert_eq!(after.owner(after.request_key(0, i)), 0);
+            assert_eq!(after.owner(after.insert_key(2, 100 + i, 60, 100)), 2);
+        }
+        assert!(own > 0 && moved > 0, "{own} {moved}");
+        // Adjacent: partition 1's upper half to server 2 joins server 2's range.
+        let adj = Partitions::with_move(3, 1, Some(2), 60).after_move();
+        let mid = adj.moved.unwrap().mid;
+        assert_eq!(adj.ranges(2), vec![(mid, u64::MAX)]);
+        assert!(!adj.is_shared(mid, 3 * p1));
     }
 }

@@ -759,7 +759,7 @@ impl<N: Nic> Client<N> {
     /// starting at the leaf's upper fence (leaves are not linked). [CHOICE] a scan stops at the
     /// end of this server's partition.
     pub async fn scan(&mut self, from: u64, n: usize) -> ProtocolResult<Vec<(u64, u64)>> {
-        let (_, part_end) = self.shared.parts().range(self.shared.cn);
+        let part_end = self.shared.parts().range_of(self.shared.cn, from).map_or(from, |r| r.1);
         let mut out = Vec::new();
         let mut k = from;
         loop {

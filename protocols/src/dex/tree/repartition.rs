@@ -18,6 +18,13 @@
 //!    servers share no memory; a scale-out server READs the word every `repartition.poll_ns`
 //!    until it is set, then starts with an empty cache).
 //!
+//! A receiver that owns a partition already (`repartition.to`) keeps serving it meanwhile; its
+//! thread 0 READs the hand-off word between operations every `poll_ns` from `at_ns` on. Once
+//! it is set, [CHOICE] the receiver flushes its cached tree and drops its COOLING copies
+//! overlapping the moved range, as the old owner does, before it routes by the new map: a node
+//! it cached inside the range (the right half of a boundary split it made, never routed to
+//! since) may be stale, because the old owner changed it meanwhile.
+//!
 //! Invariant (`check.rs` 'repartition safety', the spec's invariant 13): once handed over, the
 //! old owner caches nothing in the moved range but nodes that cross the boundary, all marked
 //! shared, and no dirty page among them.
@@ -54,34 +61,8 @@ impl<N: Nic> Client<N> {
         let drained = self.nic.now().0;
         let writes_before = self.cur.writes;
         self.flush_all().await?;
-        let (mid, hi) = {
-            let m = self.shared.parts().moved.expect("a move is planned");
-            self.shared.parts().range(m.to)
-        };
-        loop {
-            let done = {
-                let mut c = self.shared.cache();
-                if c.quiet(mid, hi) {
-                    let stale: Vec<FrameId> = (0..c.frames.len())
-                        .filter(|f| {
-                            let fr = &c.frames[*f];
-                            fr.state == State::Cooling && fr.node.lowest < hi && fr.node.highest > mid
-                        })
-                        .collect();
-                    for f in stale {
-                        let freed = c.release(f);
-                        c.pool.push(freed);
-                    }
-                    true
-                } else {
-                    false
-                }
-            };
-            if done {
-                break;
-            }
-            self.backoff().await;
-        }
+        let (mid, hi) = self.shared.parts().moved_range().expect("a move is planned");
+        self.drop_cooling(mid, hi).await;
         let flushed = self.cur.writes - writes_before;
         self.batch(&[Verb::WriteWord { remote: self.handoff_word(), value: 1 }], "hand the range over")
             .await?;
@@ -93,6 +74,55 @@ impl<N: Nic> Client<N> {
         k.insert("repartition_flushed_pages".into(), flushed as f64);
         k.insert("repartition_start_us".into(), start as f64 / 1e3);
         Ok(())
+    }
+
+    /// Drop every COOLING copy overlapping `[lo, hi)` once nothing there is in flight.
+    async fn drop_cooling(&mut self, lo: u64, hi: u64) {
+        loop {
+            {
+                let mut c = self.shared.cache();
+                if c.quiet(lo, hi) {
+                    let stale: Vec<FrameId> = (0..c.frames.len())
+                        .filter(|f| {
+                            let fr = &c.frames[*f];
+                            fr.state == State::Cooling && fr.node.lowest < hi && fr.node.highest > lo
+                        })
+                        .collect();
+                    for f in stale {
+                        let freed = c.release(f);
+                        c.pool.push(freed);
+                    }
+                    return;
+                }
+            }
+            self.backoff().await;
+        }
+    }
+
+    /// A receiver with a partition of its own, between two of its operations: `true` once the
+    /// range is handed over and this server routes by the new map (see the module comment).
+    pub async fn receive_range(&mut self) -> ProtocolResult<bool> {
+        let seen = self.nic.now().0;
+        if self.mutant() != Mutant::ReceiverSkipsHandoff {
+            let word = self.buf + 2 * NODE_BYTES;
+            let read = Verb::Read { remote: self.handoff_word(), local_bytes: word, len_bytes: 8 };
+            self.nic.try_batch(&[read], "read the hand-off word").await?;
+            if self.nic.local().load(word) == 0 {
+                return Ok(false);
+            }
+            let (mid, hi) = self.shared.parts().moved_range().expect("a move is planned");
+            let writes_before = self.cur.writes;
+            self.flush_all().await?;
+            self.drop_cooling(mid, hi).await;
+            let mut k = self.shared.counters.lock().unwrap_or_else(|e| e.into_inner());
+            k.insert("repartition_receiver_flushed_pages".into(), (self.cur.writes - writes_before) as f64);
+        }
+        self.shared.move_state.store(MOVE_DONE, Ordering::SeqCst);
+        let end = self.nic.now().0;
+        let mut k = self.shared.counters.lock().unwrap_or_else(|e| e.into_inner());
+        k.insert("repartition_receive_us".into(), (end - seen) as f64 / 1e3);
+        k.insert("repartition_received_at_us".into(), end as f64 / 1e3);
+        Ok(true)
     }
 
     /// The scale-out server's side: wait for the hand-off word, then route by the new map.
