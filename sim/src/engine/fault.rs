@@ -4,8 +4,12 @@
 //!   (only when a rate is set, so fault-free runs keep their choice logs). Option 0 is "no fault",
 //!   so shrinking a log toward 0 removes faults. A *drop* models what an RC queue pair does with a
 //!   lost packet: the NIC retransmits after `send_retransmit_ns`; per-QP FIFO still holds because
-//!   later messages on the QP are clamped behind it. One-sided verbs are not faulted (their loss
-//!   on RC is the same retransmission, which the jitter already covers in shape).
+//!   later messages on the QP are clamped behind it.
+//! * **Verb delay.** The same for one-sided verbs (READ, WRITE, atomics), opt-in (`verb-delay`):
+//!   a lost request packet that the RC NIC retransmits after its timeout, up to
+//!   `verb_delay_ns_max` later; later verbs on the queue pair wait behind it (per-QP order), so
+//!   only verbs on *other* queue pairs overtake it. Its own decision per verb, drawn only when a
+//!   rate is set.
 //! * **Pause.** A node's tasks are not polled in `[from_ns, until_ns)`: a descheduled process or
 //!   a GC pause. Its NIC keeps serving one-sided verbs and queueing messages, as hardware does.
 //! * **Crash.** A pause that never ends (`until_ns == u64::MAX`): the node's tasks never run
@@ -47,6 +51,9 @@ pub struct FaultPlan {
     /// Per-mille chance that a SEND is lost once and retransmitted after `send_retransmit_ns`.
     pub send_drop_permille: u32,
     pub send_retransmit_ns: u64,
+    /// Per-mille chance that a one-sided verb's request arrives up to `verb_delay_ns_max` late.
+    pub verb_delay_permille: u32,
+    pub verb_delay_ns_max: u64,
     /// `(node, from_ns, until_ns)`: the node's tasks are not polled in that window
     /// (`until_ns == u64::MAX`: a crash).
     pub pauses: Vec<(NodeId, u64, u64)>,
@@ -166,6 +173,25 @@ impl World {
         self.trace.hash_event(now, 6, extra_ns);
         self.trace.line(now, target.0, "FAULT", |l| {
             let _ = write!(l, "{what} SEND n{}>n{} +{extra_ns}ns", source.0, target.0);
+        });
+        extra_ns * PS_PER_NS
+    }
+
+    /// The extra delay of one one-sided verb's request from `source` to `target`, in
+    /// picoseconds: 0, or a verb-delay fault drawn from the plan.
+    pub(super) fn verb_fault_ps(&mut self, source: NodeId, target: NodeId) -> u64 {
+        let rate = self.faults.verb_delay_permille.min(FAULT_OPTIONS as u32) as u64;
+        if rate == 0 {
+            return 0;
+        }
+        if self.choice.choose(ChoiceKind::Fault, FAULT_OPTIONS) < FAULT_OPTIONS - rate {
+            return 0;
+        }
+        let extra_ns = self.choice.choose(ChoiceKind::Fault, self.faults.verb_delay_ns_max + 1);
+        let now = self.now_ns;
+        self.trace.hash_event(now, 6, extra_ns);
+        self.trace.line(now, target.0, "FAULT", |l| {
+            let _ = write!(l, "delay verb n{}>n{} +{extra_ns}ns", source.0, target.0);
         });
         extra_ns * PS_PER_NS
     }

@@ -218,6 +218,9 @@ impl World {
             if self.ops[id as usize].send.is_some() {
                 // Injected SEND delay or drop+retransmit (engine/fault.rs); 0 without a plan.
                 jitter += self.send_fault_ps(source, target);
+            } else {
+                // Injected one-sided verb delay (engine/fault.rs); 0 without a plan.
+                jitter += self.verb_fault_ps(source, target);
             }
             let qp_state = &mut self.qp_states[qp as usize];
             // Per-QP FIFO on the wire: a later request never overtakes an earlier one.

@@ -179,6 +179,9 @@ impl std::fmt::Display for Swarm {
         if p.send_drop_permille > 0 {
             write!(f, " drop={}‰(rto {}ns)", p.send_drop_permille, p.send_retransmit_ns)?;
         }
+        if p.verb_delay_permille > 0 {
+            write!(f, " verb-delay={}‰≤{}ns", p.verb_delay_permille, p.verb_delay_ns_max)?;
+        }
         for (node, from, until) in &p.pauses {
             if *until == u64::MAX {
                 write!(f, " crash=n{}@{from}ns", node.0)?;
@@ -237,6 +240,12 @@ pub fn draw(spec: &FuzzSpec, seed: u64, faults: Faults, clients_of: &ClientsOf) 
     }
     if faults.pause {
         plan.pauses.extend(pauses.into_iter().take(pause_count));
+    }
+    if faults.verb_delay {
+        // Drawn after every other decision, and only when asked for, so the swarms of
+        // campaigns without it stay as they were.
+        plan.verb_delay_permille = [20, 100, 300][pick(3, unit())];
+        plan.verb_delay_ns_max = [2_000, 20_000][pick(2, unit())];
     }
     let crash = (faults.crash && crash_drawn).then_some((crash_node, crash_at));
     if let Some((node, at)) = crash {

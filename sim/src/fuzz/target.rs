@@ -36,10 +36,14 @@ pub struct Faults {
     pub pause: bool,
     /// A compute node stops for good.
     pub crash: bool,
+    /// Extra latency on some one-sided verbs (READ, WRITE, atomics): a lost packet the RC NIC
+    /// retransmits after its timeout. Per-QP order still holds.
+    #[serde(default)]
+    pub verb_delay: bool,
 }
 
 impl Faults {
-    pub const NAMES: &'static [&'static str] = &["delay", "drop", "pause", "crash"];
+    pub const NAMES: &'static [&'static str] = &["delay", "drop", "pause", "crash", "verb-delay"];
 
     /// Parse `none`, `all`, or a comma-separated subset of [`Faults::NAMES`].
     pub fn parse(text: &str) -> Result<Faults, String> {
@@ -47,11 +51,14 @@ impl Faults {
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match part {
                 "none" => {}
-                "all" => faults = Faults { delay: true, drop: true, pause: true, crash: true },
+                "all" => {
+                    faults = Faults { delay: true, drop: true, pause: true, crash: true, verb_delay: true }
+                }
                 "delay" => faults.delay = true,
                 "drop" => faults.drop = true,
                 "pause" => faults.pause = true,
                 "crash" => faults.crash = true,
+                "verb-delay" => faults.verb_delay = true,
                 other => {
                     return Err(format!(
                         "unknown fault {other:?} (known: none, all, {})",
@@ -64,13 +71,13 @@ impl Faults {
     }
 
     pub fn any(&self) -> bool {
-        self.delay || self.drop || self.pause || self.crash
+        self.delay || self.drop || self.pause || self.crash || self.verb_delay
     }
 }
 
 impl std::fmt::Display for Faults {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let on: Vec<&str> = [self.delay, self.drop, self.pause, self.crash]
+        let on: Vec<&str> = [self.delay, self.drop, self.pause, self.crash, self.verb_delay]
             .iter()
             .zip(Faults::NAMES)
             .filter(|(on, _)| **on)

@@ -4,6 +4,7 @@
 //! ```json
 //! "faults": {
 //!   "send_delay": { "permille": 50, "max_ns": 2000 },
+//!   "verb_delay": { "permille": 20, "max_ns": 20000 },
 //!   "send_drop": { "permille": 20, "retransmit_ns": 10000 },
 //!   "pauses": [ { "compute_node": 1, "from_ns": 100000, "until_ns": 150000 } ],
 //!   "compute_crashes": [ { "compute_node": 2, "at_ns": 400000 } ],
@@ -37,6 +38,10 @@ pub struct FaultsSpec {
     /// `permille`/1000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_drop: Option<SendDrop>,
+    /// Each one-sided verb (READ, WRITE, atomic) arrives up to `max_ns` late with probability
+    /// `permille`/1000 (a lost packet the RC NIC retransmits; per-QP order holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verb_delay: Option<SendDelay>,
     /// A client node's tasks are not run in `[from_ns, until_ns)`; its NIC keeps serving.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pauses: Vec<Pause>,
@@ -166,6 +171,10 @@ impl FaultsSpec {
                 out.push(Problem::new("faults.send_drop.retransmit_ns", "must be positive"));
             }
         }
+        if let Some(d) = &self.verb_delay {
+            permille(&mut out, "faults.verb_delay.permille", d.permille);
+            bounded(&mut out, "faults.verb_delay.max_ns", d.max_ns);
+        }
         if let (Some(a), Some(b)) = (&self.send_delay, &self.send_drop) {
             if a.permille + b.permille > 1000 {
                 out.push(Problem::new(
@@ -253,6 +262,10 @@ impl FaultsSpec {
             plan.send_drop_permille = d.permille;
             plan.send_retransmit_ns = d.retransmit_ns;
         }
+        if let Some(d) = &self.verb_delay {
+            plan.verb_delay_permille = d.permille;
+            plan.verb_delay_ns_max = d.max_ns;
+        }
         plan.pauses.extend(self.pauses.iter().map(|p| (client(p.compute_node), p.from_ns, p.until_ns)));
         plan.pauses.extend(self.compute_crashes.iter().map(|c| (client(c.compute_node), c.at_ns, u64::MAX)));
         plan.memory_crashes = self.memory_crashes.iter().map(|c| (NodeId(c.memory_node), c.at_ns)).collect();
@@ -281,6 +294,10 @@ pub fn merge_plans(base: &FaultPlan, extra: &FaultPlan) -> FaultPlan {
     if extra.send_drop_permille > 0 {
         out.send_drop_permille = extra.send_drop_permille;
         out.send_retransmit_ns = extra.send_retransmit_ns;
+    }
+    if extra.verb_delay_permille > 0 {
+        out.verb_delay_permille = extra.verb_delay_permille;
+        out.verb_delay_ns_max = extra.verb_delay_ns_max;
     }
     out.pauses.extend(extra.pauses.iter().copied());
     out.memory_crashes.extend(extra.memory_crashes.iter().copied());
