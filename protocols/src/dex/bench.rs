@@ -153,10 +153,18 @@ pub async fn run_client<N: Nic>(
                 let s = TOMBSTONE | stamp();
                 c.store(key, s).await.map(|old| vec![(key, Some(s), old)])
             }
-            OpKind::Scan { len } => c
-                .scan(key, len as usize)
-                .await
-                .map(|rows| rows.into_iter().map(|(k, v)| (k, None, v)).collect()),
+            OpKind::Scan { len } => c.scan(key, len as usize).await.map(|rows| {
+                if let Some(l) = &logger {
+                    let record = super::check::ScanRecord {
+                        client: l.client,
+                        from: key,
+                        requested: len,
+                        keys: rows.iter().map(|(k, _)| *k).collect(),
+                    };
+                    c.shared.scans.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+                }
+                rows.into_iter().map(|(k, v)| (k, None, v)).collect()
+            }),
         };
         let accesses = match result {
             Ok(a) => a,

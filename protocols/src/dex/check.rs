@@ -16,6 +16,8 @@
 //! sorted separators, reachability), every RDMA lock free, no leaf crossing a partition
 //! boundary, and no key a completed write stored missing.
 
+use serde::{Deserialize, Serialize};
+
 use super::cache::{Cache, Entry, State};
 use super::partition::Partitions;
 use crate::harness::Memory;
@@ -123,6 +125,50 @@ pub fn check_moved_out(c: &Cache, parts: Partitions, cn: u16) -> Result<(), Stri
             return Err(format!(
                 "after handing [{mid}, {hi}) to server {} it still caches node {} [{}, {}) (frame {i}, {:?}, shared {}, dirty {})",
                 m.to, f.addr, f.node.lowest, f.node.highest, f.state, f.shared, f.dirty
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One completed scan as its client saw it: the start key, how many entries it asked for and
+/// the keys it returned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScanRecord {
+    pub client: u32,
+    pub from: u64,
+    pub requested: u32,
+    pub keys: Vec<u64>,
+}
+
+/// Scan completeness (the per-key checkers see only the keys a scan returned, not the ones it
+/// skipped): a key that is live for the whole run — bulk-loaded and never the target of a
+/// delete — and lies between a scan's start and the last key it returned must be among them.
+pub fn check_scans_complete(
+    loaded: &[u64],
+    history: &[crate::harness::LoggedOp],
+    scans: &[ScanRecord],
+) -> Result<(), String> {
+    use std::collections::BTreeSet;
+    let deleted: BTreeSet<u64> = history
+        .iter()
+        .filter(|o| o.write.is_some_and(|v| v & crate::sherman::node::TOMBSTONE != 0))
+        .map(|o| o.key)
+        .collect();
+    let mut stable: Vec<u64> = loaded.iter().copied().filter(|k| !deleted.contains(k)).collect();
+    stable.sort_unstable();
+    for s in scans {
+        let Some(&last) = s.keys.last() else { continue };
+        let got: BTreeSet<u64> = s.keys.iter().copied().collect();
+        let lo = stable.partition_point(|k| *k < s.from);
+        let hi = stable.partition_point(|k| *k <= last);
+        if let Some(missed) = stable[lo..hi].iter().find(|k| !got.contains(k)) {
+            return Err(format!(
+                "client {}'s scan from {} ({} of {} entries, up to {last}) skipped key {missed}, live for the whole run",
+                s.client,
+                s.from,
+                s.keys.len(),
+                s.requested
             ));
         }
     }

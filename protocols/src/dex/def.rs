@@ -50,7 +50,7 @@ use std::sync::Arc;
 use super::bench::{run_client, Redraw, Routing};
 use super::bulk::{build, frames_needed, BulkTree};
 use super::cache::Cache;
-use super::check::{check_cache, check_leaf_ownership, check_moved_out};
+use super::check::{check_cache, check_leaf_ownership, check_moved_out, check_scans_complete, ScanRecord};
 use super::config::{Config, Cooling, VERSIONS};
 use super::offload::serve;
 use super::partition::{Partitions, MAX_PARTITIONS};
@@ -400,9 +400,14 @@ impl Plan for DexPlan {
                 let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let samples = stats.latencies.concat();
                 let counters = shared.counters.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let mut extra = serde_json::to_value(&stats).unwrap_or(serde_json::Value::Null);
+                let scans = std::mem::take(&mut *shared.scans.lock().unwrap_or_else(|e| e.into_inner()));
+                if let (false, Some(o)) = (scans.is_empty(), extra.as_object_mut()) {
+                    o.insert("scans".into(), serde_json::to_value(&scans).unwrap_or_default());
+                }
                 NodeReport {
                     counters,
-                    extra: serde_json::to_value(&stats).unwrap_or(serde_json::Value::Null),
+                    extra,
                     samples,
                     history: log.map(|l| l.snapshot()).unwrap_or_default(),
                     error: report_error(shared.errors.first()),
@@ -490,6 +495,19 @@ impl Plan for DexPlan {
     fn verify(&self, reports: &[NodeReport], memory: Option<Memory>) -> Result<(), Violation> {
         if let Some(e) = crate::harness::first_error(reports) {
             return Err(Violation::new("no protocol error", e.to_string()));
+        }
+        let scans: Vec<ScanRecord> = reports
+            .iter()
+            .filter_map(|r| r.extra.get("scans"))
+            .filter_map(|v| serde_json::from_value::<Vec<ScanRecord>>(v.clone()).ok())
+            .flatten()
+            .collect();
+        if !scans.is_empty() {
+            let loaded: Vec<u64> = (0..self.workload.bulk_load()).map(|i| self.parts.load_key(i)).collect();
+            let history: Vec<crate::harness::LoggedOp> =
+                reports.iter().flat_map(|r| r.history.iter().cloned()).collect();
+            check_scans_complete(&loaded, &history, &scans)
+                .map_err(|m| Violation::new("scans complete", m))?;
         }
         let Some(memory) = memory else { return Ok(()) };
         if !self.quiesce {

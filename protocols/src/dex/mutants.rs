@@ -21,6 +21,7 @@ pub enum Mutant {
     OffloadCachedSubtree,
     RepartitionNoDrain,
     ReceiverSkipsHandoff,
+    ScanSkipsFenceKey,
 }
 
 crate::mutant_table!(Mutant {
@@ -48,4 +49,6 @@ crate::mutant_table!(Mutant {
         "a repartitioning hands the range over without waiting for the operations already running on it, so their later write-backs land after the new owner read the nodes",
     "receiver-skips-handoff" => ReceiverSkipsHandoff:
         "a server that owns a partition already and receives a range routes into it at the planned time without waiting for the old owner's hand-off word, so it reads nodes whose dirty copies the old owner has not flushed",
+    "scan-skips-fence-key" => ScanSkipsFenceKey:
+        "a scan continuing into the next leaf treats its lower fence as exclusive and skips the key equal to it",
 });

@@ -89,6 +89,8 @@ pub struct Shared {
     pub active: AtomicU64,
     /// The first offload that met a node not covering its key (a half-done split).
     pub torn: Mutex<Option<String>>,
+    /// Completed scans, when the run logs histories (`check::check_scans_complete`).
+    pub scans: Mutex<Vec<crate::dex::check::ScanRecord>>,
     /// The timing of the cooling structure's locks.
     cooling_locks: Mutex<locks::CoolingLocks>,
     /// The timing of the cached leaves' write latches.
@@ -122,6 +124,7 @@ impl Shared {
             ops_done: AtomicU64::new(0),
             active: AtomicU64::new(threads as u64),
             torn: Mutex::new(None),
+            scans: Mutex::new(Vec::new()),
             cooling_locks,
             leaf_latches: Mutex::new(locks::LeafLatches::new()),
         }
@@ -783,6 +786,11 @@ impl<N: Nic> Client<N> {
                 (live, node.highest)
             };
             live.sort_unstable();
+            if self.mutant() == Mutant::ScanSkipsFenceKey && k != from {
+                // The next leaf starts at the previous one's upper fence: skipping it as if it
+                // were exclusive loses the leaf's lowest key.
+                live.retain(|(key, _)| *key > k);
+            }
             for e in live {
                 if out.len() == n {
                     break;
