@@ -329,3 +329,23 @@ fn selcc_applications_five_thousand_schedules() {
     campaign("selcc/sherman-fig17-fuzz-small.json");
     campaign("selcc/tpcc-2pc-fuzz-small.json");
 }
+
+#[test]
+fn dex_receiver_regressions() {
+    // Session 27's 100,000-schedule campaign (faults delay,drop,pause) found two failures of
+    // a range moved to the adjacent running server: a node across the boundary the move
+    // removed was shared for the receiver's operations that started before the switch and its
+    // own for those after (an offload met a half-done split; a descent looped on a parent that
+    // was never written back). Nodes shared before a move stay shared (`Partitions::is_shared`).
+    let target = ProtocolTarget::from_json(&scenario_text("dex/fuzz-small.json"), &registry::sim()).unwrap();
+    let spec = CampaignSpec {
+        seeds: vec![10_012_736, 10_067_289],
+        strategy: StrategyKind::Random,
+        mutant: "none".into(),
+        faults: Faults { delay: true, drop: true, pause: true, crash: false, verb_delay: false },
+        stop_after: None,
+        progress: false,
+    };
+    let summary = run_campaign(&target, &spec).summary;
+    assert_eq!(summary.violations, 0, "{:?}", summary.failures);
+}

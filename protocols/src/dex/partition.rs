@@ -160,9 +160,13 @@ impl Partitions {
         }
     }
 
-    /// Whether a node with fences `[lowest, highest)` holds keys of two servers. After a move
-    /// to a server with a partition of its own, a server's keys need not be contiguous, so
-    /// every boundary inside the node is checked, not only its two ends.
+    /// Whether a node with fences `[lowest, highest)` is shared: it holds keys of two servers.
+    /// After a move to a server with a partition of its own, a server's keys need not be
+    /// contiguous, so every boundary inside the node is checked, not only its two ends; and a
+    /// node shared before the move stays shared (a move to the adjacent server removes a
+    /// boundary: the receiver's operations that started before the switch still treat the node
+    /// as shared, RDMA-locked and written through, so one that started after must not treat it
+    /// as its own, cached dirty or offloaded, beside them).
     pub fn is_shared(self, lowest: u64, highest: u64) -> bool {
         let last = highest.saturating_sub(1).max(lowest);
         let o = self.owner(lowest);
@@ -173,7 +177,9 @@ impl Partitions {
             return false; // every server's keys are one range
         }
         let inner = |b: u64| b > lowest && b <= last && self.owner(b) != o;
-        (1..self.count).any(|c| inner((c as u64) << PART_SHIFT)) || self.moved.is_some_and(|m| inner(m.mid))
+        (1..self.count).any(|c| inner((c as u64) << PART_SHIFT))
+            || self.moved.is_some_and(|m| inner(m.mid))
+            || Partitions { active: false, ..self }.is_shared(lowest, highest)
     }
 
     /// The key of the `j`-th key slot of partition `c` (low `SLOT_SHIFT` bits clear).
@@ -290,6 +296,8 @@ mod tests {
         let adj = Partitions::with_move(3, 1, Some(2), 60).after_move();
         let mid = adj.moved.unwrap().mid;
         assert_eq!(adj.ranges(2), vec![(mid, u64::MAX)]);
-        assert!(!adj.is_shared(mid, 3 * p1));
+        assert!(!adj.is_shared(mid, 2 * p1) && !adj.is_shared(2 * p1, 3 * p1));
+        // A node across the boundary the move removed stays shared.
+        assert!(adj.is_shared(mid, 3 * p1));
     }
 }
