@@ -161,8 +161,8 @@ fn scalestore_eviction_five_thousand_schedules() {
 #[test]
 fn scalestore_adaptation_schedules() {
     // Figs. 9 and 10's paths through the B-link tree over eviction: storage nodes holding
-    // every directory while compute nodes (no directory, no pool) join and leave, 2,000
-    // schedules (~100 per second in release); partitions moving between nodes every few
+    // every directory while compute nodes (no directory, no pool) join and leave, 5,000
+    // schedules (~250 per second in release); partitions moving between nodes every few
     // microseconds, 300 (~5 per second: a tree run with SSD reads and every invariant after
     // every event). The larger campaigns are in protocols/src/scalestore/NEEDS.md.
     campaign("scalestore/blink-elastic-fuzz-small.json");
@@ -183,7 +183,7 @@ fn scalestore_tree_on_memory_and_compute_nodes_schedules() {
 fn scalestore_baselines_schedules() {
     // The FIFO-queue and busy-polling baselines (`protocol_options.conflicts`): one request per
     // page at a time at the directory, `Done` acknowledgments, refusals and back-offs, the
-    // directory's own workers bypassing the queue; the same checkers. 2,000 each (about 800
+    // directory's own workers bypassing the queue; the same checkers. 5,000 each (about 1,000
     // schedules/s in release); the 20,000 random and 5,000 PCT campaigns are in
     // protocols/src/scalestore/NEEDS.md.
     campaign("scalestore/fuzz-small-fifo.json");
@@ -268,7 +268,7 @@ fn dolphin_needs_ascending_tearing() {
 fn difache_cmcache_five_thousand_schedules() {
     // CMCache's manager on a CN or MN 0, 1-4 handler threads, slot reuse, jitter; no valid
     // stale slot after every event, regular reads after the run (the long campaigns are in
-    // protocols/src/difache/NEEDS.md). 1,500 to stay inside the CI budget.
+    // protocols/src/difache/NEEDS.md).
     campaign("difache/fuzz-cmcache.json");
 }
 
@@ -278,7 +278,7 @@ fn difache_atomics_five_thousand_schedules() {
     // invalidations under noAC) mixed with cached reads and writes, the fuzz-small swarm plus
     // the atomic share (`scenarios/difache/fuzz-atomic.json`); a CAS that finds another value
     // than its client read under the lock is a violation. The long campaigns are in
-    // protocols/src/difache/NEEDS.md; 2,000 here for the CI budget.
+    // protocols/src/difache/NEEDS.md.
     campaign("difache/fuzz-atomic.json");
 }
 

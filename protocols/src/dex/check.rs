@@ -9,12 +9,15 @@
 //!   one cooling-map bucket, none over its slots;
 //! * **one copy**: the mapping table names each frame under its own node ID, and no two live
 //!   frames hold the same node;
-//! * **ownership**: every cached leaf lies inside this server's partition; only non-shared pages
-//!   are ever dirty.
+//! * **ownership**: every cached leaf lies inside one of this server's ranges (two after a move
+//!   to a server that owns a partition already); only non-shared pages are ever dirty;
+//! * **repartition safety** (the old owner, once it handed a range over).
 //!
-//! After a quiesced run, over memory: the tree's structure (Sherman's `check_tree`: fences,
-//! sorted separators, reachability), every RDMA lock free, no leaf crossing a partition
-//! boundary, and no key a completed write stored missing.
+//! After a run with histories: **scans complete** (a key live for the whole run between a
+//! scan's start and its last returned key was returned). After a quiesced run, over memory:
+//! the tree's structure (Sherman's `check_tree`: fences, sorted separators, reachability),
+//! every RDMA lock free, no leaf crossing a partition boundary, and no key a completed write
+//! stored missing.
 
 use serde::{Deserialize, Serialize};
 

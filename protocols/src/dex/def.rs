@@ -496,12 +496,12 @@ impl Plan for DexPlan {
         if let Some(e) = crate::harness::first_error(reports) {
             return Err(Violation::new("no protocol error", e.to_string()));
         }
-        let scans: Vec<ScanRecord> = reports
-            .iter()
-            .filter_map(|r| r.extra.get("scans"))
-            .filter_map(|v| serde_json::from_value::<Vec<ScanRecord>>(v.clone()).ok())
-            .flatten()
-            .collect();
+        let mut scans: Vec<ScanRecord> = Vec::new();
+        for v in reports.iter().filter_map(|r| r.extra.get("scans")) {
+            let mut some = serde_json::from_value::<Vec<ScanRecord>>(v.clone())
+                .map_err(|e| Violation::new("scans complete", format!("unreadable scan log: {e}")))?;
+            scans.append(&mut some);
+        }
         if !scans.is_empty() {
             let loaded: Vec<u64> = (0..self.workload.bulk_load()).map(|i| self.parts.load_key(i)).collect();
             let history: Vec<crate::harness::LoggedOp> =

@@ -99,22 +99,40 @@ impl Partitions {
     /// The ranges server `c` owns, ascending, adjacent ones merged: one, or two after a move
     /// to a server that owns a partition already (none for an idle scale-out server).
     pub fn ranges(self, c: u16) -> Vec<(u64, u64)> {
-        let mut out: Vec<(u64, u64)> = Vec::with_capacity(2);
-        for (lo, hi) in self.segments() {
-            if self.owner(lo) != c {
-                continue;
-            }
-            match out.last_mut() {
-                Some(last) if last.1 == lo => last.1 = hi,
-                _ => out.push((lo, hi)),
-            }
-        }
+        let mut out = Vec::with_capacity(2);
+        self.for_each_range(c, |r| out.push(r));
         out
+    }
+
+    /// [`Partitions::ranges`] without allocating (the cache check asks for every cached leaf).
+    fn for_each_range(self, c: u16, mut f: impl FnMut((u64, u64))) {
+        let mut run: Option<(u64, u64)> = None;
+        self.for_each_segment(|lo, hi| {
+            if self.owner(lo) == c {
+                run = match run {
+                    Some((a, b)) if b == lo => Some((a, hi)),
+                    Some(r) => {
+                        f(r);
+                        Some((lo, hi))
+                    }
+                    None => Some((lo, hi)),
+                };
+            }
+        });
+        if let Some(r) = run {
+            f(r);
+        }
     }
 
     /// The range of server `c` that holds `key` (`None` if `c` does not own it).
     pub fn range_of(self, c: u16, key: u64) -> Option<(u64, u64)> {
-        self.ranges(c).into_iter().find(|&(lo, hi)| key >= lo && key < hi)
+        let mut found = None;
+        self.for_each_range(c, |(lo, hi)| {
+            if key >= lo && key < hi {
+                found = Some((lo, hi));
+            }
+        });
+        found
     }
 
     /// Whether server `c` owns every key of `[lo, hi)`.
@@ -126,37 +144,47 @@ impl Partitions {
     /// boundary (leaves are never shared, before or after the move).
     pub fn segments(self) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
+        self.for_each_segment(|lo, hi| out.push((lo, hi)));
+        out
+    }
+
+    fn for_each_segment(self, mut f: impl FnMut(u64, u64)) {
         for c in 0..self.count {
             let (lo, hi) = self.base_range(c);
             match self.moved {
                 Some(m) if m.from == c => {
-                    out.push((lo, m.mid));
-                    out.push((m.mid, hi));
+                    f(lo, m.mid);
+                    f(m.mid, hi);
                 }
-                _ => out.push((lo, hi)),
+                _ => f(lo, hi),
             }
         }
-        out
     }
 
-    /// Key slot `j` of server `c`'s share: `(partition, slot)`. After a move the two servers of
-    /// the split partition each draw from their half; [CHOICE] a receiver that owns a partition
-    /// already draws over both ranges, its own `slots` and the moved `slots - half`, in
-    /// proportion (`j` scaled over the union, so the order of its own slots is kept).
+    /// Key slot `j` of server `c`'s share: `(partition, slot)` (after a move the two servers of
+    /// the split partition each draw from their half; a receiver with a partition of its own:
+    /// [`Partitions::receiver_union`]).
     fn slot_of(self, c: u16, j: u64) -> (u16, u64) {
         match self.active_move() {
             Some(m) if c == m.from => (c, j % m.half),
-            Some(m) if c == m.to && m.to >= self.count => (m.from, m.half + j % (m.slots - m.half)),
-            Some(m) if c == m.to => {
-                let union = 2 * m.slots - m.half;
-                let u = (j % m.slots) * union / m.slots;
-                if u < m.slots {
-                    (c, u)
-                } else {
-                    (m.from, m.half + (u - m.slots))
-                }
-            }
+            Some(m) if c == m.to => (m.from, m.half + j % (m.slots - m.half)),
             _ => (c, j),
+        }
+    }
+
+    /// After a move to server `c` that owns a partition already: the move and the size of its
+    /// share, its own `slots` followed by the moved `slots - half`. [CHOICE] it draws over the
+    /// whole union (uniform requests and inserts spread over both ranges in proportion).
+    fn receiver_union(self, c: u16) -> Option<(Moved, u64)> {
+        self.active_move().filter(|m| c == m.to && m.to < self.count).map(|m| (m, 2 * m.slots - m.half))
+    }
+
+    /// Slot `u` of receiver `c`'s union: `(partition, slot)`.
+    fn union_slot(m: Moved, c: u16, u: u64) -> (u16, u64) {
+        if u < m.slots {
+            (c, u)
+        } else {
+            (m.from, m.half + (u - m.slots))
         }
     }
 
@@ -195,7 +223,10 @@ impl Partitions {
 
     /// A request (lookup, update, scan, delete) for YCSB key index `i` on server `c`.
     pub fn request_key(self, c: u16, i: u64) -> u64 {
-        let (p, j) = self.slot_of(c, i / self.count.max(1) as u64);
+        let (p, j) = match self.receiver_union(c) {
+            Some((m, union)) => Self::union_slot(m, c, i % union),
+            None => self.slot_of(c, i / self.count.max(1) as u64),
+        };
         self.key(p, j)
     }
 
@@ -206,7 +237,11 @@ impl Partitions {
     pub fn insert_key(self, c: u16, i: u64, keyspace: u64, bulk_load: u64) -> u64 {
         let n = i - bulk_load;
         let slots = keyspace.div_ceil(self.count.max(1) as u64).max(1);
-        let (p, slot) = self.slot_of(c, crate::workload::ycsb::fnv_hash64(n) % slots);
+        let h = crate::workload::ycsb::fnv_hash64(n);
+        let (p, slot) = match self.receiver_union(c) {
+            Some((m, union)) => Self::union_slot(m, c, h % union),
+            None => self.slot_of(c, h % slots),
+        };
         self.key(p, slot) + n % ((1 << SLOT_SHIFT) - 1) + 1
     }
 }
@@ -278,7 +313,10 @@ mod tests {
         assert!(!before.is_shared(m.mid, p1));
         assert!(!after.is_shared(m.mid, p1));
         assert!(after.is_shared(0, p1));
-        // Server 2 draws over both of its ranges, server 0 over the half it kept.
+        // Server 2 draws over both of its ranges (every key slot of them), server 0 over the
+        // half it kept.
+        let reached: std::collections::BTreeSet<u64> = (0..60).map(|i| after.request_key(2, i)).collect();
+        assert_eq!(reached.len() as u64, 2 * m.slots - m.half);
         let (mut own, mut moved) = (0, 0);
         for i in 0..600 {
             let k = after.request_key(2, i);

@@ -30,7 +30,8 @@
 //!   memory-node crashes and QP errors only as that end (what a protocol would do after one is
 //!   not defined anywhere in the code base).
 //!
-//! Cost when no fault is planned: one `is_empty` check per task pick and one branch per SEND.
+//! Cost when no fault is planned: one `is_empty` check per task pick and one branch per posted
+//! verb (SEND or one-sided).
 
 use std::fmt::Write as _;
 
@@ -189,7 +190,7 @@ impl World {
         }
         let extra_ns = self.choice.choose(ChoiceKind::Fault, self.faults.verb_delay_ns_max + 1);
         let now = self.now_ns;
-        self.trace.hash_event(now, 6, extra_ns);
+        self.trace.hash_event(now, 11, extra_ns);
         self.trace.line(now, target.0, "FAULT", |l| {
             let _ = write!(l, "delay verb n{}>n{} +{extra_ns}ns", source.0, target.0);
         });

@@ -45,7 +45,9 @@ pub struct Faults {
 impl Faults {
     pub const NAMES: &'static [&'static str] = &["delay", "drop", "pause", "crash", "verb-delay"];
 
-    /// Parse `none`, `all`, or a comma-separated subset of [`Faults::NAMES`].
+    /// Parse `none`, `all`, or a comma-separated subset of [`Faults::NAMES`]. `all` is the four
+    /// families the fuzzer had before `verb-delay` (session 27), so campaigns recorded as `all`
+    /// still draw the same schedules; `verb-delay` is always named on its own.
     pub fn parse(text: &str) -> Result<Faults, String> {
         let mut faults = Faults::default();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {

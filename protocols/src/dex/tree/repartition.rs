@@ -76,6 +76,14 @@ impl<N: Nic> Client<N> {
         Ok(())
     }
 
+    /// One READ of the hand-off word: has the old owner handed the range over?
+    async fn handed_over(&mut self) -> ProtocolResult<bool> {
+        let word = self.buf + 2 * NODE_BYTES;
+        let read = Verb::Read { remote: self.handoff_word(), local_bytes: word, len_bytes: 8 };
+        self.nic.try_batch(&[read], "read the hand-off word").await?;
+        Ok(self.nic.local().load(word) != 0)
+    }
+
     /// Drop every COOLING copy overlapping `[lo, hi)` once nothing there is in flight.
     async fn drop_cooling(&mut self, lo: u64, hi: u64) {
         loop {
@@ -104,10 +112,7 @@ impl<N: Nic> Client<N> {
     pub async fn receive_range(&mut self) -> ProtocolResult<bool> {
         let seen = self.nic.now().0;
         if self.mutant() != Mutant::ReceiverSkipsHandoff {
-            let word = self.buf + 2 * NODE_BYTES;
-            let read = Verb::Read { remote: self.handoff_word(), local_bytes: word, len_bytes: 8 };
-            self.nic.try_batch(&[read], "read the hand-off word").await?;
-            if self.nic.local().load(word) == 0 {
+            if !self.handed_over().await? {
                 return Ok(false);
             }
             let (mid, hi) = self.shared.parts().moved_range().expect("a move is planned");
@@ -127,14 +132,8 @@ impl<N: Nic> Client<N> {
 
     /// The scale-out server's side: wait for the hand-off word, then route by the new map.
     pub async fn wait_for_range(&mut self) -> ProtocolResult<()> {
-        let word = self.buf + 2 * NODE_BYTES;
         let poll = Nanos(self.config().repartition.poll_ns);
-        loop {
-            let read = Verb::Read { remote: self.handoff_word(), local_bytes: word, len_bytes: 8 };
-            self.nic.try_batch(&[read], "read the hand-off word").await?;
-            if self.nic.local().load(word) != 0 {
-                break;
-            }
+        while !self.handed_over().await? {
             self.nic.sleep(poll).await;
         }
         self.shared.move_state.store(MOVE_DONE, Ordering::SeqCst);
