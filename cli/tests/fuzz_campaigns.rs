@@ -46,6 +46,13 @@ fn campaign_of_text(scenario: &str, text: &str, schedules: u64) {
 }
 
 #[test]
+fn difache_sherman_five_thousand_schedules() {
+    // Sherman's leaves through DiFache (`scenarios/difache/fuzz-sherman.json`, Fig. 14 top):
+    // reads checked as regular registers over one write chain per key, then the tree.
+    campaign("difache/fuzz-sherman.json");
+}
+
+#[test]
 fn selcc_five_thousand_schedules() {
     campaign("selcc/fuzz-small.json");
 }

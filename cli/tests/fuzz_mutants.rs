@@ -58,6 +58,8 @@ const SLOW_TO_CATCH: &[&str] = &[
     "scan-round-ignores-splits",
     // Needs `versions: packed` (sherman/fuzz-packed.json): its own test below.
     "packed-write-zeroes-neighbours",
+    // Needs `leaf_cache` (difache/fuzz-sherman.json): its own test below.
+    "leaf-cache-skips-invalidation",
     // Needs a compute-node crash: `faults.rs` catches it on selcc/fuzz-crash.json.
     "skip-crash-cleanup",
     // Needs Delivery, which tpcc-fuzz-small.json does not run: its own test below.
@@ -299,6 +301,16 @@ fn sherman_packed_mutant_is_caught_and_packed_leaves_pass() {
     assert_caught_within("sherman/fuzz-packed.json", &["packed-write-zeroes-neighbours"], 40);
     let summary = campaign(&target("sherman/fuzz-packed.json"), "none", false);
     assert_eq!(summary.violations, 0, "sherman packed: false alarm: {:?}", summary.failures);
+}
+
+/// Sherman's leaves through DiFache (difache/fuzz-sherman.json, DiFache's Fig. 14 top): a leaf
+/// write that invalidates no other compute node lets their lookups read the old leaf (caught
+/// at seed 2 of 1..; session 28), and the composition passes its first 40 schedules.
+#[test]
+fn sherman_leaf_cache_mutant_is_caught_and_the_composition_passes() {
+    assert_caught_within("difache/fuzz-sherman.json", &["leaf-cache-skips-invalidation"], 40);
+    let summary = campaign(&target("difache/fuzz-sherman.json"), "none", false);
+    assert_eq!(summary.violations, 0, "sherman leaf cache: false alarm: {:?}", summary.failures);
 }
 
 /// Dolphin mutants whose window is an IDU overlapping a split: a 1 Gb/s link stretches every

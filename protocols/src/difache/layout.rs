@@ -49,17 +49,32 @@ pub struct Layout {
 
 impl Layout {
     pub fn new(memory_nodes: u16, compute_nodes: u16, workload: &Workload, config: &Config) -> Layout {
+        let (objects, bytes, threads) =
+            (workload.objects, workload.object_bytes as u64, workload.threads_per_node as u64);
+        Layout::for_objects(memory_nodes, compute_nodes, objects, bytes, threads, config)
+    }
+
+    /// The layout for `objects` objects of `object_bytes` each and `threads` clients per CN,
+    /// whatever the workload (another protocol's objects: Sherman's leaves, `sherman/leaf_cache.rs`).
+    pub fn for_objects(
+        memory_nodes: u16,
+        compute_nodes: u16,
+        objects: u64,
+        object_bytes: u64,
+        threads: u64,
+        config: &Config,
+    ) -> Layout {
         let index_buckets = config.index_buckets as u64;
         let index_slots = (index_buckets + NEIGHBOURHOOD as u64 - 1).next_multiple_of(GROUP_BUCKETS as u64);
         Layout {
             memory_nodes,
             compute_nodes,
-            objects: workload.objects,
-            object_bytes: workload.object_bytes as u64,
+            objects,
+            object_bytes,
             index_buckets,
             index_slots,
             cache_objects: config.cache_objects as u64,
-            threads: workload.threads_per_node as u64,
+            threads,
             mode_locks: config.mode_locks as u64,
             recovery: config.crash_recovery,
             manager: None,

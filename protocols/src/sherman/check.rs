@@ -8,7 +8,72 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::layout::{Gaddr, Layout, KEY_MAX, NODE_WORDS};
 use super::node::Node;
-use crate::harness::Memory;
+use crate::harness::{LoggedOp, Memory, Violation};
+
+/// Per key, at memory-node consistency (Sherman with `leaf_cache`): the writes form one chain
+/// (each replaced the value the previous one wrote, read under the leaf lock; the first replaced
+/// 0), so no update was lost; and every read returns the value of the chain's latest write
+/// among those completed before the read was invoked, or of a later one already invoked when it
+/// returned (a *regular* register). Ordering by the chain rather than by return times keeps
+/// the check sound when a lock is handed over: the next writer may return before the previous.
+pub fn check_regular_chained(log: &[LoggedOp]) -> Result<(), Violation> {
+    let mut keys: BTreeMap<u64, (Vec<&LoggedOp>, Vec<&LoggedOp>)> = BTreeMap::new();
+    for op in log {
+        let e = keys.entry(op.key).or_default();
+        if op.write.is_some() {
+            e.0.push(op);
+        } else {
+            e.1.push(op);
+        }
+    }
+    let chain_err = |m: String| Violation::new("write chain (no lost update)", m);
+    for (key, (writes, reads)) in keys {
+        // The chain: replaced value → the write that replaced it.
+        let mut next: BTreeMap<u64, &LoggedOp> = BTreeMap::new();
+        for w in writes.iter().filter(|w| w.seen.is_some()) {
+            let seen = w.seen.unwrap_or(0);
+            if let Some(other) = next.insert(seen, w) {
+                return Err(chain_err(format!(
+                    "key {key}: clients {} and {} both replaced value {seen:#x}: one write was lost",
+                    other.client, w.client
+                )));
+            }
+        }
+        let mut order: Vec<&LoggedOp> = Vec::new();
+        let mut value = 0;
+        while let Some(w) = next.remove(&value) {
+            order.push(w);
+            value = w.write.unwrap_or(0);
+        }
+        if let Some((seen, w)) = next.iter().next() {
+            return Err(chain_err(format!(
+                "key {key}: client {}'s write replaced {seen:#x}, which no write of the chain from 0 wrote",
+                w.client
+            )));
+        }
+        for r in reads {
+            let (Some(ret), Some(seen)) = (r.return_ns, r.seen) else { continue };
+            let last = order.iter().rposition(|w| w.return_ns.is_some_and(|t| t < r.invoke_ns));
+            let mut allowed = vec![last.map_or(0, |i| order[i].write.unwrap_or(0))];
+            let later = last.map_or(0, |i| i + 1);
+            allowed.extend(order[later..].iter().filter(|w| w.invoke_ns <= ret).filter_map(|w| w.write));
+            // A write that never got to read under the lock (failed) may still have landed.
+            allowed.extend(writes.iter().filter(|w| w.seen.is_none() && w.invoke_ns <= ret).filter_map(|w| w.write));
+            if !allowed.contains(&seen) {
+                return Err(Violation::new(
+                    "regular reads (no stale read after a completed write)",
+                    format!(
+                        "client {} read key {key} = {seen:#x} in [{}, {ret}] ns; allowed {allowed:x?} (the chain's latest write completed before it: {:?})",
+                        r.client,
+                        r.invoke_ns,
+                        last.map(|i| (order[i].client, order[i].invoke_ns, order[i].return_ns))
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
 
 pub(crate) fn read(layout: &Layout, memory: Memory, addr: Gaddr) -> Result<Node, String> {
     if !layout.is_frame(addr) {
@@ -147,4 +212,33 @@ pub fn check_leaves_owned(layout: &Layout, memory: Memory, bounds: &[u64]) -> Re
         addr = leaf.sibling;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(client: u32, write: Option<u64>, seen: u64, inv: u64, ret: u64) -> LoggedOp {
+        LoggedOp { client, key: 7, write, seen: Some(seen), invoke_ns: inv, return_ns: Some(ret) }
+    }
+
+    #[test]
+    fn regular_chained_allows_overlap_and_hand_over_and_rejects_stale_and_lost() {
+        let load = op(9, Some(1), 0, 0, 0);
+        // w2 replaced 1, then w3 (handed the lock) replaced 2 and returned first.
+        let (w2, w3) = (op(1, Some(2), 1, 10, 30), op(2, Some(3), 2, 12, 25));
+        let base = vec![load, w2, w3];
+        let with = |r: LoggedOp| base.iter().copied().chain([r]).collect::<Vec<_>>();
+        // After both returned, only 3 (by return times alone w2 = 2 would look latest).
+        assert!(check_regular_chained(&with(op(3, None, 3, 31, 32))).is_ok());
+        assert!(check_regular_chained(&with(op(3, None, 2, 31, 32))).is_err());
+        // Overlapping: old or new, either order across clients.
+        assert!(check_regular_chained(&with(op(3, None, 1, 11, 20))).is_ok());
+        assert!(check_regular_chained(&with(op(3, None, 3, 11, 20))).is_ok());
+        // A second write replacing 1: lost update.
+        let lost = with(op(4, Some(5), 1, 40, 41));
+        assert!(check_regular_chained(&lost).unwrap_err().to_string().contains("lost"));
+        // A write replacing a value nobody wrote.
+        assert!(check_regular_chained(&with(op(4, Some(5), 99, 40, 41))).is_err());
+    }
 }

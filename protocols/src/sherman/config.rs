@@ -97,6 +97,11 @@ pub struct Config {
     /// level-1 node cached and checks only entry versions). Off: the walk.
     #[serde(default)]
     pub parallel_scan: bool,
+    /// Sherman's leaves cached by DiFache (`leaf_cache.rs`; DiFache Fig. 14 top): every leaf
+    /// READ a DiFache read, every leaf write a whole-leaf DiFache write under the leaf lock.
+    /// Absent: Sherman as published (no leaf cache).
+    #[serde(default)]
+    pub leaf_cache: Option<super::leaf_cache::LeafCacheOptions>,
     #[serde(default)]
     pub mutant: Mutant,
     /// Marlin (`protocol: "marlin"`, `protocols/src/marlin/`; never a Sherman option): leaves
@@ -129,6 +134,7 @@ impl Config {
             skip_unshared_brackets: false,
             version_reads: false,
             parallel_scan: false,
+            leaf_cache: None,
             mutant: Mutant::None,
             items: false,
             marlin_mutant: crate::marlin::Mutant::None,
@@ -176,6 +182,22 @@ impl Config {
         }
         if self.version_reads && (self.lock_version || self.versions == Versions::Line) {
             out.push("version_reads: needs `versions: node` or `packed` and no `lock_version`".into());
+        }
+        if let Some(c) = &self.leaf_cache {
+            out.extend(c.validate());
+            if self.items {
+                out.push("leaf_cache: only Sherman's leaves are integrated, not Marlin's".into());
+            }
+            for (on, field) in [
+                (self.partitioned, "partitioned"),
+                (self.lock_version, "lock_version"),
+                (self.version_reads, "version_reads"),
+                (self.parallel_scan, "parallel_scan"),
+            ] {
+                if on {
+                    out.push(format!("{field}: not with `leaf_cache` (DiFache caches the leaves of Sherman as published)"));
+                }
+            }
         }
         if self.items {
             if self.versions == Versions::Packed {

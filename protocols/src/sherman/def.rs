@@ -44,6 +44,7 @@ use super::cache::IndexCache;
 use super::check::{check_leaves_owned, check_locks_free, check_tree};
 use super::config::{BulkShape, Config};
 use super::layout::{ItemSpace, Layout, ITEM_BYTES, NODE_BYTES};
+use super::leaf_cache::{self, LeafCache};
 use super::node::TOMBSTONE;
 use super::stats::{OpStats, Stats, KINDS};
 use super::tree::{compute_region_bytes, Client, Shared};
@@ -114,6 +115,8 @@ pub struct ShermanPlan {
     tree: Arc<BulkTree>,
     /// P-Sherman's partitions (one per compute node).
     parts: Option<Arc<Partitions>>,
+    /// `leaf_cache`: DiFache's layout over this point's memory.
+    leaf_layout: Option<crate::difache::layout::Layout>,
 }
 
 /// "field: reason" → a problem at `prefix.field`.
@@ -261,10 +264,18 @@ impl ShermanPlan {
             attach_items(&mut tree, &layout);
         }
         let tree = Arc::new(tree);
-        let cluster = point.cluster(
-            layout.memory_region_bytes(),
-            compute_region_bytes(run.threads_per_node, marlin, config.parallel_scan),
-        );
+        let leaf_layout = config.leaf_cache.as_ref().map(|c| {
+            let mns = point.memory_nodes;
+            leaf_cache::layout(c, mns, point.compute_nodes, run.threads_per_node, layout.memory_region_bytes())
+        });
+        let buffers = compute_region_bytes(run.threads_per_node, marlin, config.parallel_scan);
+        let cluster = match &leaf_layout {
+            Some(l) => point.cluster(
+                l.memory_region_bytes().max(layout.memory_region_bytes()),
+                buffer_base(l) + buffers,
+            ),
+            None => point.cluster(layout.memory_region_bytes(), buffers),
+        };
         Ok(ShermanPlan {
             workload: w,
             config,
@@ -276,6 +287,7 @@ impl ShermanPlan {
             check: point.check,
             tree,
             parts,
+            leaf_layout,
         })
     }
 
@@ -365,6 +377,14 @@ impl Plan for ShermanPlan {
             } else {
                 Vec::new()
             };
+            if self.config.leaf_cache.is_some() {
+                let extra = Stats { leaf_log: history, ..Stats::default() };
+                let extra = serde_json::to_value(&extra).unwrap_or(serde_json::Value::Null);
+                return NodeRun {
+                    collect: Box::new(move || NodeReport { extra, ..NodeReport::default() }),
+                    ..NodeRun::empty()
+                };
+            }
             return NodeRun {
                 collect: Box::new(move || NodeReport { history, ..NodeReport::default() }),
                 ..NodeRun::empty()
@@ -376,6 +396,17 @@ impl Plan for ShermanPlan {
         let cache = IndexCache::new(self.config.cache_nodes as usize, cache_rng);
         let mut shared = Shared::new(self.config.clone(), self.layout.clone(), cn, cache);
         shared.partition = self.parts.as_ref().map(|p| p.range(cn));
+        let leaf_cache = match (&self.leaf_layout, &self.config.leaf_cache) {
+            (Some(l), Some(o)) => {
+                shared.buffer_base = buffer_base(l);
+                let mut config = o.difache();
+                if self.config.mutant == super::mutants::Mutant::LeafCacheSkipsInvalidation {
+                    config.variant = crate::difache::Variant::Nocc;
+                }
+                Some(crate::difache::cache::Cache::new(nic.clone(), l.clone(), config, None))
+            }
+            _ => None,
+        };
         let shared = Arc::new(shared);
         let members = self.parts.as_ref().map(|p| Arc::new(self.workload.partition_members(p, cn)));
         let log = self.check.histories().then(crate::harness::OpLog::new);
@@ -395,7 +426,10 @@ impl Plan for ShermanPlan {
                     (Some(p), Some(m)) => stream.partitioned(p.clone(), cn, m.clone()),
                     _ => stream,
                 };
-                let client = Client::new(nic.qp(t as u16), shared.clone(), t);
+                let mut client = Client::new(nic.qp(t as u16), shared.clone(), t);
+                if let Some(c) = &leaf_cache {
+                    client.leaf_cache = Some(LeafCache::new(c.clone(), client.nic.clone(), t));
+                }
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
                 let task: Task = Box::pin(run_client(client, t, stream, logger));
@@ -409,13 +443,23 @@ impl Plan for ShermanPlan {
             progress: Some(Arc::new(move || watched.ops_done.load(std::sync::atomic::Ordering::Relaxed))),
             state: None,
             collect: Box::new(move || {
-                let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let mut stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let leaf_error = leaf_cache.as_ref().and_then(|c| {
+                    let mut s = c.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    s.event_samples = Default::default();
+                    stats.leaf_cache = Some(s);
+                    c.errors.first()
+                });
                 let samples = stats.latencies.concat();
+                let mut history = log.map(|l| l.snapshot()).unwrap_or_default();
+                if stats.leaf_cache.is_some() {
+                    stats.leaf_log = std::mem::take(&mut history);
+                }
                 NodeReport {
                     extra: serde_json::to_value(&stats).unwrap_or(serde_json::Value::Null),
                     samples,
-                    history: log.map(|l| l.snapshot()).unwrap_or_default(),
-                    error: report_error(shared.errors.first()),
+                    history,
+                    error: report_error(shared.errors.first().or(leaf_error)),
                     ..NodeReport::default()
                 }
             }),
@@ -460,6 +504,9 @@ impl Plan for ShermanPlan {
                 per_op_metrics(&mut m, &format!("{name}_"), k, &mut lat);
             }
         }
+        if let Some(d) = &stats.leaf_cache {
+            leaf_cache_metrics(&mut m, d, total.ops);
+        }
         let lookups = &stats.kinds[0];
         if lookups.ops > 0 {
             m.insert("lookup_found_ratio".into(), lookups.found as f64 / lookups.ops as f64);
@@ -482,7 +529,12 @@ impl Plan for ShermanPlan {
             [],
         )
         .map_err(|m| Violation::new("no scan skips a live key", m))?;
-        let Some(memory) = memory else { return Ok(()) };
+        let Some(memory) = memory else {
+            if self.config.leaf_cache.is_some() {
+                return check_leaf_cache_history(reports, |_| true);
+            }
+            return Ok(());
+        };
         let contents = check_tree(&self.layout, memory).map_err(|m| Violation::new("tree structure", m))?;
         if let Some(p) = &self.parts {
             check_leaves_owned(&self.layout, memory, p.bounds())
@@ -493,9 +545,56 @@ impl Plan for ShermanPlan {
             crate::marlin::check::check_items(&self.layout, memory)
                 .map_err(|m| Violation::new("Marlin slots, items and Spear words", m))?;
         }
+        if self.config.leaf_cache.is_some() {
+            return check_leaf_cache_history(reports, |key| contents.contains_key(&key));
+        }
         // No lost key: every key a completed write stored (or the bulk load) is in a leaf.
         crate::harness::check_no_lost_key(reports, |key| contents.contains_key(&key))
     }
+}
+
+/// `leaf_cache`: the histories at the consistency DiFache promises (memory-node consistency,
+/// DiFache §3.2), [`super::check::check_regular_chained`] (two lookups on different compute
+/// nodes may see a write's new and then its old value while its invalidations are in flight,
+/// which the linearizability checker would reject), and every key a completed write stored is
+/// `held` by a leaf at the end.
+fn check_leaf_cache_history(reports: &[NodeReport], held: impl Fn(u64) -> bool) -> Result<(), Violation> {
+    let logs: Vec<(crate::harness::Clock, Vec<LoggedOp>)> = reports
+        .iter()
+        .filter_map(|r| Some((r.clock, serde_json::from_value::<Stats>(r.extra.clone()).ok()?.leaf_log)))
+        .collect();
+    let log = crate::harness::on_reference_clock(logs.iter().map(|(c, l)| (*c, l.as_slice())));
+    super::check::check_regular_chained(&log)?;
+    match log.iter().find(|o| o.write.is_some() && o.return_ns.is_some() && !held(o.key)) {
+        Some(op) => Err(Violation::new(
+            "no lost key",
+            format!("key {} was stored (client {}) but no leaf holds it", op.key, op.client),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `leaf_cache`: DiFache's events per measured operation (its verbs are not in Sherman's
+/// `reads_per_op` etc., which count the tree's own), and the share of leaf reads it served locally.
+fn leaf_cache_metrics(m: &mut BTreeMap<String, f64>, d: &crate::difache::stats::Stats, ops: u64) {
+    use crate::difache::profit::Event;
+    let per = |x: u64| x as f64 / ops.max(1) as f64;
+    let e = |ev: Event| d.events[ev as usize];
+    let reads = e(Event::ReadHit) + e(Event::ReadMiss) + e(Event::ReadBypass);
+    m.insert("leaf_read_hit_ratio".into(), e(Event::ReadHit) as f64 / reads.max(1) as f64);
+    m.insert("leaf_reads_per_op".into(), per(reads));
+    m.insert("leaf_read_misses_per_op".into(), per(e(Event::ReadMiss)));
+    m.insert("leaf_writes_per_op".into(), per(e(Event::WriteCached) + e(Event::WriteBypass)));
+    m.insert("leaf_invalidations_per_op".into(), per(d.invalidations));
+    m.insert("leaf_remote_lookups_per_op".into(), per(d.remote_lookups));
+    m.insert("leaf_switches_on".into(), d.switches_on as f64);
+    m.insert("leaf_switches_off".into(), d.switches_off as f64);
+    m.insert("leaf_evictions".into(), d.evictions as f64);
+}
+
+/// `leaf_cache`: Sherman's buffers start after DiFache's compute-node region (64-byte aligned).
+fn buffer_base(l: &crate::difache::layout::Layout) -> u64 {
+    l.compute_region_bytes().next_multiple_of(64)
 }
 
 fn per_op_metrics(m: &mut BTreeMap<String, f64>, prefix: &str, s: &OpStats, latencies: &mut [u64]) {

@@ -13,6 +13,7 @@
 //! * [`cache`] — the index cache of level-1 internal nodes.
 //! * [`tree`] — lookup, scan, insert/update/delete with leaf and internal splits and root growth;
 //!   entry-granular write-back combined with the unlock in one doorbell batch.
+//! * [`leaf_cache`] — the leaves through DiFache (`leaf_cache` option; DiFache's Fig. 14 top).
 //! * [`bulk`] — the bulk-loaded tree.
 //! * [`bench`] — the YCSB client loop and its history log; [`stats`] its counters.
 //! * [`check`] — structural invariants after a run; [`mutants`] — planted bugs.
@@ -27,6 +28,7 @@ pub mod check;
 pub mod config;
 pub mod def;
 pub mod layout;
+pub mod leaf_cache;
 pub mod locks;
 pub mod mutants;
 pub mod node;

@@ -22,6 +22,7 @@ pub enum Mutant {
     ScanExcludesStart,
     ScanRoundIgnoresSplits,
     PackedWriteZeroesNeighbours,
+    LeafCacheSkipsInvalidation,
 }
 
 crate::mutant_table!(Mutant {
@@ -51,4 +52,6 @@ crate::mutant_table!(Mutant {
         "a parallel scan round takes every leaf its cached level-1 node names, even one that no longer continues its left neighbour (the keys a split moved to a new sibling are skipped)",
     "packed-write-zeroes-neighbours" => PackedWriteZeroesNeighbours:
         "`versions: packed`: an entry write-back sends its 3 words with the neighbouring entries' bytes zeroed, as if the NIC wrote bytes (the neighbours' keys, values and versions are clobbered)",
+    "leaf-cache-skips-invalidation" => LeafCacheSkipsInvalidation:
+        "`leaf_cache`: a leaf write flushes to the memory node but invalidates no other compute node's copy (DiFache's noCC), so their lookups keep reading the old leaf",
 });

@@ -94,6 +94,14 @@ pub struct Stats {
     /// Completed scans, when the run logs histories ([`crate::workload::scan_check`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scans: Vec<crate::workload::scan_check::ScanRecord>,
+    /// `leaf_cache`: the compute node's DiFache counters over the measured operations (its
+    /// latency samples dropped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf_cache: Option<crate::difache::stats::Stats>,
+    /// `leaf_cache`: this node's logged operations, kept out of `NodeReport::history` because
+    /// DiFache promises regular reads, not linearizable ones (`check::check_leaf_cache_history`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leaf_log: Vec<crate::harness::LoggedOp>,
 }
 
 impl Stats {
@@ -122,6 +130,9 @@ impl Stats {
         self.last_op_end_ns = self.last_op_end_ns.max(o.last_op_end_ns);
         self.thread_rate_sum += o.thread_rate_sum;
         self.first_op_start_max_ns = self.first_op_start_max_ns.max(o.first_op_start_max_ns);
+        if let Some(b) = &o.leaf_cache {
+            self.leaf_cache.get_or_insert_with(Default::default).merge(b);
+        }
     }
 
     pub fn total(&self) -> OpStats {

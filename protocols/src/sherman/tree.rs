@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use super::cache::IndexCache;
 use super::config::Config;
 use super::layout::{Gaddr, Layout, NODE_BYTES, NODE_WORDS};
+use super::leaf_cache::LeafCache;
 use super::locks::{LocalLock, LocalLocks};
 use super::mutants::Mutant;
 use super::node::{entry_write_words, Node, Slot};
@@ -70,6 +71,9 @@ pub struct Shared {
     pub errors: ErrorSlot,
     pub stats: Mutex<Stats>,
     pub ops_done: AtomicU64,
+    /// Where the client threads' buffers start in the compute node's region (after DiFache's
+    /// index, headers and buffers with `leaf_cache`; else 0).
+    pub buffer_base: u64,
 }
 
 impl Shared {
@@ -88,6 +92,7 @@ impl Shared {
             errors: ErrorSlot::new(),
             stats: Mutex::new(Stats::new()),
             ops_done: AtomicU64::new(0),
+            buffer_base: 0,
         }
     }
 
@@ -148,12 +153,15 @@ pub struct Client<N: Nic> {
     /// The lock held (at most one at a time) includes the global lock word: false for a
     /// P-Sherman leaf locked only locally.
     global_held: bool,
+    /// DiFache's cache of leaves (`leaf_cache`), this thread's door to it.
+    pub leaf_cache: Option<LeafCache<N>>,
 }
 
 impl<N: Nic> Client<N> {
     pub fn new(nic: N, shared: Arc<Shared>, thread: u32) -> Client<N> {
         let tag = ((shared.cn as u64 + 1) << 32) | (thread as u64 + 1);
-        let buf = thread as u64 * thread_buffer_bytes(shared.config.items, shared.config.parallel_scan);
+        let buf = shared.buffer_base
+            + thread as u64 * thread_buffer_bytes(shared.config.items, shared.config.parallel_scan);
         let alloc_hint = thread as usize;
         Client {
             nic,
@@ -164,6 +172,7 @@ impl<N: Nic> Client<N> {
             path: Vec::new(),
             alloc_hint,
             global_held: true,
+            leaf_cache: None,
         }
     }
 
@@ -300,8 +309,68 @@ impl<N: Nic> Client<N> {
     /// A lock-free READ of a leaf: bracketed with `lock_version` unless P-Sherman, whose
     /// leaves have no RDMA lock (DEX Table 2: P-Sherman 1.0 READs per lookup).
     async fn read_leaf(&mut self, addr: Gaddr) -> ProtocolResult<Node> {
+        if self.leaf_cache.is_some() {
+            return self.read_leaf_cached(addr).await;
+        }
         let bracket = self.config().lock_version && !self.config().partitioned;
         self.read_node_checked(addr, bracket, self.config().version_reads).await
+    }
+
+    /// A leaf READ without the `lock_version` bracket (a scan's walk along siblings, the READ
+    /// under the leaf's lock), through DiFache with `leaf_cache`.
+    pub(super) async fn read_leaf_plain(&mut self, addr: Gaddr) -> ProtocolResult<Node> {
+        if self.leaf_cache.is_some() {
+            return self.read_leaf_cached(addr).await;
+        }
+        self.read_node_checked(addr, false, false).await
+    }
+
+    /// `leaf_cache`: the leaf through DiFache (a hit copies the cached image, a miss fetches
+    /// it), into the thread's node buffer, until its versions agree: a miss whose fetch raced
+    /// a writer's flush can install a torn image, valid until the writer's invalidation lands
+    /// (DiFache promises no stale copy once a write *returns*), so a torn image is read again.
+    async fn read_leaf_cached(&mut self, addr: Gaddr) -> ProtocolResult<Node> {
+        let v = self.config().versions;
+        loop {
+            let lc = self.leaf_cache.as_ref().expect("leaf_cache is on");
+            lc.read(addr).await?;
+            let from = lc.buffer();
+            self.nic.local().copy_from(self.buf, self.nic.local(), from, NODE_BYTES);
+            self.nic.cpu(Nanos(self.config().cpu.node_ns)).await;
+            let words = self.local_words(self.buf, NODE_WORDS);
+            match Node::decode(v, &words) {
+                Ok(node) => return Ok(node),
+                Err(torn) if self.mutant() == Mutant::SkipVersionCheck => {
+                    return Ok(Node::decode_unchecked(v, &words, torn));
+                }
+                Err(_) => self.cur.retries += 1,
+            }
+        }
+    }
+
+    /// `leaf_cache`: `node` (its version already new) as the whole leaf at `page`, by a DiFache
+    /// write (flush, then invalidate the other compute nodes' copies); the caller holds the
+    /// leaf's lock (or, for a split's new sibling, no one else can reach the frame yet).
+    pub(super) async fn write_leaf_cached(&mut self, page: Gaddr, node: &Node) -> ProtocolResult<()> {
+        let lc = self.leaf_cache.as_ref().expect("leaf_cache is on");
+        self.nic.local().write_words(lc.buffer(), &node.encode(self.config().versions));
+        lc.write(page).await.map(|_| ())
+    }
+
+    /// `leaf_cache`: write `node` to `page` through DiFache, then release the lock as
+    /// [`Client::unlock`] does (hand-over or the unlock WRITE).
+    pub(super) async fn write_leaf_cached_and_unlock(
+        &mut self,
+        page: Gaddr,
+        node: &Node,
+        local: Arc<LocalLock>,
+        lock_addr: RemoteAddr,
+    ) -> ProtocolResult<()> {
+        if let Err(e) = self.write_leaf_cached(page, node).await {
+            local.release();
+            return Err(e);
+        }
+        self.unlock(local, lock_addr).await
     }
 
     async fn root(&mut self) -> ProtocolResult<Gaddr> {
@@ -646,9 +715,11 @@ impl<N: Nic> Client<N> {
         &mut self,
         page: Gaddr,
         local_only: bool,
+        leaf: bool,
     ) -> ProtocolResult<(Arc<LocalLock>, RemoteAddr, Node)> {
         let (local, lock_addr) = self.lock(page, local_only).await?;
-        match self.read_node_checked(page, false, false).await {
+        let read = if leaf { self.read_leaf_plain(page).await } else { self.read_node_checked(page, false, false).await };
+        match read {
             Ok(node) => Ok((local, lock_addr, node)),
             Err(e) => {
                 local.release();
@@ -670,7 +741,7 @@ impl<N: Nic> Client<N> {
         let mut from_cache = from_cache;
         loop {
             let partition = self.shared.partition;
-            let (local, lock_addr, mut node) = self.lock_and_read(page, partition.is_some()).await?;
+            let (local, lock_addr, mut node) = self.lock_and_read(page, partition.is_some(), true).await?;
             let trust_cache = from_cache && self.mutant() == Mutant::StaleCacheEntry;
             if from_cache && !node.covers(key) && !trust_cache {
                 self.unlock(local, lock_addr).await?;
@@ -708,6 +779,11 @@ impl<N: Nic> Client<N> {
             };
             let old = node.slots[slot];
             node.slots[slot] = Slot { key, value, version: old.version.wrapping_add(1) };
+            if node.live_count() < self.config().leaf_split() && self.leaf_cache.is_some() {
+                node.version = node.version.wrapping_add(1);
+                self.write_leaf_cached_and_unlock(page, &node, local, lock_addr).await?;
+                return Ok(Store::Done { replaced });
+            }
             if node.live_count() < self.config().leaf_split() {
                 let words = if self.mutant() == Mutant::PackedWriteZeroesNeighbours {
                     let mut alone = vec![Slot::default(); slot + 1];

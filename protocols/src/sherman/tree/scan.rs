@@ -37,7 +37,7 @@ impl<N: Nic> Client<N> {
             if out.len() >= n || !self.shared.layout.is_frame(leaf.sibling) {
                 return Ok(out);
             }
-            leaf = self.read_node_checked(leaf.sibling, false, false).await?;
+            leaf = self.read_leaf_plain(leaf.sibling).await?;
         }
     }
 

@@ -73,6 +73,15 @@ impl<N: Nic> Client<N> {
     ) -> ProtocolResult<()> {
         let v = self.config().versions;
         let level = node.level;
+        if level == 0 && self.leaf_cache.is_some() {
+            // The new sibling first, then the shrunk leaf, both through DiFache.
+            if let Err(e) = self.write_leaf_cached(sibling_addr, &sibling).await {
+                local.release();
+                return Err(e);
+            }
+            self.write_leaf_cached_and_unlock(page, &node, local, lock_addr).await?;
+            return self.publish_split(page, level, split_key, sibling_addr).await;
+        }
         let sib_off = self.buf + NODE_BYTES;
         self.nic.local().write_words(sib_off, &sibling.encode(v));
         let write_sibling =
@@ -177,7 +186,7 @@ impl<N: Nic> Client<N> {
     ) -> ProtocolResult<bool> {
         let mut page = page;
         loop {
-            let (local, lock_addr, mut node) = self.lock_and_read(page, false).await?;
+            let (local, lock_addr, mut node) = self.lock_and_read(page, false, false).await?;
             if key < node.lowest
                 || node.level != level
                 || (key >= node.highest && !self.shared.layout.is_frame(node.sibling))
