@@ -58,7 +58,9 @@ pub fn check_regular_chained(log: &[LoggedOp]) -> Result<(), Violation> {
             let later = last.map_or(0, |i| i + 1);
             allowed.extend(order[later..].iter().filter(|w| w.invoke_ns <= ret).filter_map(|w| w.write));
             // A write that never got to read under the lock (failed) may still have landed.
-            allowed.extend(writes.iter().filter(|w| w.seen.is_none() && w.invoke_ns <= ret).filter_map(|w| w.write));
+            allowed.extend(
+                writes.iter().filter(|w| w.seen.is_none() && w.invoke_ns <= ret).filter_map(|w| w.write),
+            );
             if !allowed.contains(&seen) {
                 return Err(Violation::new(
                     "regular reads (no stale read after a completed write)",
@@ -227,7 +229,7 @@ mod tests {
         let load = op(9, Some(1), 0, 0, 0);
         // w2 replaced 1, then w3 (handed the lock) replaced 2 and returned first.
         let (w2, w3) = (op(1, Some(2), 1, 10, 30), op(2, Some(3), 2, 12, 25));
-        let base = vec![load, w2, w3];
+        let base = [load, w2, w3];
         let with = |r: LoggedOp| base.iter().copied().chain([r]).collect::<Vec<_>>();
         // After both returned, only 3 (by return times alone w2 = 2 would look latest).
         assert!(check_regular_chained(&with(op(3, None, 3, 31, 32))).is_ok());

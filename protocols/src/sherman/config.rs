@@ -195,7 +195,9 @@ impl Config {
                 (self.parallel_scan, "parallel_scan"),
             ] {
                 if on {
-                    out.push(format!("{field}: not with `leaf_cache` (DiFache caches the leaves of Sherman as published)"));
+                    out.push(format!(
+                        "{field}: not with `leaf_cache` (DiFache caches the leaves of Sherman as published)"
+                    ));
                 }
             }
         }

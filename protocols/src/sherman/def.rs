@@ -22,6 +22,7 @@
 //! | `skip_unshared_brackets` | false | P-Sherman with `lock_version`: internal nodes inside the partition are READ unbracketed too |
 //! | `version_reads` | false | the SELCC authors' Sherman: a lock-free READ is front version, node, rear version (three READs) |
 //! | `parallel_scan` | false | Sherman's `range_query`: the leaves a cached level-1 node routes the scan to, READ together (one batch per memory node, ≤ 32 leaves a round) |
+//! | `leaf_cache` | absent | DiFache caches the leaves (`leaf_cache.rs`; DiFache Fig. 14 top): `{variant: "difache" \| "noac", cache_objects, index_buckets, owner_tracking, cpu}`; histories are then checked as regular registers (DiFache's memory-node consistency) |
 //!
 //! Metrics (all per measured operation; warm-up excluded): `throughput_mops`, `thread_mops`
 //! (per-thread rates summed, the DEX artifact's throughput), `ops`,
@@ -31,6 +32,10 @@
 //! `ms_bytes_per_key_authors_sizes`), `cs_full_cache_bytes_per_key`
 //! (the index cache holding every level-1 node, 1 KB each), `latency_ns_{avg,p50,p99}`, and the same per operation type
 //! with the prefix `lookup_`, `update_`, `insert_`, `scan_`, `delete_` (types that ran).
+//! With `leaf_cache` (DiFache's verbs are not in the `*_per_op` verb counts above):
+//! `leaf_read_hit_ratio`, `leaf_reads_per_op`, `leaf_read_misses_per_op`, `leaf_writes_per_op`,
+//! `leaf_invalidations_per_op`, `leaf_remote_lookups_per_op`, `leaf_switches_on`/`_off`,
+//! `leaf_evictions`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -266,14 +271,18 @@ impl ShermanPlan {
         let tree = Arc::new(tree);
         let leaf_layout = config.leaf_cache.as_ref().map(|c| {
             let mns = point.memory_nodes;
-            leaf_cache::layout(c, mns, point.compute_nodes, run.threads_per_node, layout.memory_region_bytes())
+            leaf_cache::layout(
+                c,
+                mns,
+                point.compute_nodes,
+                run.threads_per_node,
+                layout.memory_region_bytes(),
+            )
         });
         let buffers = compute_region_bytes(run.threads_per_node, marlin, config.parallel_scan);
         let cluster = match &leaf_layout {
-            Some(l) => point.cluster(
-                l.memory_region_bytes().max(layout.memory_region_bytes()),
-                buffer_base(l) + buffers,
-            ),
+            Some(l) => point
+                .cluster(l.memory_region_bytes().max(layout.memory_region_bytes()), buffer_base(l) + buffers),
             None => point.cluster(layout.memory_region_bytes(), buffers),
         };
         Ok(ShermanPlan {

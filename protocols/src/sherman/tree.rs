@@ -718,7 +718,11 @@ impl<N: Nic> Client<N> {
         leaf: bool,
     ) -> ProtocolResult<(Arc<LocalLock>, RemoteAddr, Node)> {
         let (local, lock_addr) = self.lock(page, local_only).await?;
-        let read = if leaf { self.read_leaf_plain(page).await } else { self.read_node_checked(page, false, false).await };
+        let read = if leaf {
+            self.read_leaf_plain(page).await
+        } else {
+            self.read_node_checked(page, false, false).await
+        };
         match read {
             Ok(node) => Ok((local, lock_addr, node)),
             Err(e) => {

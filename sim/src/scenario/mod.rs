@@ -256,7 +256,9 @@ pub struct PaperValue {
     pub trend: Option<String>,
     /// Compare an aggregate over every x of this panel and series instead of one x (`x` must
     /// be absent): `max`, `min`, `mean` (arithmetic) or `geomean` — a paper's "up to N×" or
-    /// "N× on average" over all its workloads. Only `above:`/`below:` trends apply to it.
+    /// "N× on average" over all its workloads — or `peak_ratio` (with `ratio_to`: this series'
+    /// peak over every x divided by the other series' peak, "N× at peak throughput"). Only
+    /// `above:`/`below:` trends apply to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aggregate: Option<String>,
     /// Compare this series' metric divided by series `ratio_to`'s at the same panel and x (a

@@ -330,6 +330,24 @@ fn derived(
         return Err("an aggregate row names no x".into());
     }
     let nx = scenario.file.sweep.x.as_ref().map_or(1, |a| a.values.len());
+    if pv.aggregate.as_deref() == Some("peak_ratio") {
+        // This series' peak over every x divided by series `ratio_to`'s peak (a paper's "N×
+        // at peak throughput" when the two peak at different x).
+        let Some(oi) = other else { return Err("peak_ratio needs ratio_to".into()) };
+        let peak = |si: usize| -> Result<Option<f64>, String> {
+            let mut best: Option<f64> = None;
+            for xi in 0..nx {
+                if let Some(v) = value(si, xi)? {
+                    best = Some(best.map_or(v, |b: f64| b.max(v)));
+                }
+            }
+            Ok(best)
+        };
+        return Ok(match (peak(cell.1)?, peak(oi)?) {
+            (Some(a), Some(b)) if b != 0.0 => Some(a / b),
+            _ => None,
+        });
+    }
     let mut v = Vec::with_capacity(nx);
     for xi in 0..nx {
         v.extend(at(xi)?);
@@ -344,7 +362,7 @@ fn derived(
         "mean" => v.iter().sum::<f64>() / n,
         "geomean" if v.iter().all(|&x| x > 0.0) => (v.iter().map(|x| x.ln()).sum::<f64>() / n).exp(),
         "geomean" => return Err("geomean of a non-positive value".into()),
-        other => return Err(format!("unknown aggregate {other:?} (max, min, mean, geomean)")),
+        other => return Err(format!("unknown aggregate {other:?} (max, min, mean, geomean, peak_ratio)")),
     }))
 }
 
