@@ -9,8 +9,10 @@
 //! 300–400 schedules). The one in [`VERB_DELAYED`] needs a bypassing write's flush WRITE
 //! in flight across a whole mode switch: with `--faults verb-delay,pause` (a one-sided verb
 //! delayed like an RC retransmission, session 27) `bypass-write-no-recheck` first fails at seed
-//! 191. One mutant is not caught yet and is listed in `protocols/src/difache/NEEDS.md`
-//! ("install-ignores-ticket": 0 of 1,500 schedules with verb delays, random and PCT-3).
+//! 191. The one in [`RESPONSE_DELAYED`] needs an older miss's fetch to complete after a newer
+//! local miss's fetch of the same object installed (a remote write invalidated in between):
+//! with `--faults response-delay` (a one-sided response that takes a slower path, session 28)
+//! `install-ignores-ticket` first fails at seed 499 (0 of 1,500 with verb delays before).
 
 use dmsim::registry;
 use dmsim_sim::fuzz::campaign::{run_campaign, CampaignSpec, StrategyKind};
@@ -28,6 +30,7 @@ const PLAIN: &[&str] = &[
 const PLAIN_BUDGET: u64 = 40;
 const FAULTED: &[(&str, u64)] = &[("valid-after-fetch", 100), ("paper-owner-order", 450)];
 const VERB_DELAYED: &[(&str, u64)] = &[("bypass-write-no-recheck", 250)];
+const RESPONSE_DELAYED: &[(&str, u64)] = &[("install-ignores-ticket", 600)];
 /// Faulted schedules the correct protocol must pass here (the long campaigns are in NEEDS.md).
 const FAULTED_CLEAN: u64 = 100;
 
@@ -67,7 +70,8 @@ fn every_difache_mutant_in_the_lists_is_caught() {
     let plain = PLAIN.iter().map(|n| (*n, PLAIN_BUDGET, "none"));
     let faulted = FAULTED.iter().map(|(n, b)| (*n, *b, "delay,pause"));
     let verb_delayed = VERB_DELAYED.iter().map(|(n, b)| (*n, *b, "verb-delay,pause"));
-    for (name, budget, faults) in plain.chain(faulted).chain(verb_delayed) {
+    let response_delayed = RESPONSE_DELAYED.iter().map(|(n, b)| (*n, *b, "response-delay"));
+    for (name, budget, faults) in plain.chain(faulted).chain(verb_delayed).chain(response_delayed) {
         let summary = campaign(&target, name, budget, faults, true);
         match summary.first_failing_seed {
             Some(seed) => eprintln!("difache {name}: caught at seed {seed} (faults {faults})"),
@@ -80,9 +84,12 @@ fn every_difache_mutant_in_the_lists_is_caught() {
 #[test]
 fn correct_difache_passes_the_same_campaigns() {
     let target = target();
-    for (budget, faults) in
-        [(PLAIN_BUDGET, "none"), (FAULTED_CLEAN, "delay,pause"), (FAULTED_CLEAN, "verb-delay,pause")]
-    {
+    for (budget, faults) in [
+        (PLAIN_BUDGET, "none"),
+        (FAULTED_CLEAN, "delay,pause"),
+        (FAULTED_CLEAN, "verb-delay,pause"),
+        (FAULTED_CLEAN, "response-delay"),
+    ] {
         let summary = campaign(&target, "none", budget, faults, false);
         assert_eq!(summary.schedules, budget);
         assert_eq!(summary.violations, 0, "faults {faults}: false alarm: {:?}", summary.failures);

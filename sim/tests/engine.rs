@@ -332,3 +332,54 @@ fn torn_large_reads_can_see_a_half_written_line() {
     assert_eq!(mixes(false), 0);
     assert!(mixes(true) > 0, "some schedule must tear");
 }
+
+/// One READ on queue pair 1 and, `gap_ns` later, a WRITE of 7 to the same word on queue pair 2
+/// of the same compute node; the READ's value and whether it completed after the WRITE did.
+fn read_then_other_qp_write(seed: u64, faults: dmsim_sim::engine::FaultPlan, gap_ns: u64) -> (u64, bool) {
+    let mut c = SimConfig::new(cluster(1), quiet_profile(), seed);
+    c.faults = faults;
+    let mut sim = Sim::new(c);
+    let (reader, writer) = (sim.nic(NodeId(1)).qp(1), sim.nic(NodeId(1)).qp(2));
+    let done = Arc::new(Mutex::new((0u64, 0u64, 0u64)));
+    let (d1, d2) = (done.clone(), done.clone());
+    sim.spawn_main(NodeId(1), async move {
+        reader.read(RemoteAddr::new(MN, 0), 0, 8).await.unwrap();
+        let mut d = d1.lock().unwrap();
+        d.0 = reader.local().load(0);
+        d.1 = reader.now().0;
+    });
+    sim.spawn_main(NodeId(1), async move {
+        writer.local().store(64, 7);
+        writer.sleep(Nanos(gap_ns)).await;
+        writer.write(RemoteAddr::new(MN, 0), 64, 8).await.unwrap();
+        d2.lock().unwrap().2 = writer.now().0;
+    });
+    assert_eq!(sim.run().stop, StopReason::Finished);
+    let d = *done.lock().unwrap();
+    (d.0, d.1 > d.2)
+}
+
+#[test]
+fn a_delayed_response_completes_an_old_read_after_a_newer_write_on_another_qp() {
+    // Goal: `response-delay` (engine/fault.rs) is the one family that lets a READ which saw
+    // memory before another queue pair's WRITE complete after that WRITE's acknowledgement
+    // (a slower ECMP path for its response); without faults, or with the request-side
+    // `verb-delay` (a delayed READ executes late and sees the new value), it never does.
+    // Method: 40 seeds each, the WRITE posted 1 µs after the READ (after the READ executed:
+    // without faults the READ sees 0 and completes first).
+    use dmsim_sim::engine::FaultPlan;
+    const GAP_NS: u64 = 1_000;
+    assert_eq!(read_then_other_qp_write(1, FaultPlan::default(), GAP_NS), (0, false));
+    let old_read_completes_last = |faults: &FaultPlan| {
+        (0..40).filter(|&seed| read_then_other_qp_write(seed, faults.clone(), GAP_NS) == (0, true)).count()
+    };
+    let none = FaultPlan::default();
+    let verb = FaultPlan { verb_delay_permille: 1000, verb_delay_ns_max: 20_000, ..FaultPlan::default() };
+    let response =
+        FaultPlan { response_delay_permille: 1000, response_delay_ns_max: 20_000, ..FaultPlan::default() };
+    assert_eq!(old_read_completes_last(&none), 0);
+    assert_eq!(old_read_completes_last(&verb), 0);
+    assert!(old_read_completes_last(&response) > 0, "some delayed response must land last");
+    // The request-side family does delay verbs: some seeds' READs see the WRITE.
+    assert!((0..40).any(|seed| read_then_other_qp_write(seed, verb.clone(), GAP_NS).0 == 7));
+}

@@ -46,7 +46,7 @@ pub struct FuzzArgs {
     /// one-line descriptions, and exit.
     #[arg(long)]
     pub list_mutants: bool,
-    /// Fault families: none, all (= delay,drop,pause,crash), or a comma list of delay,drop,pause,crash,verb-delay.
+    /// Fault families: none, all (every family), or a comma list of delay,drop,pause,crash,verb-delay,response-delay.
     #[arg(long, default_value = "none")]
     pub faults: String,
     /// Stop after the wave that found the first violation.

@@ -10,6 +10,13 @@
 //!   `verb_delay_ns_max` later; later verbs on the queue pair wait behind it (per-QP order), so
 //!   only verbs on *other* queue pairs overtake it. Its own decision per verb, drawn only when a
 //!   rate is set.
+//! * **Response delay.** Opt-in (`response-delay`): a one-sided verb takes effect at the
+//!   target on time, but its response reaches the requester up to `response_delay_ns_max`
+//!   late — it took a slower path (RoCEv2 hashes each queue pair to an ECMP path by its UDP
+//!   source port) or waited in a congested switch queue. Later completions on the queue pair
+//!   wait behind it (per-QP order); other queue pairs' responses overtake it, so a READ that
+//!   saw memory before another QP's WRITE may complete after that WRITE's acknowledgement.
+//!   Its own decision per verb, drawn only when a rate is set.
 //! * **Pause.** A node's tasks are not polled in `[from_ns, until_ns)`: a descheduled process or
 //!   a GC pause. Its NIC keeps serving one-sided verbs and queueing messages, as hardware does.
 //! * **Crash.** A pause that never ends (`until_ns == u64::MAX`): the node's tasks never run
@@ -55,6 +62,10 @@ pub struct FaultPlan {
     /// Per-mille chance that a one-sided verb's request arrives up to `verb_delay_ns_max` late.
     pub verb_delay_permille: u32,
     pub verb_delay_ns_max: u64,
+    /// Per-mille chance that a one-sided verb's response reaches the requester up to
+    /// `response_delay_ns_max` late (the verb took effect on time).
+    pub response_delay_permille: u32,
+    pub response_delay_ns_max: u64,
     /// `(node, from_ns, until_ns)`: the node's tasks are not polled in that window
     /// (`until_ns == u64::MAX`: a crash).
     pub pauses: Vec<(NodeId, u64, u64)>,
@@ -193,6 +204,25 @@ impl World {
         self.trace.hash_event(now, 11, extra_ns);
         self.trace.line(now, target.0, "FAULT", |l| {
             let _ = write!(l, "delay verb n{}>n{} +{extra_ns}ns", source.0, target.0);
+        });
+        extra_ns * PS_PER_NS
+    }
+
+    /// The extra delay of one one-sided verb's response from `target` back to `source`, in
+    /// picoseconds: 0, or a response-delay fault drawn from the plan.
+    pub(super) fn response_fault_ps(&mut self, source: NodeId, target: NodeId) -> u64 {
+        let rate = self.faults.response_delay_permille.min(FAULT_OPTIONS as u32) as u64;
+        if rate == 0 {
+            return 0;
+        }
+        if self.choice.choose(ChoiceKind::Fault, FAULT_OPTIONS) < FAULT_OPTIONS - rate {
+            return 0;
+        }
+        let extra_ns = self.choice.choose(ChoiceKind::Fault, self.faults.response_delay_ns_max + 1);
+        let now = self.now_ns;
+        self.trace.hash_event(now, 12, extra_ns);
+        self.trace.line(now, source.0, "FAULT", |l| {
+            let _ = write!(l, "delay response n{}>n{} +{extra_ns}ns", target.0, source.0);
         });
         extra_ns * PS_PER_NS
     }

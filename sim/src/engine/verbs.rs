@@ -358,8 +358,13 @@ impl World {
         let reach = leave + oneway + jitter;
         let start = reserve(&mut self.nodes[source.index()].ingress_free_ps, reach, wire);
         let received = self.nodes[source.index()].waited(Wait::ResponseIngress, reach, start) + wire;
+        // Injected one-sided response delay (engine/fault.rs; 0 without a plan), added after
+        // the requester's ingress: the ingress is one reservation cursor taken in event order,
+        // so a late `reach` would block every response reserved after it, even earlier ones.
+        let late =
+            if self.ops[id as usize].send.is_none() { self.response_fault_ps(source, target) } else { 0 };
         let qp_state = &mut self.qp_states[qp as usize];
-        let done = received.max(qp_state.last_done_ps);
+        let done = (received + late).max(qp_state.last_done_ps);
         qp_state.last_done_ps = done;
         self.queue.push(ps_to_ns_ceil(done), EventKind::Done { op: id, verb: i as u8 });
     }

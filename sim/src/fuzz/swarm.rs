@@ -182,6 +182,9 @@ impl std::fmt::Display for Swarm {
         if p.verb_delay_permille > 0 {
             write!(f, " verb-delay={}‰≤{}ns", p.verb_delay_permille, p.verb_delay_ns_max)?;
         }
+        if p.response_delay_permille > 0 {
+            write!(f, " response-delay={}‰≤{}ns", p.response_delay_permille, p.response_delay_ns_max)?;
+        }
         for (node, from, until) in &p.pauses {
             if *until == u64::MAX {
                 write!(f, " crash=n{}@{from}ns", node.0)?;
@@ -246,6 +249,11 @@ pub fn draw(spec: &FuzzSpec, seed: u64, faults: Faults, clients_of: &ClientsOf) 
         // campaigns without it stay as they were.
         plan.verb_delay_permille = [20, 100, 300][pick(3, unit())];
         plan.verb_delay_ns_max = [2_000, 20_000][pick(2, unit())];
+    }
+    if faults.response_delay {
+        // After verb-delay's draws, for the same reason.
+        plan.response_delay_permille = [20, 100, 300][pick(3, unit())];
+        plan.response_delay_ns_max = [2_000, 20_000][pick(2, unit())];
     }
     let crash = (faults.crash && crash_drawn).then_some((crash_node, crash_at));
     if let Some((node, at)) = crash {

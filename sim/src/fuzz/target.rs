@@ -40,27 +40,41 @@ pub struct Faults {
     /// retransmits after its timeout. Per-QP order still holds.
     #[serde(default)]
     pub verb_delay: bool,
+    /// Extra latency on some one-sided verbs' responses (the verb took effect on time): a
+    /// slower path or a congested queue; other queue pairs' responses overtake it.
+    #[serde(default)]
+    pub response_delay: bool,
 }
 
 impl Faults {
-    pub const NAMES: &'static [&'static str] = &["delay", "drop", "pause", "crash", "verb-delay"];
+    pub const NAMES: &'static [&'static str] =
+        &["delay", "drop", "pause", "crash", "verb-delay", "response-delay"];
 
-    /// Parse `none`, `all`, or a comma-separated subset of [`Faults::NAMES`]. `all` is the four
-    /// families the fuzzer had before `verb-delay` (session 27), so campaigns recorded as `all`
-    /// still draw the same schedules; `verb-delay` is always named on its own.
+    /// Parse `none`, `all`, or a comma-separated subset of [`Faults::NAMES`]. `all` is every
+    /// family, so it grows with the fuzzer (`verb-delay` in session 27, `response-delay` in
+    /// session 28): a campaign meant to be re-run names its families (summaries and replay
+    /// files record them by name).
     pub fn parse(text: &str) -> Result<Faults, String> {
         let mut faults = Faults::default();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match part {
                 "none" => {}
                 "all" => {
-                    faults = Faults { delay: true, drop: true, pause: true, crash: true, verb_delay: true }
+                    faults = Faults {
+                        delay: true,
+                        drop: true,
+                        pause: true,
+                        crash: true,
+                        verb_delay: true,
+                        response_delay: true,
+                    }
                 }
                 "delay" => faults.delay = true,
                 "drop" => faults.drop = true,
                 "pause" => faults.pause = true,
                 "crash" => faults.crash = true,
                 "verb-delay" => faults.verb_delay = true,
+                "response-delay" => faults.response_delay = true,
                 other => {
                     return Err(format!(
                         "unknown fault {other:?} (known: none, all, {})",
@@ -73,18 +87,19 @@ impl Faults {
     }
 
     pub fn any(&self) -> bool {
-        self.delay || self.drop || self.pause || self.crash || self.verb_delay
+        self.delay || self.drop || self.pause || self.crash || self.verb_delay || self.response_delay
     }
 }
 
 impl std::fmt::Display for Faults {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let on: Vec<&str> = [self.delay, self.drop, self.pause, self.crash, self.verb_delay]
-            .iter()
-            .zip(Faults::NAMES)
-            .filter(|(on, _)| **on)
-            .map(|(_, n)| *n)
-            .collect();
+        let on: Vec<&str> =
+            [self.delay, self.drop, self.pause, self.crash, self.verb_delay, self.response_delay]
+                .iter()
+                .zip(Faults::NAMES)
+                .filter(|(on, _)| **on)
+                .map(|(_, n)| *n)
+                .collect();
         if on.is_empty() {
             write!(f, "none")
         } else {

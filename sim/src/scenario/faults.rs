@@ -5,6 +5,7 @@
 //! "faults": {
 //!   "send_delay": { "permille": 50, "max_ns": 2000 },
 //!   "verb_delay": { "permille": 20, "max_ns": 20000 },
+//!   "response_delay": { "permille": 20, "max_ns": 20000 },
 //!   "send_drop": { "permille": 20, "retransmit_ns": 10000 },
 //!   "pauses": [ { "compute_node": 1, "from_ns": 100000, "until_ns": 150000 } ],
 //!   "compute_crashes": [ { "compute_node": 2, "at_ns": 400000 } ],
@@ -42,6 +43,11 @@ pub struct FaultsSpec {
     /// `permille`/1000 (a lost packet the RC NIC retransmits; per-QP order holds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verb_delay: Option<SendDelay>,
+    /// Each one-sided verb's response reaches the requester up to `max_ns` late with
+    /// probability `permille`/1000 (the verb took effect on time; a slower path or a congested
+    /// queue: other queue pairs' responses overtake it, per-QP order holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_delay: Option<SendDelay>,
     /// A client node's tasks are not run in `[from_ns, until_ns)`; its NIC keeps serving.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pauses: Vec<Pause>,
@@ -175,6 +181,10 @@ impl FaultsSpec {
             permille(&mut out, "faults.verb_delay.permille", d.permille);
             bounded(&mut out, "faults.verb_delay.max_ns", d.max_ns);
         }
+        if let Some(d) = &self.response_delay {
+            permille(&mut out, "faults.response_delay.permille", d.permille);
+            bounded(&mut out, "faults.response_delay.max_ns", d.max_ns);
+        }
         if let (Some(a), Some(b)) = (&self.send_delay, &self.send_drop) {
             if a.permille + b.permille > 1000 {
                 out.push(Problem::new(
@@ -266,6 +276,10 @@ impl FaultsSpec {
             plan.verb_delay_permille = d.permille;
             plan.verb_delay_ns_max = d.max_ns;
         }
+        if let Some(d) = &self.response_delay {
+            plan.response_delay_permille = d.permille;
+            plan.response_delay_ns_max = d.max_ns;
+        }
         plan.pauses.extend(self.pauses.iter().map(|p| (client(p.compute_node), p.from_ns, p.until_ns)));
         plan.pauses.extend(self.compute_crashes.iter().map(|c| (client(c.compute_node), c.at_ns, u64::MAX)));
         plan.memory_crashes = self.memory_crashes.iter().map(|c| (NodeId(c.memory_node), c.at_ns)).collect();
@@ -298,6 +312,10 @@ pub fn merge_plans(base: &FaultPlan, extra: &FaultPlan) -> FaultPlan {
     if extra.verb_delay_permille > 0 {
         out.verb_delay_permille = extra.verb_delay_permille;
         out.verb_delay_ns_max = extra.verb_delay_ns_max;
+    }
+    if extra.response_delay_permille > 0 {
+        out.response_delay_permille = extra.response_delay_permille;
+        out.response_delay_ns_max = extra.response_delay_ns_max;
     }
     out.pauses.extend(extra.pauses.iter().copied());
     out.memory_crashes.extend(extra.memory_crashes.iter().copied());
