@@ -208,7 +208,8 @@ fn campaign(
     run_campaign(&target, &spec).summary
 }
 
-const ALL: Faults = Faults { delay: true, drop: true, pause: true, crash: true, verb_delay: false };
+const ALL: Faults =
+    Faults { delay: true, drop: true, pause: true, crash: true, verb_delay: false, response_delay: false };
 
 /// About half the seeds crash a compute node (the others pause it, delay and drop messages).
 /// 10,000 seeds were run outside CI (protocols/src/selcc/NEEDS.md); CI runs SCHEDULES.

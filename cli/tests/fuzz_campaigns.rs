@@ -309,7 +309,14 @@ fn tpcc_two_phase_commit_pct_with_faults() {
         seeds: (1..=200).collect(),
         strategy: StrategyKind::Pct { depth: 3 },
         mutant: "none".into(),
-        faults: Faults { delay: true, drop: true, pause: true, crash: false, verb_delay: false },
+        faults: Faults {
+            delay: true,
+            drop: true,
+            pause: true,
+            crash: false,
+            verb_delay: false,
+            response_delay: false,
+        },
         stop_after: None,
         progress: false,
     };
@@ -349,7 +356,14 @@ fn dex_receiver_regressions() {
         seeds: vec![10_012_736, 10_067_289],
         strategy: StrategyKind::Random,
         mutant: "none".into(),
-        faults: Faults { delay: true, drop: true, pause: true, crash: false, verb_delay: false },
+        faults: Faults {
+            delay: true,
+            drop: true,
+            pause: true,
+            crash: false,
+            verb_delay: false,
+            response_delay: false,
+        },
         stop_after: None,
         progress: false,
     };
