@@ -36,6 +36,11 @@
 //! between the old node's release and the sibling's write: 11 of 200 schedules) has its own
 //! budget of 200; the tree's other mutants fail 27–100 % of schedules (measured over 40 and 200).
 //!
+//! Both rare ones are caught quickly since session 28 with the fault family `response-delay`
+//! (a one-sided completion delivered late while other queue pairs' overtake it):
+//! `reuse-frame-before-flush` at seed 324 of `selcc/fuzz-small.json`, `delegation-after-read`
+//! at seed 45 of `smart/fuzz-small.json` ([`mutants_a_late_response_exposes_are_caught`]).
+//!
 //! Cost: about 60 schedules in all (most mutants fail in the first wave of seeds).
 
 use dmsim::registry;
@@ -107,11 +112,21 @@ fn campaign_of(
     stop_at_first: bool,
     budget: u64,
 ) -> dmsim_sim::fuzz::CampaignSummary {
+    campaign_with(target, mutant, stop_at_first, budget, Faults::default())
+}
+
+fn campaign_with(
+    target: &ProtocolTarget,
+    mutant: &str,
+    stop_at_first: bool,
+    budget: u64,
+    faults: Faults,
+) -> dmsim_sim::fuzz::CampaignSummary {
     let spec = CampaignSpec {
         seeds: (1..=budget).collect(),
         strategy: StrategyKind::Random,
         mutant: mutant.to_string(),
-        faults: Faults::default(),
+        faults,
         stop_after: stop_at_first.then_some(1),
         progress: false,
     };
@@ -272,6 +287,26 @@ fn assert_caught_within(scenario: &str, names: &[&str], budget: u64) {
         .filter(|name| campaign_of(&target, name, true, budget).first_failing_seed.is_none())
         .collect();
     assert!(missed.is_empty(), "{scenario}: mutants not caught in {budget} schedules: {missed:?}");
+}
+
+/// Mutants whose window is a one-sided completion arriving after another queue pair's (the
+/// `response-delay` fault family, session 28; without it 1 in ~8,000 and 1 in 2,000-7,000
+/// schedules): SELCC's `reuse-frame-before-flush` (first at seed 324) and SMART's
+/// `delegation-after-read` (first at seed 45); the correct protocols pass 3,000 schedules each
+/// with `delay,drop,pause,response-delay` (by hand, session 28).
+#[test]
+fn mutants_a_late_response_exposes_are_caught() {
+    let faults = Faults::parse("response-delay").unwrap();
+    for (scenario, mutant, budget) in [
+        ("selcc/fuzz-small.json", "reuse-frame-before-flush", 400),
+        ("smart/fuzz-small.json", "delegation-after-read", 100),
+    ] {
+        let summary = campaign_with(&target(scenario), mutant, true, budget, faults);
+        assert!(
+            summary.first_failing_seed.is_some(),
+            "{scenario}: {mutant} not caught in {budget} schedules"
+        );
+    }
 }
 
 /// Marlin's `smo-no-drain` is in `SLOW_TO_CATCH` for Dolphin's (Marlin's: 135 of seeds
