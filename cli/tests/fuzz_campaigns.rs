@@ -309,14 +309,7 @@ fn tpcc_two_phase_commit_pct_with_faults() {
         seeds: (1..=200).collect(),
         strategy: StrategyKind::Pct { depth: 3 },
         mutant: "none".into(),
-        faults: Faults {
-            delay: true,
-            drop: true,
-            pause: true,
-            crash: false,
-            verb_delay: false,
-            response_delay: false,
-        },
+        faults: Faults::parse("delay,drop,pause").unwrap(),
         stop_after: None,
         progress: false,
     };
@@ -356,14 +349,7 @@ fn dex_receiver_regressions() {
         seeds: vec![10_012_736, 10_067_289],
         strategy: StrategyKind::Random,
         mutant: "none".into(),
-        faults: Faults {
-            delay: true,
-            drop: true,
-            pause: true,
-            crash: false,
-            verb_delay: false,
-            response_delay: false,
-        },
+        faults: Faults::parse("delay,drop,pause").unwrap(),
         stop_after: None,
         progress: false,
     };

@@ -276,13 +276,24 @@ impl<N: Nic> Client<N> {
                     continue;
                 }
             }
-            let words = self.local_words(self.buf, NODE_WORDS);
-            match Node::decode(v, &words) {
-                Ok(node) => return Ok(node),
-                Err(torn) if self.mutant() == Mutant::SkipVersionCheck => {
-                    return Ok(Node::decode_unchecked(v, &words, torn));
-                }
-                Err(_) => self.cur.retries += 1,
+            if let Some(node) = self.decode_buffer(v) {
+                return Ok(node);
+            }
+        }
+    }
+
+    /// The node image in the thread's buffer if its versions agree (the mutant takes any
+    /// image); a torn one counts a retry.
+    fn decode_buffer(&mut self, v: super::layout::Versions) -> Option<Node> {
+        let words = self.local_words(self.buf, NODE_WORDS);
+        match Node::decode(v, &words) {
+            Ok(node) => Some(node),
+            Err(torn) if self.mutant() == Mutant::SkipVersionCheck => {
+                Some(Node::decode_unchecked(v, &words, torn))
+            }
+            Err(_) => {
+                self.cur.retries += 1;
+                None
             }
         }
     }
@@ -337,13 +348,8 @@ impl<N: Nic> Client<N> {
             let from = lc.buffer();
             self.nic.local().copy_from(self.buf, self.nic.local(), from, NODE_BYTES);
             self.nic.cpu(Nanos(self.config().cpu.node_ns)).await;
-            let words = self.local_words(self.buf, NODE_WORDS);
-            match Node::decode(v, &words) {
-                Ok(node) => return Ok(node),
-                Err(torn) if self.mutant() == Mutant::SkipVersionCheck => {
-                    return Ok(Node::decode_unchecked(v, &words, torn));
-                }
-                Err(_) => self.cur.retries += 1,
+            if let Some(node) = self.decode_buffer(v) {
+                return Ok(node);
             }
         }
     }
