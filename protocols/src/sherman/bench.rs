@@ -54,14 +54,23 @@ pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStrea
     let mut sequence = 0u64;
     // This thread's measured ops (for `thread_mops`).
     let mut measured = ThreadSpan::default();
+    let window = c.shared.config.window.map(|w| (w.warmup_us * 1_000, (w.warmup_us + w.measure_us) * 1_000));
     for op in stream {
+        if window.is_some_and(|(_, close)| c.nic.now().0 >= close) {
+            break;
+        }
+        // In a window, an operation is measured if it starts inside it (and ends by its close).
+        let warmup = match window {
+            Some((open, _)) => c.nic.now().0 < open,
+            None => op.warmup,
+        };
         c.cur = OpStats::default();
         let start = c.nic.now().0;
         let mut stamp = || {
             sequence += 1;
             write_stamp(node, thread, sequence)
         };
-        if !op.warmup {
+        if !warmup {
             if let Some(lc) = &c.leaf_cache {
                 // The leaf cache's counters cover the measured operations, as Sherman's.
                 lc.cache.reset_stats_once();
@@ -114,11 +123,15 @@ pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStrea
                 l.push(key, write, seen, start, end);
             }
         }
-        if !op.warmup {
+        let late = window.is_some_and(|(_, close)| end > close);
+        if !warmup && !late {
             record(&c.shared, op.kind, &c.cur, start, end, found);
             measured.record(start, end);
         }
         c.shared.ops_done.fetch_add(1, Ordering::Relaxed);
+    }
+    if window.is_some_and(|(_, close)| c.nic.now().0 < close) {
+        c.shared.stats.lock().unwrap_or_else(|e| e.into_inner()).window_short_threads += 1;
     }
     if let (Some(first), Some(rate)) = (measured.first(), measured.rate_per_ns()) {
         let mut stats = c.shared.stats.lock().unwrap_or_else(|e| e.into_inner());

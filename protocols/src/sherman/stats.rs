@@ -102,6 +102,14 @@ pub struct Stats {
     /// DiFache promises regular reads, not linearizable ones (`check::check_leaf_cache_history`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub leaf_log: Vec<crate::harness::LoggedOp>,
+    /// `window`: client threads whose operations ran out before the window closed (the
+    /// throughput then undercounts; the metric `window_threads_out_of_ops` says so).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub window_short_threads: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Stats {
@@ -130,6 +138,7 @@ impl Stats {
         self.last_op_end_ns = self.last_op_end_ns.max(o.last_op_end_ns);
         self.thread_rate_sum += o.thread_rate_sum;
         self.first_op_start_max_ns = self.first_op_start_max_ns.max(o.first_op_start_max_ns);
+        self.window_short_threads += o.window_short_threads;
         if let Some(b) = &o.leaf_cache {
             self.leaf_cache.get_or_insert_with(Default::default).merge(b);
         }
