@@ -192,37 +192,39 @@ impl World {
     /// The extra delay of one one-sided verb's request from `source` to `target`, in
     /// picoseconds: 0, or a verb-delay fault drawn from the plan.
     pub(super) fn verb_fault_ps(&mut self, source: NodeId, target: NodeId) -> u64 {
-        let rate = self.faults.verb_delay_permille.min(FAULT_OPTIONS as u32) as u64;
-        if rate == 0 {
-            return 0;
-        }
-        if self.choice.choose(ChoiceKind::Fault, FAULT_OPTIONS) < FAULT_OPTIONS - rate {
-            return 0;
-        }
-        let extra_ns = self.choice.choose(ChoiceKind::Fault, self.faults.verb_delay_ns_max + 1);
-        let now = self.now_ns;
-        self.trace.hash_event(now, 11, extra_ns);
-        self.trace.line(now, target.0, "FAULT", |l| {
-            let _ = write!(l, "delay verb n{}>n{} +{extra_ns}ns", source.0, target.0);
-        });
-        extra_ns * PS_PER_NS
+        let (rate, max) = (self.faults.verb_delay_permille, self.faults.verb_delay_ns_max);
+        self.one_sided_fault_ps(rate, max, 11, (source, target), "verb")
     }
 
     /// The extra delay of one one-sided verb's response from `target` back to `source`, in
     /// picoseconds: 0, or a response-delay fault drawn from the plan.
     pub(super) fn response_fault_ps(&mut self, source: NodeId, target: NodeId) -> u64 {
-        let rate = self.faults.response_delay_permille.min(FAULT_OPTIONS as u32) as u64;
+        let (rate, max) = (self.faults.response_delay_permille, self.faults.response_delay_ns_max);
+        self.one_sided_fault_ps(rate, max, 12, (target, source), "response")
+    }
+
+    /// One draw of a one-sided delay family: nothing unless `permille` is set, then "no fault"
+    /// or up to `max_ns`, hashed under `tag` and traced at the receiving node of `(from, to)`.
+    fn one_sided_fault_ps(
+        &mut self,
+        permille: u32,
+        max_ns: u64,
+        tag: u64,
+        (from, to): (NodeId, NodeId),
+        what: &str,
+    ) -> u64 {
+        let rate = permille.min(FAULT_OPTIONS as u32) as u64;
         if rate == 0 {
             return 0;
         }
         if self.choice.choose(ChoiceKind::Fault, FAULT_OPTIONS) < FAULT_OPTIONS - rate {
             return 0;
         }
-        let extra_ns = self.choice.choose(ChoiceKind::Fault, self.faults.response_delay_ns_max + 1);
+        let extra_ns = self.choice.choose(ChoiceKind::Fault, max_ns + 1);
         let now = self.now_ns;
-        self.trace.hash_event(now, 12, extra_ns);
-        self.trace.line(now, source.0, "FAULT", |l| {
-            let _ = write!(l, "delay response n{}>n{} +{extra_ns}ns", target.0, source.0);
+        self.trace.hash_event(now, tag, extra_ns);
+        self.trace.line(now, to.0, "FAULT", |l| {
+            let _ = write!(l, "delay {what} n{}>n{} +{extra_ns}ns", from.0, to.0);
         });
         extra_ns * PS_PER_NS
     }
