@@ -55,6 +55,8 @@ pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStrea
     // This thread's measured ops (for `thread_mops`).
     let mut measured = ThreadSpan::default();
     let window = c.shared.config.window.map(|w| (w.warmup_us * 1_000, (w.warmup_us + w.measure_us) * 1_000));
+    // Whether this thread has started measuring (then the leaf cache's counters were reset).
+    let mut measuring = false;
     for op in stream {
         if window.is_some_and(|(_, close)| c.nic.now().0 >= close) {
             break;
@@ -70,7 +72,8 @@ pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStrea
             sequence += 1;
             write_stamp(node, thread, sequence)
         };
-        if !warmup {
+        if !warmup && !measuring {
+            measuring = true;
             if let Some(lc) = &c.leaf_cache {
                 // The leaf cache's counters cover the measured operations, as Sherman's.
                 lc.cache.reset_stats_once();

@@ -460,12 +460,13 @@ impl Plan for ShermanPlan {
             state: None,
             collect: Box::new(move || {
                 let mut stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let leaf_error = leaf_cache.as_ref().and_then(|c| {
+                let mut leaf_error = None;
+                if let Some(c) = &leaf_cache {
                     let mut s = c.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
                     s.event_samples = Default::default();
                     stats.leaf_cache = Some(s);
-                    c.errors.first()
-                });
+                    leaf_error = c.errors.first();
+                }
                 let samples = stats.latencies.concat();
                 let mut history = log.map(|l| l.snapshot()).unwrap_or_default();
                 if stats.leaf_cache.is_some() {
