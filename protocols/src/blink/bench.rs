@@ -13,6 +13,7 @@ use crate::common::bench::write_stamp;
 use crate::harness::{LoggedOp, OpLog};
 use crate::nic::{Nic, NodeId};
 use crate::workload::scan_check::ScanRecord;
+use crate::workload::window::Gate;
 use crate::workload::ycsb::{OpKind, YcsbOp, YcsbStream};
 
 /// History logging of one client: its node's log and its cluster-wide client id.
@@ -38,10 +39,11 @@ pub async fn run_client<N: Nic>(
     stream: YcsbStream,
     logger: Option<KvLogger>,
     drain_at_end: bool,
+    gate: Gate,
 ) {
     let node = tree.pages.node.clone();
     let failed = node.clone();
-    run_ops(&mut tree, node.node, thread, stream, logger, move || failed.errors.is_set()).await;
+    run_ops(&mut tree, node.node, thread, stream, logger, gate, move || failed.errors.is_set()).await;
     let last = {
         let mut running = node.workers_running.lock().unwrap_or_else(|e| e.into_inner());
         *running -= 1;
@@ -61,11 +63,12 @@ pub async fn run_ops<P: Pages>(
     thread: u32,
     stream: impl IntoIterator<Item = YcsbOp>,
     logger: Option<KvLogger>,
+    gate: Gate,
     failed: impl Fn() -> bool,
 ) {
     let mut sequence = 0u64;
     for op in stream {
-        if tree.shared.errors.is_set() || failed() {
+        if tree.shared.errors.is_set() || failed() || gate.closed(tree.pages.now()) {
             break;
         }
         tree.cur = OpCounts::default();
@@ -118,8 +121,12 @@ pub async fn run_ops<P: Pages>(
                 });
             }
         }
-        record(&tree.shared, op.kind, op.warmup, &tree.cur, start, end, found);
+        let warmup = !gate.measured(start, end, op.warmup);
+        record(&tree.shared, op.kind, warmup, &tree.cur, start, end, found);
         tree.shared.ops_done.fetch_add(1, Ordering::Relaxed);
+    }
+    if gate.ran_out(tree.pages.now()) {
+        tree.shared.stats.lock().unwrap_or_else(|e| e.into_inner()).window_short_threads += 1;
     }
 }
 

@@ -50,6 +50,7 @@ use crate::selcc::check::Oracle;
 use crate::selcc::{latch, ops, setup_memory_node, Config, Layout, Node, NodeState};
 use crate::workload::rng_for_thread;
 use crate::workload::scan_check::{check_report_scans, ScanRecord};
+use crate::workload::window::Gate;
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
 /// A compute node's report: the tree's counters and SELCC's beneath them.
@@ -339,7 +340,14 @@ impl Plan for BlinkPlan {
                 let tree = Tree::new(SelccPages::new(node.clone(), t), shared.clone());
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
-                let task: Task = Box::pin(run_client(tree, t, stream, logger, self.quiesce));
+                let task: Task = Box::pin(run_client(
+                    tree,
+                    t,
+                    stream,
+                    logger,
+                    self.quiesce,
+                    Gate::new(self.workload.window),
+                ));
                 task
             })
             .collect();
@@ -366,7 +374,7 @@ impl Plan for BlinkPlan {
 
     fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
         let stats = Self::totals(reports);
-        let mut m = tree_metrics(&stats, elapsed);
+        let mut m = tree_metrics(&stats, elapsed, Gate::new(self.workload.window));
         // SELCC's view, per latch operation (warm-up included): how the tree's accesses hit.
         let latch = crate::selcc::metrics::metrics(&Self::latch_stats(reports), &self.config, 0, None);
         for name in [
@@ -447,9 +455,12 @@ pub fn tree_options(options: &mut serde_json::Map<String, Value>) -> Result<Tree
 }
 
 /// The tree's metrics over its merged counters (any page store).
-pub fn tree_metrics(stats: &Stats, elapsed: Nanos) -> BTreeMap<String, f64> {
-    let span_s = elapsed.saturating_sub(Nanos(stats.first_op_start_ns.unwrap_or(0))).as_secs_f64();
+pub fn tree_metrics(stats: &Stats, elapsed: Nanos, gate: Gate) -> BTreeMap<String, f64> {
+    let span_s = gate.span_s(elapsed.saturating_sub(Nanos(stats.first_op_start_ns.unwrap_or(0))).0);
     let mut m = BTreeMap::new();
+    if gate.is_timed() {
+        m.insert("window_threads_out_of_ops".into(), stats.window_short_threads as f64);
+    }
     let total = stats.total();
     let mut all: Vec<u64> = stats.latencies.concat();
     per_kind(&mut m, "", &total, &mut all);

@@ -40,6 +40,9 @@ pub struct Stats {
     pub root_reads: u64,
     /// Scans, for the no-skipped-key check (check mode only).
     pub scans: Vec<ScanRecord>,
+    /// `workload.window`: client threads whose operations ran out before the window closed.
+    #[serde(default)]
+    pub window_short_threads: u64,
 }
 
 impl Stats {
@@ -55,6 +58,7 @@ impl Stats {
         self.last_op_end_ns = self.last_op_end_ns.max(o.last_op_end_ns);
         self.splits_all += o.splits_all;
         self.root_reads += o.root_reads;
+        self.window_short_threads += o.window_short_threads;
         self.scans.extend(o.scans.iter().cloned());
     }
 

@@ -12,6 +12,7 @@ use crate::nic::{Nanos, Nic};
 use crate::sherman::bench::KvLogger;
 use crate::sherman::node::TOMBSTONE;
 use crate::sherman::stats::OpStats;
+use crate::workload::window::Gate;
 use crate::workload::ycsb::{fnv_hash64, OpKind, YcsbStream};
 use crate::workload::zipf::Zipf;
 use rand::Rng;
@@ -73,6 +74,7 @@ pub async fn run_client<N: Nic>(
     mut redraw: Option<Redraw>,
     logger: Option<KvLogger>,
     quiesce: bool,
+    gate: Gate,
 ) {
     let node = c.nic.node();
     let cn = c.shared.cn;
@@ -96,6 +98,9 @@ pub async fn run_client<N: Nic>(
     // This thread's measured phase.
     let mut measured = ThreadSpan::default();
     for op in stream {
+        if gate.closed(c.nic.now().0) {
+            break;
+        }
         if mover
             && c.shared.move_state.load(Ordering::SeqCst) == MOVE_NONE
             && c.nic.now().0 >= c.shared.config.repartition.at_ns
@@ -187,7 +192,7 @@ pub async fn run_client<N: Nic>(
                 });
             }
         }
-        if !op.warmup {
+        if gate.measured(start, end, op.warmup) {
             record(&c.shared, op.kind, &c.cur, start, end, found);
             measured.record(start, end);
         }
@@ -195,6 +200,9 @@ pub async fn run_client<N: Nic>(
             c.shared.before_switch.fetch_sub(1, Ordering::SeqCst);
         }
         c.shared.ops_done.fetch_add(1, Ordering::Relaxed);
+    }
+    if gate.ran_out(c.nic.now().0) {
+        c.shared.stats.lock().unwrap_or_else(|e| e.into_inner()).window_short_threads += 1;
     }
     // A server whose operations ended before `at_ns` still hands the range over.
     if mover && c.shared.move_state.load(Ordering::SeqCst) == MOVE_NONE {

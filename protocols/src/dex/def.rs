@@ -67,6 +67,7 @@ use crate::sherman::check::{check_locks_free, check_tree};
 use crate::sherman::layout::Layout;
 use crate::sherman::stats::{OpStats, Stats, KINDS};
 use crate::workload::rng_for_thread;
+use crate::workload::window::Gate;
 use crate::workload::ycsb::{Distribution, KeyOrder, YcsbStream, YcsbWorkload, ZipfItems, YCSB_ITEM_COUNT};
 use crate::workload::zipf::Zipf;
 
@@ -384,8 +385,16 @@ impl Plan for DexPlan {
                 let client = Client::new(nic.qp(t as u16), shared.clone(), t, cache_rng);
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
-                let task: Task =
-                    Box::pin(run_client(client, t, stream, routing, redraw, logger, self.quiesce));
+                let task: Task = Box::pin(run_client(
+                    client,
+                    t,
+                    stream,
+                    routing,
+                    redraw,
+                    logger,
+                    self.quiesce,
+                    Gate::new(self.workload.window),
+                ));
                 task
             })
             .collect();
@@ -419,8 +428,12 @@ impl Plan for DexPlan {
 
     fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
         let stats = Self::totals(reports);
-        let span_s = elapsed.saturating_sub(Nanos(stats.first_op_start_ns.unwrap_or(0))).as_secs_f64();
+        let gate = Gate::new(self.workload.window);
+        let span_s = gate.span_s(elapsed.saturating_sub(Nanos(stats.first_op_start_ns.unwrap_or(0))).0);
         let mut m = BTreeMap::new();
+        if gate.is_timed() {
+            m.insert("window_threads_out_of_ops".into(), stats.window_short_threads as f64);
+        }
         let total = stats.total();
         let mut all: Vec<u64> = stats.latencies.concat();
         per_op_metrics(&mut m, "", &total, &mut all);

@@ -17,6 +17,7 @@ use crate::harness::{LoggedOp, OpLog};
 use crate::nic::Nic;
 use crate::sherman::stats::OpStats;
 use crate::workload::scan_check::ScanRecord;
+use crate::workload::window::Gate;
 use crate::workload::ycsb::{OpKind, YcsbStream};
 
 pub struct KvLogger {
@@ -51,12 +52,21 @@ fn kind_index(kind: OpKind) -> usize {
 }
 
 /// One client thread; stops at its first error (kept in the node's error slot).
-pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStream, logger: Option<KvLogger>) {
+pub async fn run_client<N: Nic>(
+    mut c: Client<N>,
+    thread: u32,
+    stream: YcsbStream,
+    logger: Option<KvLogger>,
+    gate: Gate,
+) {
     let node = c.nic.node();
     let mut sequence = 0u64;
     // This thread's measured ops (for `thread_mops`).
     let mut measured = ThreadSpan::default();
     for op in stream {
+        if gate.closed(c.nic.now().0) {
+            break;
+        }
         c.cur = OpStats::default();
         let start = c.nic.now().0;
         let mut stamp = || {
@@ -106,11 +116,14 @@ pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStrea
                 l.push(key, write, seen, start, end);
             }
         }
-        if !op.warmup {
+        if gate.measured(start, end, op.warmup) {
             record(&c.shared, op.kind, &c.cur, start, end, found);
             measured.record(start, end);
         }
         c.shared.ops_done.fetch_add(1, Ordering::Relaxed);
+    }
+    if gate.ran_out(c.nic.now().0) {
+        c.shared.stats.lock().unwrap_or_else(|e| e.into_inner()).window_short_threads += 1;
     }
     if let (Some(first), Some(rate)) = (measured.first(), measured.rate_per_ns()) {
         let mut stats = c.shared.stats.lock().unwrap_or_else(|e| e.into_inner());

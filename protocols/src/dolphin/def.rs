@@ -44,6 +44,7 @@ use crate::nic::{Cluster, Nanos, Nic, NodeKind, Task};
 use crate::sherman::stats::{OpStats, Stats, KINDS};
 use crate::workload::rng_for_thread;
 use crate::workload::scan_check::check_report_scans;
+use crate::workload::window::Gate;
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
 /// The largest memory-node region a point may ask for.
@@ -274,7 +275,8 @@ impl Plan for DolphinPlan {
                 let client = Client::new(nic.qp(t as u16), shared.clone(), t);
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
-                let task: Task = Box::pin(run_client(client, t, stream, logger));
+                let task: Task =
+                    Box::pin(run_client(client, t, stream, logger, Gate::new(self.workload.window)));
                 task
             })
             .collect();
@@ -311,8 +313,12 @@ impl Plan for DolphinPlan {
 
     fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
         let stats = Self::totals(reports);
-        let span_s = elapsed.saturating_sub(Nanos(stats.first_op_start_ns.unwrap_or(0))).as_secs_f64();
+        let gate = Gate::new(self.workload.window);
+        let span_s = gate.span_s(elapsed.saturating_sub(Nanos(stats.first_op_start_ns.unwrap_or(0))).0);
         let mut m = BTreeMap::new();
+        if gate.is_timed() {
+            m.insert("window_threads_out_of_ops".into(), stats.window_short_threads as f64);
+        }
         let total = stats.total();
         let mut all: Vec<u64> = stats.latencies.concat();
         per_op_metrics(&mut m, "", &total, &mut all);

@@ -57,6 +57,7 @@ use crate::harness::{
 use crate::nic::{Cluster, Nanos, Nic, NodeId, RemoteAddr, Task};
 use crate::workload::partition::Partitions;
 use crate::workload::rng_for_thread;
+use crate::workload::window::Gate;
 use crate::workload::ycsb::{YcsbStream, YcsbWorkload};
 
 /// The most simulated memory (all regions) one point may allocate.
@@ -578,12 +579,13 @@ impl Plan for BlinkScaleStorePlan {
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: me.0 as u32 * self.threads + t });
                 let failed = node.clone();
+                let gate = Gate::new(self.workload.window);
                 let task: Task = Box::pin(async move {
                     if active.0 > 0 {
                         // A compute node that joins later (Fig. 10).
                         tree.pages.worker.nic.sleep(Nanos(active.0)).await;
                     }
-                    run_ops(&mut tree, me, t, stream, logger, move || failed.errors.is_set()).await;
+                    run_ops(&mut tree, me, t, stream, logger, gate, move || failed.errors.is_set()).await;
                 });
                 task
             })
@@ -623,7 +625,7 @@ impl Plan for BlinkScaleStorePlan {
             pages.merge(&r.pages);
             merge_timeline(&mut timeline, &r.timeline);
         }
-        let mut m = tree_metrics(&tree, elapsed);
+        let mut m = tree_metrics(&tree, elapsed, Gate::new(self.workload.window));
         if let Some(w) = self.phases.window_mops(&timeline) {
             m.insert("window_mops".into(), w);
         }

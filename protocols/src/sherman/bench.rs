@@ -17,6 +17,7 @@ use crate::common::bench::{write_stamp, ThreadSpan};
 use crate::harness::{LoggedOp, OpLog};
 use crate::nic::Nic;
 use crate::workload::scan_check::ScanRecord;
+use crate::workload::window::Gate;
 use crate::workload::ycsb::{OpKind, YcsbStream};
 
 /// History logging of one client: its log and its cluster-wide client id.
@@ -49,25 +50,26 @@ fn kind_index(kind: OpKind) -> usize {
 }
 
 /// One client thread; stops at its first error (kept in the node's error slot).
-pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStream, logger: Option<KvLogger>) {
+pub async fn run_client<N: Nic>(
+    mut c: Client<N>,
+    thread: u32,
+    stream: YcsbStream,
+    logger: Option<KvLogger>,
+    gate: Gate,
+) {
     let node = c.nic.node();
     let mut sequence = 0u64;
     // This thread's measured ops (for `thread_mops`).
     let mut measured = ThreadSpan::default();
-    let window = c.shared.config.window.map(|w| (w.warmup_us * 1_000, (w.warmup_us + w.measure_us) * 1_000));
     // Whether this thread has started measuring (then the leaf cache's counters were reset).
     let mut measuring = false;
     for op in stream {
-        if window.is_some_and(|(_, close)| c.nic.now().0 >= close) {
+        if gate.closed(c.nic.now().0) {
             break;
         }
-        // In a window, an operation is measured if it starts inside it (and ends by its close).
-        let warmup = match window {
-            Some((open, _)) => c.nic.now().0 < open,
-            None => op.warmup,
-        };
         c.cur = OpStats::default();
         let start = c.nic.now().0;
+        let warmup = gate.warmup(start, op.warmup);
         let mut stamp = || {
             sequence += 1;
             write_stamp(node, thread, sequence)
@@ -126,14 +128,13 @@ pub async fn run_client<N: Nic>(mut c: Client<N>, thread: u32, stream: YcsbStrea
                 l.push(key, write, seen, start, end);
             }
         }
-        let late = window.is_some_and(|(_, close)| end > close);
-        if !warmup && !late {
+        if gate.measured(start, end, op.warmup) {
             record(&c.shared, op.kind, &c.cur, start, end, found);
             measured.record(start, end);
         }
         c.shared.ops_done.fetch_add(1, Ordering::Relaxed);
     }
-    if window.is_some_and(|(_, close)| c.nic.now().0 < close) {
+    if gate.ran_out(c.nic.now().0) {
         c.shared.stats.lock().unwrap_or_else(|e| e.into_inner()).window_short_threads += 1;
     }
     if let (Some(first), Some(rate)) = (measured.first(), measured.rate_per_ns()) {

@@ -15,16 +15,6 @@ pub struct CpuCosts {
     pub cache_ns: u64,
 }
 
-/// A timed measurement window (`protocol_options.window`), shared by every client thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Window {
-    /// Virtual time at which measurement starts (every thread warms up until then).
-    pub warmup_us: u64,
-    /// Length of the window: operations that start inside it and end by its close count.
-    pub measure_us: u64,
-}
-
 /// How the bulk-loaded tree is shaped (`bulk.rs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -112,15 +102,6 @@ pub struct Config {
     /// Absent: Sherman as published (no leaf cache).
     #[serde(default)]
     pub leaf_cache: Option<super::leaf_cache::LeafCacheOptions>,
-    /// Timed measurement: every client runs until `warmup_us + measure_us` of virtual time (at
-    /// most the workload's operations), only operations that start at or after `warmup_us` and
-    /// end by the window's close are measured, and `throughput_mops` is those over
-    /// `measure_us`. Without it a thread measures its operations after its
-    /// `warmup_ops_per_thread` and the throughput spans the first measured start to the last
-    /// end, which under contention mixes in other threads' warm-ups (threads finish theirs at
-    /// different times). `warmup_ops_per_thread` must be 0 with a window.
-    #[serde(default)]
-    pub window: Option<Window>,
     #[serde(default)]
     pub mutant: Mutant,
     /// Marlin (`protocol: "marlin"`, `protocols/src/marlin/`; never a Sherman option): leaves
@@ -154,7 +135,6 @@ impl Config {
             version_reads: false,
             parallel_scan: false,
             leaf_cache: None,
-            window: None,
             mutant: Mutant::None,
             items: false,
             marlin_mutant: crate::marlin::Mutant::None,
@@ -202,11 +182,6 @@ impl Config {
         }
         if self.version_reads && (self.lock_version || self.versions == Versions::Line) {
             out.push("version_reads: needs `versions: node` or `packed` and no `lock_version`".into());
-        }
-        if let Some(w) = &self.window {
-            if w.measure_us == 0 {
-                out.push("window.measure_us: must be at least 1".into());
-            }
         }
         if let Some(c) = &self.leaf_cache {
             out.extend(c.validate());

@@ -22,7 +22,6 @@
 //! | `skip_unshared_brackets` | false | P-Sherman with `lock_version`: internal nodes inside the partition are READ unbracketed too |
 //! | `version_reads` | false | the SELCC authors' Sherman: a lock-free READ is front version, node, rear version (three READs) |
 //! | `parallel_scan` | false | Sherman's `range_query`: the leaves a cached level-1 node routes the scan to, READ together (one batch per memory node, ≤ 32 leaves a round) |
-//! | `window` | absent | `{warmup_us, measure_us}`: timed measurement, one window for every client (`workload.warmup_ops_per_thread` 0); metric `window_threads_out_of_ops` |
 //! | `leaf_cache` | absent | DiFache caches the leaves (`leaf_cache.rs`; DiFache Fig. 14 top): `{variant: "difache" \| "noac", cache_objects, index_buckets, owner_tracking, cpu}`; histories are then checked as regular registers (DiFache's memory-node consistency) |
 //!
 //! Metrics (all per measured operation; warm-up excluded): `throughput_mops`, `thread_mops`
@@ -65,6 +64,7 @@ use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
 use crate::workload::partition::Partitions;
 use crate::workload::rng_for_thread;
 use crate::workload::scan_check::check_report_scans;
+use crate::workload::window::Gate;
 use crate::workload::ycsb::{key_name, KeyOrder, YcsbStream, YcsbWorkload};
 
 /// The largest memory-node region a point may ask for (the tree, its split slabs, the locks).
@@ -179,12 +179,6 @@ impl ShermanPlan {
         }
         if config.partitioned {
             w.check_partitioned(&mut out);
-        }
-        if config.window.is_some() && w.warmup_ops_per_thread > 0 {
-            out.push(Problem::new(
-                "workload.warmup_ops_per_thread",
-                "must be 0 with protocol_options.window (the window's warmup_us is the warm-up)",
-            ));
         }
         if !out.is_empty() {
             return Err(out);
@@ -448,7 +442,8 @@ impl Plan for ShermanPlan {
                 }
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
-                let task: Task = Box::pin(run_client(client, t, stream, logger));
+                let task: Task =
+                    Box::pin(run_client(client, t, stream, logger, Gate::new(self.workload.window)));
                 task
             })
             .collect();
@@ -485,10 +480,8 @@ impl Plan for ShermanPlan {
 
     fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
         let stats = Self::totals(reports);
-        let span_s = match self.config.window {
-            Some(w) => w.measure_us as f64 * 1e-6,
-            None => elapsed.saturating_sub(Nanos(stats.first_op_start_ns.unwrap_or(0))).as_secs_f64(),
-        };
+        let gate = Gate::new(self.workload.window);
+        let span_s = gate.span_s(elapsed.saturating_sub(Nanos(stats.first_op_start_ns.unwrap_or(0))).0);
         let mut m = BTreeMap::new();
         let total = stats.total();
         let mut all: Vec<u64> = stats.latencies.concat();
@@ -527,7 +520,7 @@ impl Plan for ShermanPlan {
         if let Some(d) = &stats.leaf_cache {
             leaf_cache_metrics(&mut m, d, total.ops);
         }
-        if self.config.window.is_some() {
+        if gate.is_timed() {
             m.insert("window_threads_out_of_ops".into(), stats.window_short_threads as f64);
         }
         let lookups = &stats.kinds[0];

@@ -15,6 +15,7 @@ use crate::common::bench::write_stamp;
 use crate::harness::{LoggedOp, OpLog};
 use crate::nic::{Nanos, Nic};
 use crate::workload::scan_check::ScanRecord;
+use crate::workload::window::Gate;
 
 /// Where a thread logs its operations: the node's log and the thread's cluster-wide client id.
 #[derive(Clone)]
@@ -30,6 +31,7 @@ pub async fn run_client<N: Nic>(
     coro: u32,
     stream: OpStream,
     logging: Option<Logging>,
+    gate: Gate,
 ) {
     let mut w = tree.worker(thread, coro);
     // Stamps are unique per (node, thread, sequence): a thread's coroutines interleave theirs.
@@ -39,6 +41,9 @@ pub async fn run_client<N: Nic>(
     for op in stream {
         if tree.errors.is_set() {
             return;
+        }
+        if gate.closed(w.nic.now().0) {
+            break;
         }
         let start = w.nic.now();
         let write = match op.kind {
@@ -92,12 +97,16 @@ pub async fn run_client<N: Nic>(
                     log[i].seen = Some(seen);
                     log[i].return_ns = Some(w.nic.now().0);
                 }
-                tree.record(&mut w, op.kind, start, shared, op.warmup);
+                let counted = gate.measured(start.0, w.nic.now().0, op.warmup);
+                tree.record(&mut w, op.kind, start, shared, !counted);
             }
             Err(e) => {
                 tree.errors.record(e);
                 return;
             }
         }
+    }
+    if gate.ran_out(w.nic.now().0) {
+        tree.note_window_short();
     }
 }

@@ -24,6 +24,7 @@
 //! ([`super::check::walk`]), checks every bulk-loaded key is still there and that each key's
 //! final value is the end of its write chain.
 
+use crate::workload::window::Gate;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -257,8 +258,14 @@ impl Plan for SmartPlan {
                     owned.as_ref(),
                 );
                 let logging = log.clone().map(|log| Logging { log, client });
-                let task: crate::nic::Task =
-                    Box::pin(run_client(tree.clone(), thread, coro, stream, logging));
+                let task: crate::nic::Task = Box::pin(run_client(
+                    tree.clone(),
+                    thread,
+                    coro,
+                    stream,
+                    logging,
+                    Gate::new(self.workload.window()),
+                ));
                 mains.push(task);
             }
         }
@@ -278,8 +285,12 @@ impl Plan for SmartPlan {
 
     fn metrics(&self, reports: &[NodeReport], elapsed: Nanos) -> BTreeMap<String, f64> {
         let total = Self::totals(reports);
-        let span_s = elapsed.saturating_sub(Nanos(total.first_op_start_ns.unwrap_or(0))).as_secs_f64();
+        let gate = Gate::new(self.workload.window());
+        let span_s = gate.span_s(elapsed.saturating_sub(Nanos(total.first_op_start_ns.unwrap_or(0))).0);
         let mut m = BTreeMap::new();
+        if gate.is_timed() {
+            m.insert("window_threads_out_of_ops".into(), total.window_short_clients as f64);
+        }
         let all = total.total();
         let per = |x: u64, n: u64| x as f64 / n.max(1) as f64;
         m.insert("throughput_mops".into(), all.ops as f64 / span_s.max(1e-12) / 1e6);

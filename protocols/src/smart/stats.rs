@@ -112,6 +112,9 @@ pub struct Stats {
     pub cache_bytes: u64,
     /// Scans whose result was not strictly ascending (a broken index).
     pub scan_order_violations: u64,
+    /// `workload.window`: client coroutines whose operations ran out before the window closed.
+    #[serde(default)]
+    pub window_short_clients: u64,
     /// Each client thread's measured operations over its own measured span (first start to
     /// last end, all its coroutines), summed, in operations per ns (`thread_mops`).
     #[serde(default)]
@@ -150,6 +153,7 @@ impl Stats {
         self.cache_evictions += o.cache_evictions;
         self.cache_bytes += o.cache_bytes;
         self.scan_order_violations += o.scan_order_violations;
+        self.window_short_clients += o.window_short_clients;
         self.thread_rate_sum += o.thread_rate_sum;
     }
 

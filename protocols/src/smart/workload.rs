@@ -209,6 +209,14 @@ pub enum Workload {
 }
 
 impl Workload {
+    /// The timed measurement window (YCSB spelling only).
+    pub fn window(&self) -> Option<crate::workload::window::Window> {
+        match self {
+            Workload::Ycsb(w) => w.window,
+            Workload::Mix(_) => None,
+        }
+    }
+
     pub fn parse(value: &serde_json::Value) -> Result<Workload, Problem> {
         if value.get("keyspace").is_some() {
             parse_typed(value, "workload").map(Workload::Ycsb)

@@ -12,6 +12,7 @@
 //! * [`scenario`] — the micro-benchmark's `workload` section as scenarios write it.
 //! * [`twitter`] — the Twitter cache clusters' published statistics (synthetic trace stand-ins).
 //! * [`twitter_trace`] — the Twitter cache-trace CSV format, parsed and replayed as a stream.
+//! * [`window`] — the timed measurement window every YCSB client loop can run under.
 //! * [`zipf`] — an exact seeded Zipf sampler for any θ > 0.
 //! * [`ycsb`] — the YCSB core workloads (A–E, LOAD, DEX's insert/scan-intensive mixes) for
 //!   ordered indexes, with the scrambled-zipfian and latest key choices, and its scenario section.
@@ -24,6 +25,7 @@ pub mod scan_check;
 pub mod scenario;
 pub mod twitter;
 pub mod twitter_trace;
+pub mod window;
 pub mod ycsb;
 pub mod zipf;
 

@@ -203,6 +203,10 @@ pub struct YcsbWorkload {
     pub scan_length: Option<ScanLength>,
     #[serde(default)]
     pub warmup_ops_per_thread: u64,
+    /// A timed measurement window for every client (`workload/window.rs`); then
+    /// `warmup_ops_per_thread` must be 0 and `ops_per_thread` is an upper bound.
+    #[serde(default)]
+    pub window: Option<super::window::Window>,
     #[serde(default)]
     pub threads_per_node: Option<u32>,
     #[serde(default)]
@@ -327,6 +331,11 @@ impl YcsbWorkload {
 
     /// Problems with the fields, each naming its path under `workload`.
     pub fn check(&self, out: &mut Vec<Problem>) {
+        if let Some(w) = &self.window {
+            for (path, why) in w.problems(self.warmup_ops_per_thread) {
+                out.push(Problem::new(path, why));
+            }
+        }
         if self.keyspace == 0 || self.keyspace >= 1 << 62 {
             out.push(Problem::new("workload.keyspace", "must be in 1..2^62"));
         }
@@ -431,6 +440,7 @@ mod tests {
             key_order: KeyOrder::Hashed,
             scan_length: None,
             warmup_ops_per_thread: 0,
+            window: None,
             threads_per_node: Some(2),
             threads_total: None,
             ops_per_thread: Some(1),

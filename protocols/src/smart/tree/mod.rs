@@ -172,6 +172,10 @@ impl<N: Nic> Tree<N> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner()).scans.push(scan);
     }
 
+    pub fn note_window_short(&self) {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).window_short_clients += 1;
+    }
+
     pub fn note_scan_disorder(&self) {
         self.stats.lock().unwrap_or_else(|e| e.into_inner()).scan_order_violations += 1;
     }
