@@ -20,11 +20,13 @@ use rand_chacha::ChaCha8Rng;
 
 use super::partition::Partitions;
 
-/// How stream keys (ordered: key = index + 1) become this server's keys.
+/// How stream keys (ordered: key = index + 1) become this server's keys, and which of the
+/// operations are measured.
 #[derive(Clone, Copy)]
 pub struct Routing {
     pub keyspace: u64,
     pub bulk_load: u64,
+    pub gate: Gate,
 }
 
 /// The artifact's zipfian request keys (`newbench.cpp`, `GLOBAL_WORKLOAD`): one zipf over the
@@ -74,8 +76,8 @@ pub async fn run_client<N: Nic>(
     mut redraw: Option<Redraw>,
     logger: Option<KvLogger>,
     quiesce: bool,
-    gate: Gate,
 ) {
+    let gate = routing.gate;
     let node = c.nic.node();
     let cn = c.shared.cn;
     let mut sequence = 0u64;

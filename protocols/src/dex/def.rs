@@ -359,7 +359,11 @@ impl Plan for DexPlan {
             self.threads,
         ));
         let log = self.check.histories().then(crate::harness::OpLog::new);
-        let routing = Routing { keyspace: self.workload.keyspace, bulk_load: self.workload.bulk_load() };
+        let routing = Routing {
+            keyspace: self.workload.keyspace,
+            bulk_load: self.workload.bulk_load(),
+            gate: Gate::new(self.workload.window),
+        };
         let mains: Vec<Task> = (0..self.threads)
             .map(|t| {
                 let stream = YcsbStream::new(
@@ -385,16 +389,8 @@ impl Plan for DexPlan {
                 let client = Client::new(nic.qp(t as u16), shared.clone(), t, cache_rng);
                 let logger =
                     log.as_ref().map(|l| KvLogger { log: l.clone(), client: cn as u32 * self.threads + t });
-                let task: Task = Box::pin(run_client(
-                    client,
-                    t,
-                    stream,
-                    routing,
-                    redraw,
-                    logger,
-                    self.quiesce,
-                    Gate::new(self.workload.window),
-                ));
+                let task: Task =
+                    Box::pin(run_client(client, t, stream, routing, redraw, logger, self.quiesce));
                 task
             })
             .collect();
