@@ -122,6 +122,7 @@ fn an_index_replays_the_file_through_its_ycsb_stream() {
     v["workload"]["threads_per_node"] = 2.into();
     v["workload"]["ops_per_thread"] = 100.into();
     v["workload"]["warmup_ops_per_thread"] = 50.into();
+    v["workload"].as_object_mut().unwrap().remove("window");
     v["workload"]["trace"] =
         serde_json::json!({"cluster": 22, "file": "scenarios/traces/cluster22-synthetic-sample.csv"});
     let file = dir.join("scenario.json");

@@ -71,6 +71,12 @@ use crate::workload::window::Gate;
 use crate::workload::ycsb::{Distribution, KeyOrder, YcsbStream, YcsbWorkload, ZipfItems, YCSB_ITEM_COUNT};
 use crate::workload::zipf::Zipf;
 
+/// Where a node's report keeps DEX's scan log (`check::ScanRecord`). Not `scans`: that is a
+/// field of the Sherman `Stats` the report also carries, of another record type, and a report
+/// that failed to parse as `Stats` lost the node's metrics (every checked run with scans
+/// reported 0 operations until session 29).
+const SCAN_LOG: &str = "dex_scans";
+
 #[derive(Clone, Copy)]
 pub struct Dex;
 
@@ -408,7 +414,7 @@ impl Plan for DexPlan {
                 let mut extra = serde_json::to_value(&stats).unwrap_or(serde_json::Value::Null);
                 let scans = std::mem::take(&mut *shared.scans.lock().unwrap_or_else(|e| e.into_inner()));
                 if let (false, Some(o)) = (scans.is_empty(), extra.as_object_mut()) {
-                    o.insert("scans".into(), serde_json::to_value(&scans).unwrap_or_default());
+                    o.insert(SCAN_LOG.into(), serde_json::to_value(&scans).unwrap_or_default());
                 }
                 NodeReport {
                     counters,
@@ -506,7 +512,7 @@ impl Plan for DexPlan {
             return Err(Violation::new("no protocol error", e.to_string()));
         }
         let mut scans: Vec<ScanRecord> = Vec::new();
-        for v in reports.iter().filter_map(|r| r.extra.get("scans")) {
+        for v in reports.iter().filter_map(|r| r.extra.get(SCAN_LOG)) {
             let mut some = serde_json::from_value::<Vec<ScanRecord>>(v.clone())
                 .map_err(|e| Violation::new("scans complete", format!("unreadable scan log: {e}")))?;
             scans.append(&mut some);
