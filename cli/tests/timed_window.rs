@@ -71,8 +71,7 @@ fn every_ycsb_index_measures_one_window() {
     let measure_us = 100.0;
     for (scenario, protocol) in cases {
         let s = windowed(scenario, *protocol, json!({"warmup_us": 60, "measure_us": 100}));
-        let m =
-            run(&format!("{}", scenario.replace('/', "_")), &s).unwrap_or_else(|e| panic!("{scenario}: {e}"));
+        let m = run(&scenario.replace('/', "_"), &s).unwrap_or_else(|e| panic!("{scenario}: {e}"));
         let ops = m["ops"].as_f64().unwrap();
         let mops = m["throughput_mops"].as_f64().unwrap();
         assert!(ops >= 10.0, "{scenario}: only {ops} operations measured: {m}");
