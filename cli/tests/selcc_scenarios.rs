@@ -133,9 +133,11 @@ fn fig15a_infinite_lease_trades_fairness_for_throughput() {
 }
 
 /// A B-tree (YCSB) point at toy scale: keyspace divided by `key_div`, `ops_per_node` measured
-/// ops after 50 warm-up ops per thread.
+/// ops after 50 warm-up ops per thread (a timed window, as Fig. 17's, is dropped).
 fn shrink_ycsb(mut p: Point, key_div: u64, ops_per_node: u64) -> Point {
     let w = p.config.workload.as_object_mut().expect("workload object");
+    w.remove("window");
+    w.remove("ops_per_thread");
     let k = w["keyspace"].as_u64().unwrap();
     w.insert("keyspace".into(), json!(k / key_div));
     w.insert("ops_per_node".into(), json!(ops_per_node));
