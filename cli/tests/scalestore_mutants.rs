@@ -3,8 +3,9 @@
 //! violation).
 //!
 //! Measured with `dmsim fuzz scenarios/scalestore/fuzz-small.json --seeds 300 --mutant M`:
-//! the nine mutants in [`CAUGHT`] fail 20–197 of 300 random schedules. `stale-invalidations`
-//! fails none of 300 and is listed in `protocols/src/scalestore/NEEDS.md`. The eviction
+//! the nine mutants in [`CAUGHT`] fail 20–197 of 300 random schedules (a tenth,
+//! `stale-invalidations`, was removed as equivalent in session 29: NEEDS.md "The epoch check on
+//! invalidations"). The eviction
 //! mutants ([`CAUGHT_EVICTING`]) run on `fuzz-evict-small.json`, where they fail 80–258 of 300.
 
 use dmsim::registry;

@@ -347,7 +347,10 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
         Kind::Inval => {
             let e = req.epoch as u32;
             // Meant for this copy only if the directory processed this node's request first.
-            let meant = mutant == Mutant::StaleInvalidations || f.grant.is_none_or(|g| epoch_after(e, g));
+            // (A stale one reaches only a fetching or upgrading frame, never a hot one granted
+            // after it: NEEDS.md "The epoch check on invalidations", where the former mutant
+            // that skipped this check is argued equivalent.)
+            let meant = f.grant.is_none_or(|g| epoch_after(e, g));
             if meant && hot_busy {
                 return busy(st, g);
             }

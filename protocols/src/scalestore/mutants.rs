@@ -18,7 +18,6 @@ pub enum Mutant {
     TrustHasCopy,
     InstallDoomed,
     WriteBeforeAcks,
-    StaleInvalidations,
     TakeWhileLatched,
     NoPins,
     EvictIgnoresHolders,
@@ -47,8 +46,6 @@ crate::mutant_table!(Mutant {
         "a shared fetch invalidated in flight installs its page as a lasting copy instead of using it once",
     "write-before-acks" => WriteBeforeAcks:
         "an exclusive requester installs and writes before its invalidations are acknowledged",
-    "stale-invalidations" => StaleInvalidations:
-        "an invalidation ignores its conflict epoch and also drops a copy granted after it was sent",
     "take-while-latched" => TakeWhileLatched:
         "page-latch mode: a handler hands away or invalidates a frame while a local worker holds it latched",
     "no-pins" => NoPins:
