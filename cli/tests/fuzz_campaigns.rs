@@ -6,7 +6,8 @@
 //! release build (5,000 would take 3-4 minutes each, 25+ minutes together at the test
 //! profile's opt-level): `scalestore/blink-dm-fuzz-small` (1,000 here), `blink-evict-fuzz-local`
 //! (300), `blink-shift-fuzz-small` (300), `blink-fuzz-small`, `blink-evict-fuzz-small` and
-//! `fuzz-hw-like` (their larger campaigns: protocols/src/scalestore/NEEDS.md), and
+//! `fuzz-hw-like` (their larger campaigns: protocols/src/scalestore/NEEDS.md),
+//! `blink-torn-fuzz-small` (300 here), and
 //! `difache/fuzz-restart` (800; NEEDS.md). Demonstrations that must fail
 //! (`sherman/fuzz-torn-node-versions`, `dolphin/breaks-under-any-order-tearing`) are not targets.
 
@@ -184,6 +185,9 @@ fn scalestore_tree_on_memory_and_compute_nodes_schedules() {
     // About 30 schedules/s in release; the larger campaigns are in
     // protocols/src/scalestore/NEEDS.md.
     campaign_of("scalestore/blink-dm-fuzz-small.json", 1_000);
+    // Page WRITEs that tear on a slow link: copies served from pinned frames only (about 20
+    // schedules/s in release; NEEDS.md "Pins on upgrading frames").
+    campaign_of("scalestore/blink-torn-fuzz-small.json", 300);
 }
 
 #[test]

@@ -98,3 +98,17 @@ fn scalestore_mutants_are_named_described_and_at_least_eight() {
         assert!(target.knows_mutant(name), "{name}");
     }
 }
+
+#[test]
+fn no_pins_is_caught_where_large_page_writes_tear() {
+    // A copy served from a frame a local writer then changes reaches the copier torn only if
+    // the page WRITE reads its source piece by piece (`torn_large_verbs`), on a link slow
+    // enough that the writer's upgrade completes meanwhile. The same scenario first caught the
+    // correct protocol serving an upgrading frame's old copy unpinned (NEEDS.md "Pins on
+    // upgrading frames"); it must stay clean.
+    let target = target_of("blink-torn-fuzz-small.json");
+    let caught = campaign(&target, "no-pins", true);
+    assert!(caught.first_failing_seed.is_some(), "no-pins not caught in {BUDGET} schedules");
+    let correct = campaign(&target, "none", false);
+    assert_eq!(correct.violations, 0, "false alarm: {:?}", correct.failures);
+}

@@ -331,8 +331,11 @@ pub fn holder(st: &mut NodeState, me: u16, req: &Request, mutant: Mutant, owed: 
             FrameState::Upgrading if f.lost => reply(Code::CopyFailed),
             FrameState::Doomed => reply(Code::CopyFailed),
             FrameState::Hot if f.latch < 0 => busy(st, g),
-            FrameState::Hot if mutant == Mutant::NoPins => reply(Code::WithPage),
-            FrameState::Hot => {
+            FrameState::Hot | FrameState::Upgrading if mutant == Mutant::NoPins => reply(Code::WithPage),
+            // An upgrader's old copy is served pinned too: once its upgrade is granted it writes
+            // the page, and must wait until this WRITE has read it (NEEDS.md "Pins on upgrading
+            // frames": unpinned, a large WRITE that tears could carry a half-updated node).
+            FrameState::Hot | FrameState::Upgrading => {
                 // The frame stays; it may not change until the page WRITE has read it.
                 st.set(g, Some(Frame { pins: f.pins + 1, wanted: false, ..f }));
                 Decision::Reply {

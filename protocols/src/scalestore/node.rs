@@ -581,12 +581,28 @@ impl<N: Nic> Node<N> {
                     let r = self.remote(w, g, exclusive, Then::Latch, has_copy).await;
                     self.settled.notify_all();
                     r?;
+                    if exclusive {
+                        // An upgrade may have served copies of the old page while it waited:
+                        // no write until their page WRITEs have read it (they unpin).
+                        self.wait_unpinned(w, g).await;
+                    }
                     self.charge_lines(&w.nic, w.index, &[Touch::Latch(g, exclusive)]).await;
                     self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
                     self.stats().latches += 1;
                     return Ok(false);
                 }
             }
+        }
+    }
+
+    /// Wait until no handler's page WRITE reads frame `g` (this worker holds it exclusively).
+    async fn wait_unpinned(&self, w: &Worker<N>, g: u64) {
+        while self.lock().frames[g as usize].is_some_and(|f| f.pins > 0) {
+            if self.mutant() == Mutant::NoPins {
+                return;
+            }
+            self.stats().pin_waits += 1;
+            let _ = timeout(&w.nic, Nanos::from_us(20), self.settled.notified()).await;
         }
     }
 

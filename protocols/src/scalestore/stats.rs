@@ -18,6 +18,10 @@ pub struct Stats {
     pub shared_conflicts: u64,
     pub upgrades: u64,
     pub copy_restarts: u64,
+    /// Page-latch mode: waits of an exclusive latch holder for copies of its old page to be
+    /// read out (an upgrade that served copies while it waited).
+    #[serde(default)]
+    pub pin_waits: u64,
     /// Requests this node's workers sent and handler replies it wrote.
     pub messages: u64,
     pub page_transfers: u64,
@@ -78,6 +82,7 @@ impl Stats {
         self.shared_conflicts += o.shared_conflicts;
         self.upgrades += o.upgrades;
         self.copy_restarts += o.copy_restarts;
+        self.pin_waits += o.pin_waits;
         self.messages += o.messages;
         self.page_transfers += o.page_transfers;
         self.requeues += o.requeues;

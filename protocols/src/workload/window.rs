@@ -10,6 +10,11 @@
 //! a window does the same in virtual time: every thread warms up until `warmup_us`, operations
 //! that start in `[warmup_us, warmup_us + measure_us)` and end by its close are measured, and
 //! each thread stops at the close. Times count from the start of the run (virtual time 0).
+//!
+//! `ops_per_thread` stays an upper bound, and some protocols still size per-run memory by it
+//! (Dolphin's arena, the B-link trees' page pools): keep it near what the window needs (a few
+//! times the operations a thread completes in it) — `window_threads_out_of_ops` says when it is
+//! too small; 100,000 on a 40-key fuzz scenario made each schedule allocate for 600,000 stores.
 
 use serde::{Deserialize, Serialize};
 
