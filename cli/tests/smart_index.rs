@@ -84,6 +84,43 @@ fn an_uncontended_update_is_one_cas_and_one_write() {
 }
 
 #[test]
+fn key_valued_updates_write_only_a_keys_first_update() {
+    // Goal: with the DEX artifact's updates (value = key over bulk-loaded values that differ),
+    // SMART's unchanged-value check makes every update after a key's first a leaf READ alone,
+    // which is where DEX Table 2's 0.11 WRITEs per op come from. Method: one client updating
+    // 50 keys 600 times (uniform): about 50 updates write (one CAS + one WRITE each), the rest
+    // read the leaf and return; the same run with stamped values writes every update.
+    let workload = json!({
+        "mix": "custom", "proportions": {"update": 1.0}, "distribution": "uniform",
+        "keyspace": 50, "threads_per_node": 1, "ops_per_thread": 600
+    });
+    let text = |keyed: bool| {
+        json!({
+            "paper": "test", "name": "smart", "protocol": "smart",
+            "cluster": {"memory_nodes": 1, "compute_nodes": 1, "nic_profile": "cx5_100g"},
+            "workload": workload.clone(),
+            "protocol_options": {"coroutines_per_thread": 1, "key_valued_updates": keyed}
+        })
+        .to_string()
+    };
+    let keyed = run(&text(true)).metrics;
+    let writes = keyed["update_writes_per_op"] * 600.0;
+    assert!((45.0..=50.0).contains(&writes.round()), "{writes} writing updates of 50 keys");
+    assert_eq!(keyed["update_atomics_per_op"], keyed["update_writes_per_op"]);
+    assert!(keyed["update_reads_per_op"] >= 1.0, "every update still reads the leaf");
+    let stamped = run(&text(false)).metrics;
+    assert_eq!(stamped["update_writes_per_op"], 1.0);
+    // Histories cannot attribute repeated values: a checked run refuses the option.
+    let checked = scenario(
+        json!({"mix": "a", "keyspace": 50, "threads_per_node": 1, "ops_per_thread": 10}),
+        json!({"key_valued_updates": true}),
+        true,
+    );
+    let e = load_str("bad.json", &checked, &registry::sim()).unwrap_err().to_string();
+    assert!(e.contains("protocol_options.key_valued_updates"), "{e}");
+}
+
+#[test]
 fn the_same_scenario_gives_the_same_run() {
     let workload = json!({"mix": "a", "keyspace": 3000, "threads_per_node": 2, "ops_per_thread": 50});
     let text = scenario(workload, json!({}), false);

@@ -50,7 +50,12 @@ pub async fn run_client<N: Nic>(
             OpKind::Update | OpKind::Insert | OpKind::Delete => {
                 sequence += coros;
                 let stamp = write_stamp(node, thread, sequence);
-                Some(if op.kind == OpKind::Delete { stamp | TOMBSTONE } else { stamp })
+                Some(match op.kind {
+                    OpKind::Delete => stamp | TOMBSTONE,
+                    // Never 0 (the bulk load's value) nor a tombstone.
+                    OpKind::Update if tree.config.key_valued_updates => (op.key & !TOMBSTONE).max(1),
+                    _ => stamp,
+                })
             }
             OpKind::Lookup | OpKind::Scan => None,
         };

@@ -140,6 +140,12 @@ impl SmartPlan {
         if run.threads_per_node > u16::MAX as u32 {
             out.push(Problem::new("workload.threads_per_node", "at most 65535 (one QP channel each)"));
         }
+        if config.key_valued_updates && point.check.histories() {
+            out.push(Problem::new(
+                "protocol_options.key_valued_updates",
+                "repeats each key's value, which the history checker cannot attribute: run it unchecked",
+            ));
+        }
         if config.partitioned {
             if let Workload::Ycsb(y) = &w {
                 y.check_partitioned(&mut out);

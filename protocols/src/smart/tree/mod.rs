@@ -558,6 +558,11 @@ impl<N: Nic> Tree<N> {
                     continue;
                 };
                 if leaf.key == key {
+                    // SMART returns without locking when the leaf already holds the value
+                    // (`leaf->get_value() == v` in Tree.cpp's insert).
+                    if leaf.value == value {
+                        return Ok(value);
+                    }
                     return self.update_in_place(w, key, value, c.entry.addr(), leaf).await;
                 }
                 // Two keys meet: a new node holding the old leaf and the new one.
