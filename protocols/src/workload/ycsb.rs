@@ -321,10 +321,12 @@ impl YcsbWorkload {
                 "partitioned runs draw scrambled ranks per partition",
             ));
         }
-        if self.key_order == KeyOrder::Ordered && self.proportions().insert > 0.0 {
+        // Permuted keys past the keyspace continue in order too; a partition whose streams
+        // only meet other partitions' fresh keys would redraw forever.
+        if self.key_order != KeyOrder::Hashed && self.proportions().insert > 0.0 {
             out.push(Problem::new(
                 "workload.key_order",
-                "partitioned runs with inserts need hashed keys: ordered fresh keys all fall in the last partition",
+                "partitioned runs with inserts need hashed keys: ordered (and permuted, once the keyspace is used up) fresh keys all fall in the last partition",
             ));
         }
     }
@@ -579,6 +581,21 @@ mod tests {
         // Ordered keys: key = index + 1; the newest quarter of the loaded keys gets most reads.
         let recent = reads.iter().filter(|k| **k > 7_500).count() as f64 / reads.len() as f64;
         assert!(recent > 0.5, "{recent}");
+    }
+
+    #[test]
+    fn partitioned_inserts_need_hashed_keys() {
+        // Fresh ordered or permuted keys past the keyspace all belong to the last partition,
+        // so the others' insert draws would never end.
+        let problems = |order, mix| {
+            let mut out = Vec::new();
+            YcsbWorkload { key_order: order, ..workload(mix) }.check_partitioned(&mut out);
+            out.len()
+        };
+        assert_eq!(problems(KeyOrder::Hashed, Mix::InsertIntensive), 0);
+        assert_eq!(problems(KeyOrder::Ordered, Mix::InsertIntensive), 1);
+        assert_eq!(problems(KeyOrder::Permuted, Mix::ScanIntensive), 1);
+        assert_eq!(problems(KeyOrder::Permuted, Mix::C), 0);
     }
 
     #[test]
