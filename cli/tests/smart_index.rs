@@ -20,6 +20,17 @@ fn scenario(workload: Value, options: Value, check: bool) -> String {
     .to_string()
 }
 
+/// One compute node and one memory node, unchecked: counts per operation without contention
+/// from other nodes.
+fn single_node(workload: &Value, options: Value) -> String {
+    json!({
+        "paper": "test", "name": "smart", "protocol": "smart",
+        "cluster": {"memory_nodes": 1, "compute_nodes": 1, "nic_profile": "cx5_100g"},
+        "workload": workload, "protocol_options": options
+    })
+    .to_string()
+}
+
 fn run(text: &str) -> PointResult {
     let s = load_str("test.json", text, &registry::sim()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(s.points.len(), 1);
@@ -71,13 +82,7 @@ fn an_uncontended_update_is_one_cas_and_one_write() {
         "mix": "a", "distribution": "uniform", "keyspace": 20000, "threads_per_node": 1,
         "ops_per_thread": 400
     });
-    let text = json!({
-        "paper": "test", "name": "smart", "protocol": "smart",
-        "cluster": {"memory_nodes": 1, "compute_nodes": 1, "nic_profile": "cx5_100g"},
-        "workload": workload, "protocol_options": {"coroutines_per_thread": 1}
-    })
-    .to_string();
-    let m = run(&text).metrics;
+    let m = run(&single_node(&workload, json!({"coroutines_per_thread": 1}))).metrics;
     assert_eq!(m["update_atomics_per_op"], 1.0);
     assert_eq!(m["update_writes_per_op"], 1.0);
     assert_eq!(m["lookup_atomics_per_op"], 0.0);
@@ -95,13 +100,7 @@ fn key_valued_updates_write_only_a_keys_first_update() {
         "keyspace": 50, "threads_per_node": 1, "ops_per_thread": 600
     });
     let text = |keyed: bool| {
-        json!({
-            "paper": "test", "name": "smart", "protocol": "smart",
-            "cluster": {"memory_nodes": 1, "compute_nodes": 1, "nic_profile": "cx5_100g"},
-            "workload": workload.clone(),
-            "protocol_options": {"coroutines_per_thread": 1, "key_valued_updates": keyed}
-        })
-        .to_string()
+        single_node(&workload, json!({"coroutines_per_thread": 1, "key_valued_updates": keyed}))
     };
     let keyed = run(&text(true)).metrics;
     let writes = keyed["update_writes_per_op"] * 600.0;
