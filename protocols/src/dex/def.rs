@@ -483,7 +483,7 @@ impl Plan for DexPlan {
         // checked): a server whose cache was not handed out since, under the same maps, is not
         // checked again (the checks read nothing else).
         let mut checked: Vec<Option<(Partitions, Partitions)>> = vec![None; states.len()];
-        Some(Box::new(move |_memory| {
+        Some(Box::new(move |_memory, _| {
             for (s, last) in states.iter().zip(checked.iter_mut()) {
                 if let Some(m) = s.torn.lock().unwrap_or_else(|e| e.into_inner()).clone() {
                     return Err(Violation::new(

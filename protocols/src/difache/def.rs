@@ -543,7 +543,7 @@ impl Plan for DifachePlan {
     fn invariants(&self, _states: Vec<Option<Arc<()>>>) -> Option<Invariants> {
         let tracker = self.tracker.clone()?;
         let (layout, checks) = (self.layout.clone(), self.checks());
-        Some(Box::new(move |memory: Memory| {
+        Some(Box::new(move |memory: Memory, _| {
             invariants(&layout, checks, &tracker, memory).map_err(|(name, m)| Violation::new(name, m))
         }))
     }

@@ -370,7 +370,7 @@ impl Plan for DolphinPlan {
             return None;
         }
         let caches: Vec<Arc<Shared>> = states.into_iter().flatten().collect();
-        Some(Box::new(move |memory: Memory| {
+        Some(Box::new(move |memory: Memory, _| {
             let contents = walk(memory, false).map_err(|m| Violation::new("tree structure", m))?;
             for s in &caches {
                 let cache = s.cache.lock().unwrap_or_else(|e| e.into_inner());

@@ -181,7 +181,7 @@ impl Plan for FarmPlan {
             return None;
         }
         let layout = self.layout.clone();
-        Some(Box::new(move |memory: Memory| match torn_record(&layout, memory) {
+        Some(Box::new(move |memory: Memory, _| match torn_record(&layout, memory) {
             Some(m) => Err(Violation::new("unlocked records are consistent", m)),
             None => Ok(()),
         }))

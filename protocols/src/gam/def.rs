@@ -263,7 +263,7 @@ impl Plan for GamPlan {
     fn invariants(&self, states: Vec<Option<Arc<NodeState>>>) -> Option<Invariants> {
         let oracle = self.oracle.clone()?;
         let states: Vec<Arc<NodeState>> = states.into_iter().flatten().collect();
-        Some(Box::new(move |_memory: Memory| {
+        Some(Box::new(move |_memory: Memory, _| {
             let refs: Vec<&NodeState> = states.iter().map(|s| s.as_ref()).collect();
             check_swmr(&refs).map_err(|m| Violation::new("SWMR one writer per block", m))?;
             match oracle.violations().first() {

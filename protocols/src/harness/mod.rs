@@ -31,8 +31,8 @@ pub mod protocol;
 pub use history::{on_reference_clock, Clock, LoggedOp, OpLog};
 pub use options::{join_path, merge_options, parse_typed, Problem};
 pub use plan::{
-    check_no_lost_key, first_error, report_error, FaultKind, Invariants, Memory, NodeReport, NodeRun, Plan,
-    Progress, Violation,
+    check_no_lost_key, first_error, report_error, FaultKind, Invariants, Memory, MemoryWrites, NodeReport,
+    NodeRun, Plan, Progress, Violation,
 };
 pub use point::{CheckLevel, PointSpec};
 pub use protocol::{Mutant, Protocol};

@@ -195,8 +195,13 @@ impl std::fmt::Display for Violation {
 /// Any node's registered word, read directly (the simulator's view of all memory).
 pub type Memory<'a> = &'a dyn Fn(RemoteAddr) -> u64;
 
+/// How many writes every node's memory has taken so far, as the simulator counts them: two
+/// checks that see the same value saw the same words, so a check may skip re-reading memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryWrites(pub u64);
+
 /// A check run after every simulator event.
-pub type Invariants = Box<dyn FnMut(Memory) -> Result<(), Violation>>;
+pub type Invariants = Box<dyn FnMut(Memory, MemoryWrites) -> Result<(), Violation>>;
 
 /// A protocol's run, independent of the backend.
 pub trait Plan: Send + Sync + 'static {

@@ -159,7 +159,7 @@ impl Plan for NamDbPlan {
         let ghost = self.ghost.clone()?;
         let layout = self.layout.clone();
         let workers = layout.nodes * layout.threads;
-        Some(Box::new(move |memory: Memory| {
+        Some(Box::new(move |memory: Memory, _| {
             for key in 0..layout.records {
                 let word = memory(layout.record(key));
                 if word >> 32 > 1 || word & 0xffff_ffff > workers {

@@ -39,7 +39,7 @@ pub fn hook(
 ) -> Invariants {
     let states: Vec<std::sync::Arc<Mutex<NodeState>>> = states.into_iter().flatten().collect();
     let (layout, owed) = (layout.clone(), owed.clone());
-    Box::new(move |memory: Memory| {
+    Box::new(move |memory: Memory, _| {
         let refs: Vec<&Mutex<NodeState>> = states.iter().map(|s| s.as_ref()).collect();
         invariants(&layout, &refs, &owed, memory).map_err(|(name, m)| Violation::new(name, m))
     })

@@ -8,8 +8,8 @@
 //! word. A frame's copy can change only through [`Frame::meta`] or an operation on its local
 //! latch, both of which mark the frame (and its cache) touched; the flight maps and the retry
 //! queue are [`Watched`] mutexes, marked on every lock; the latch words of every line named by a
-//! copy are re-read and compared. A line none of
-//! whose inputs changed gave `Ok` last time (a run stops at its first violation, and after an
+//! copy are re-read and compared whenever the simulator counted a memory write since the last
+//! call (without one no word moved). A line none of whose inputs changed gave `Ok` last time (a run stops at its first violation, and after an
 //! `Err` the next call starts from scratch), so it gives `Ok` again. Lines are checked in
 //! ascending order and the L2 check runs first, as in the full check, so the first violation
 //! reported is the same one. `verify_every` re-runs the full check beside the incremental one and
@@ -34,6 +34,9 @@ struct FrameView {
     /// The local latch is free with nobody waiting (L2: nobody will pass a memorised message on).
     latch_idle: bool,
 }
+
+/// The word a newly named line starts with, so that its first read counts as a change.
+const UNREAD: u64 = u64::MAX;
 
 /// A line named by at least one cached copy.
 struct Line {
@@ -96,9 +99,10 @@ impl IncrementalCheck {
         nodes: &[S],
         layout: &Layout,
         latch_word: &dyn Fn(Gaddr) -> u64,
+        memory_changed: bool,
     ) -> Result<(), Violation> {
         self.calls += 1;
-        let result = self.check_changed(nodes, layout, latch_word);
+        let result = self.check_changed(nodes, layout, latch_word, memory_changed);
         if result.is_err() {
             self.from_scratch = true;
         }
@@ -119,6 +123,7 @@ impl IncrementalCheck {
         nodes: &[S],
         layout: &Layout,
         latch_word: &dyn Fn(Gaddr) -> u64,
+        memory_changed: bool,
     ) -> Result<(), Violation> {
         self.dirty.clear();
         let scratch = std::mem::take(&mut self.from_scratch);
@@ -206,8 +211,10 @@ impl IncrementalCheck {
             self.flight_lines.extend(self.releasing.iter().map(|r| r.0));
             self.dirty.extend_from_slice(&self.flight_lines);
         }
-        // The latch word of every named line: a changed word makes its line dirty.
-        for line in &mut self.lines {
+        // The latch word of every named line: a changed word makes its line dirty. With no
+        // memory written since the last call only lines named since need reading (their
+        // sentinel word; a real word equal to it is merely re-read).
+        for line in self.lines.iter_mut().filter(|l| memory_changed || l.word == UNREAD) {
             let now = latch_word(line.gcl);
             if now != line.word {
                 line.word = now;
@@ -243,7 +250,7 @@ impl IncrementalCheck {
                 let at = holders.partition_point(|h| *h < holder);
                 holders.insert(at, holder);
             }
-            Err(j) => self.lines.insert(j, Line { gcl: g, word: u64::MAX, holders: vec![holder] }),
+            Err(j) => self.lines.insert(j, Line { gcl: g, word: UNREAD, holders: vec![holder] }),
         }
     }
 

@@ -223,7 +223,7 @@ pub fn invariants(
     let compute = layout.compute_count();
     let threads = compute as u64 * layout.threads_per_node;
     let latches: Vec<(u64, RemoteAddr)> = (0..gcl_count).map(|i| (i, Layout::latch(layout.gcl(i)))).collect();
-    Box::new(move |word: Memory| {
+    Box::new(move |word: Memory, _| {
         SCRATCH.with(|cell| {
             let mut fresh = Vec::new();
             let mut borrowed = cell.try_borrow_mut();

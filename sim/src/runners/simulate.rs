@@ -16,7 +16,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use dmsim_protocols::harness::gather::{gather, Gathered};
-use dmsim_protocols::harness::{Clock, NodeReport, Plan, Violation};
+use dmsim_protocols::harness::{Clock, MemoryWrites, NodeReport, Plan, Violation};
 use dmsim_protocols::nic::{Nic, NodeId, RemoteAddr};
 use dmsim_protocols::sync::Channel;
 
@@ -149,7 +149,8 @@ pub fn simulate<P: Plan>(plan: &P, config: SimConfig, options: SimulateOptions) 
             let seen = seen.clone();
             sim.set_checker(move |_now| {
                 let word = |a: RemoteAddr| regions[a.node.index()].load(a.offset_bytes);
-                check(&word).map_err(|v| {
+                let writes = MemoryWrites(regions.iter().map(|r| r.writes()).fold(0, u64::wrapping_add));
+                check(&word, writes).map_err(|v| {
                     let message = v.to_string();
                     *seen.borrow_mut() = Some(v);
                     message

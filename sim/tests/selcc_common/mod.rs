@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use dmsim_protocols::harness::MemoryWrites;
 use dmsim_protocols::nic::{Cluster, NodeId, NodeKind};
 use dmsim_protocols::selcc::check::{check_quiescent, Oracle};
 use dmsim_protocols::selcc::{bench, setup_memory_node, Config, Layout, Node};
@@ -82,7 +83,8 @@ pub fn install_checker(sim: &mut Sim, layout: &Layout, nodes: &[Arc<Node<SimNic>
     let regions: Vec<_> = (0..sim.cluster().node_count()).map(|i| sim.region(NodeId(i as u16))).collect();
     sim.set_checker(move |_now| {
         let word = |a: dmsim_protocols::nic::RemoteAddr| regions[a.node.index()].load(a.offset_bytes);
-        check(&word).map_err(|v| v.to_string())
+        let writes = MemoryWrites(regions.iter().map(|r| r.writes()).fold(0, u64::wrapping_add));
+        check(&word, writes).map_err(|v| v.to_string())
     });
 }
 
