@@ -52,6 +52,10 @@ const SLOW_TO_CATCH: &[&str] = &[
     "reuse-frame-before-flush",
     "skip-version-check",
     "delegation-after-read",
+    // SMART: a write through a slot inserted behind a node's type whose insert has not grown the
+    // node yet; 2 of 100,000 random schedules with every fault (session 31, the bug it plants was
+    // the correct protocol's). Its two shrunk schedules are regressions in `fuzz_replays.rs`.
+    "write-behind-unexposed",
     "checksum-skipped",
     "stale-cache-type-used",
     "non-admitted-no-write-back",

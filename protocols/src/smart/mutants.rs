@@ -21,6 +21,7 @@ pub enum Mutant {
     LeafLockSkipped,
     PartitionKeyUnlocked,
     ScanExcludesStart,
+    WriteBehindUnexposed,
 }
 
 crate::mutant_table!(Mutant {
@@ -46,4 +47,6 @@ crate::mutant_table!(Mutant {
         "P-SMART: a write skips the compute node's per-key local lock that stands in for the leaf's RDMA lock",
     "scan-excludes-start" => ScanExcludesStart:
         "a range scan returns keys strictly above its start key, skipping the start key itself",
+    "write-behind-unexposed" => WriteBehindUnexposed:
+        "a write that finds its key inserted behind a node's type by an insert still in flight writes through the slot without growing the node first (a later lookup misses the key)",
 });

@@ -664,6 +664,15 @@ impl<N: Nic> Tree<N> {
                 }
                 w.op.retries += 1;
                 if old.partial() == byte {
+                    if i >= exposed && self.config.mutant != Mutant::WriteBehindUnexposed {
+                        // Another insert put this key's byte behind the node's type and has not
+                        // grown it yet: readers cannot see the slot. Grow it before writing
+                        // through it, or this write could return while a later lookup still
+                        // misses the key (found by the fuzzer, NEEDS.md 'Insert behind').
+                        self.grow(w, &c, f.header, NodeType::for_slot(i, self.config.fine_grain_nodes))
+                            .await?;
+                        self.invalidate(key, &c);
+                    }
                     next = Some(Cursor { at: slot_at(i), entry: old, depth: depth + 1, cached: None });
                     break;
                 }
