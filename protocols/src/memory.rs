@@ -73,8 +73,8 @@ pub struct Region {
     elided: Option<PayloadSpan>,
     /// Write operations so far (stores, atomics, copies): the simulator skips its invariant
     /// check after an instant that changed no memory, and hands the sum to the checks
-    /// (`harness::MemoryWrites`) so they can skip re-reading memory. A hint, bumped without a read-modify-write
-    /// (a run is single-threaded; the hardware backend never reads it).
+    /// (`harness::MemoryWrites`) so they can skip re-reading memory. A hint, bumped without a
+    /// read-modify-write (a run is single-threaded; the hardware backend never reads it).
     writes: AtomicU64,
 }
 

@@ -200,6 +200,13 @@ pub type Memory<'a> = &'a dyn Fn(RemoteAddr) -> u64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryWrites(pub u64);
 
+impl MemoryWrites {
+    /// The total over `regions` (each counts its own writes).
+    pub fn of<'a>(regions: impl IntoIterator<Item = &'a crate::memory::Region>) -> MemoryWrites {
+        MemoryWrites(regions.into_iter().map(|r| r.writes()).fold(0, u64::wrapping_add))
+    }
+}
+
 /// A check run after every simulator event.
 pub type Invariants = Box<dyn FnMut(Memory, MemoryWrites) -> Result<(), Violation>>;
 

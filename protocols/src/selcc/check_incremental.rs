@@ -9,8 +9,9 @@
 //! latch, both of which mark the frame (and its cache) touched; the flight maps and the retry
 //! queue are [`Watched`] mutexes, marked on every lock; the latch words of every line named by a
 //! copy are re-read and compared whenever the simulator counted a memory write since the last
-//! call (without one no word moved). A line none of whose inputs changed gave `Ok` last time (a run stops at its first violation, and after an
-//! `Err` the next call starts from scratch), so it gives `Ok` again. Lines are checked in
+//! call (without one no word moved). A line none of whose inputs changed gave `Ok` last time (a
+//! run stops at its first violation, and after an `Err` the next call starts from scratch), so it
+//! gives `Ok` again. Lines are checked in
 //! ascending order and the L2 check runs first, as in the full check, so the first violation
 //! reported is the same one. `verify_every` re-runs the full check beside the incremental one and
 //! panics on any difference: the tests run with it on.

@@ -301,13 +301,17 @@ pub fn invariants(
             live = states.iter().filter(|s| dead & latch::bit(s.me) == 0).cloned().collect();
             coherence = IncrementalCheck::new(verify_incremental_every());
         }
-        for (i, l) in latches.iter().filter(|_| memory_changed) {
-            let value = word(*l);
-            if latch::readers(value) & !valid != 0 {
-                return Err(Violation::new(
-                    "S8 latch bits in range",
-                    format!("GCL {i}: latch {value:#x} has reader bits beyond the {compute} compute nodes"),
-                ));
+        if memory_changed {
+            for (i, l) in &latches {
+                let value = word(*l);
+                if latch::readers(value) & !valid != 0 {
+                    return Err(Violation::new(
+                        "S8 latch bits in range",
+                        format!(
+                            "GCL {i}: latch {value:#x} has reader bits beyond the {compute} compute nodes"
+                        ),
+                    ));
+                }
             }
         }
         let masked = |a: RemoteAddr| {

@@ -48,5 +48,5 @@ crate::mutant_table!(Mutant {
     "scan-excludes-start" => ScanExcludesStart:
         "a range scan returns keys strictly above its start key, skipping the start key itself",
     "write-behind-unexposed" => WriteBehindUnexposed:
-        "a write that finds its key inserted behind a node's type by an insert still in flight writes through the slot without growing the node first (a later lookup misses the key)",
+        "a write that finds its byte's slot behind a node's type, filled by an insert still growing the node, writes through it without growing the node first (a later lookup misses the key)",
 });

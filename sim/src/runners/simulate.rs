@@ -149,7 +149,7 @@ pub fn simulate<P: Plan>(plan: &P, config: SimConfig, options: SimulateOptions) 
             let seen = seen.clone();
             sim.set_checker(move |_now| {
                 let word = |a: RemoteAddr| regions[a.node.index()].load(a.offset_bytes);
-                let writes = MemoryWrites(regions.iter().map(|r| r.writes()).fold(0, u64::wrapping_add));
+                let writes = MemoryWrites::of(regions.iter().map(|r| &**r));
                 check(&word, writes).map_err(|v| {
                     let message = v.to_string();
                     *seen.borrow_mut() = Some(v);

@@ -83,7 +83,7 @@ pub fn install_checker(sim: &mut Sim, layout: &Layout, nodes: &[Arc<Node<SimNic>
     let regions: Vec<_> = (0..sim.cluster().node_count()).map(|i| sim.region(NodeId(i as u16))).collect();
     sim.set_checker(move |_now| {
         let word = |a: dmsim_protocols::nic::RemoteAddr| regions[a.node.index()].load(a.offset_bytes);
-        let writes = MemoryWrites(regions.iter().map(|r| r.writes()).fold(0, u64::wrapping_add));
+        let writes = MemoryWrites::of(regions.iter().map(|r| &**r));
         check(&word, writes).map_err(|v| v.to_string())
     });
 }

@@ -534,6 +534,21 @@ impl<N: Nic> Tree<N> {
         r
     }
 
+    /// Grow the node at `c` (read with `header`) to a type that covers slot `i`, so readers
+    /// see what was put behind its old type; the cached copy of the node is dropped.
+    async fn expose_slot(
+        &self,
+        w: &mut Worker<N>,
+        key: u64,
+        c: &Cursor,
+        header: Header,
+        i: usize,
+    ) -> ProtocolResult<()> {
+        self.grow(w, c, header, NodeType::for_slot(i, self.config.fine_grain_nodes)).await?;
+        self.invalidate(key, c);
+        Ok(())
+    }
+
     async fn write_remote_unlocked(&self, w: &mut Worker<N>, key: u64, value: u64) -> WriteOutcome {
         let mut c = self.start(w, key).await;
         loop {
@@ -656,22 +671,18 @@ impl<N: Nic> Tree<N> {
                 let old = self.publish(w, slot_at(i), Entry::NULL, Entry::leaf(byte, addr)).await?;
                 if old.is_null() {
                     if i >= exposed {
-                        self.grow(w, &c, f.header, NodeType::for_slot(i, self.config.fine_grain_nodes))
-                            .await?;
-                        self.invalidate(key, &c);
+                        self.expose_slot(w, key, &c, f.header, i).await?;
                     }
                     return Ok(0);
                 }
                 w.op.retries += 1;
                 if old.partial() == byte {
                     if i >= exposed && self.config.mutant != Mutant::WriteBehindUnexposed {
-                        // Another insert put this key's byte behind the node's type and has not
+                        // Another insert put this byte behind the node's type and may not have
                         // grown it yet: readers cannot see the slot. Grow it before writing
-                        // through it, or this write could return while a later lookup still
-                        // misses the key (found by the fuzzer, NEEDS.md 'Insert behind').
-                        self.grow(w, &c, f.header, NodeType::for_slot(i, self.config.fine_grain_nodes))
-                            .await?;
-                        self.invalidate(key, &c);
+                        // through it, or this write could return while a later lookup misses
+                        // its key (found by the fuzzer, NEEDS.md 'Insert behind').
+                        self.expose_slot(w, key, &c, f.header, i).await?;
                     }
                     next = Some(Cursor { at: slot_at(i), entry: old, depth: depth + 1, cached: None });
                     break;
