@@ -110,6 +110,31 @@ fn difache_mutants_are_named_described_and_at_least_eight() {
     }
 }
 
+/// The batched and nested calls' mutants on `scenarios/difache/fuzz-batch.json` (seeds from 1,
+/// first violation; `dmsim fuzz scenarios/difache/fuzz-batch.json --seeds 3000 --mutant M`):
+/// `nested-write-keeps-copy` fails 433 of 3,000 random schedules, the first at seed 6;
+/// `nested-write-resets-owners` (the bug the correct protocol had: a second part's writer
+/// returning while the first still invalidates) 5 of 3,000, the first at seed 669, and 3 of 1,500
+/// with `--faults delay,pause`; `batch-invalidate-with-flush` none of 3,000 random
+/// (an invalidation is two verbs behind its flush's one) but 13 of 1,500 with
+/// `--faults verb-delay,pause`, the first at seed 233.
+#[test]
+fn the_batch_and_nested_mutants_are_caught_and_correct_batches_pass() {
+    let target = target_of("fuzz-batch.json");
+    for (name, budget, faults) in [
+        ("nested-write-keeps-copy", 40, "none"),
+        ("nested-write-resets-owners", 700, "none"),
+        ("batch-invalidate-with-flush", 250, "verb-delay,pause"),
+    ] {
+        let caught = campaign(&target, name, budget, faults, true);
+        assert!(caught.first_failing_seed.is_some(), "{name} not caught in {budget} schedules ({faults})");
+    }
+    for faults in ["delay,pause", "verb-delay,pause"] {
+        let clean = campaign(&target, "none", FAULTED_CLEAN, faults, false);
+        assert_eq!(clean.violations, 0, "faults {faults}: false alarm: {:?}", clean.failures);
+    }
+}
+
 /// The atomic's mutant on `scenarios/difache/fuzz-atomic.json` (seeds from 1, first
 /// violation): `atomic-while-caching` fails 137 of 200 random schedules, the first at seed 1
 /// (`dmsim fuzz scenarios/difache/fuzz-atomic.json --seeds 200 --mutant atomic-while-caching`).

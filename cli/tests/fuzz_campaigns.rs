@@ -284,6 +284,15 @@ fn difache_cmcache_five_thousand_schedules() {
 }
 
 #[test]
+fn difache_batched_and_nested_five_thousand_schedules() {
+    // Batched calls of 1-3 elements and objects nested into 1, 2 or 4 parts with their own locks
+    // (`scenarios/difache/fuzz-batch.json`, the fuzz-small swarm otherwise): writers of
+    // different parts of one object collect and invalidate it concurrently. The long campaigns
+    // are in protocols/src/difache/NEEDS.md.
+    campaign("difache/fuzz-batch.json");
+}
+
+#[test]
 fn difache_atomics_five_thousand_schedules() {
     // Atomics (a CAS at the memory node after switching the object off, or followed by
     // invalidations under noAC) mixed with cached reads and writes, the fuzz-small swarm plus

@@ -30,7 +30,7 @@ T0=$(date +%s)
 SELFTEST=${DMSIM_LAT_SELFTEST:-}
 if [ -z "$SELFTEST" ]; then
   log "building dmsim-hw-selftest with --features rdma (test profile, as test.sh)"
-  (cd "$REPO" && cargo build --profile test -p dmsim-hw --features rdma --bins) >&2 || { echo "build failed"; exit 1; }
+  (cd "$REPO" && cargo build --profile test --workspace --features dmsim/rdma --test verbs --bin dmsim-hw-selftest) >&2 || { echo "build failed"; exit 1; }
   TARGET=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
   SELFTEST=${TARGET:-$REPO/target}/debug/dmsim-hw-selftest
 fi

@@ -33,7 +33,7 @@ if [ -n "${DMSIM_REPEAT_BIN:-}" ]; then
   BIN=$DMSIM_REPEAT_BIN
 else
   log "building dmsim with --features rdma"
-  (cd "$REPO" && cargo build --profile test -p dmsim --features rdma --bin dmsim) >&2 || { echo "build failed"; exit 1; }
+  (cd "$REPO" && cargo build --profile test --workspace --features dmsim/rdma --test verbs --bin dmsim) >&2 || { echo "build failed"; exit 1; }
   TARGET=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
   BIN=${TARGET:-$REPO/target}/debug/dmsim
 fi

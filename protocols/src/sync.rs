@@ -510,6 +510,30 @@ pub async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output>
     .await
 }
 
+/// Run two futures concurrently inside one task; both outputs, once both are done.
+pub async fn join<A: std::future::Future, B: std::future::Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (Box::pin(a), Box::pin(b));
+    let (mut out_a, mut out_b) = (None, None);
+    std::future::poll_fn(move |cx| {
+        if out_a.is_none() {
+            if let std::task::Poll::Ready(v) = a.as_mut().poll(cx) {
+                out_a = Some(v);
+            }
+        }
+        if out_b.is_none() {
+            if let std::task::Poll::Ready(v) = b.as_mut().poll(cx) {
+                out_b = Some(v);
+            }
+        }
+        if out_a.is_some() && out_b.is_some() {
+            std::task::Poll::Ready((out_a.take().unwrap(), out_b.take().unwrap()))
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

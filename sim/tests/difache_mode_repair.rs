@@ -47,6 +47,8 @@ fn layout_and_config() -> (Layout, Config) {
         zipf_theta: 0.0,
         trace: None,
         trace_file: None,
+        batch: 1,
+        parts: 1,
     };
     let layout = Layout::new(1, 2, &workload, &config);
     (layout, config)

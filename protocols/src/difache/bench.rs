@@ -25,6 +25,8 @@ use super::layout::object_tag;
 use super::profit::Event;
 use super::trace;
 
+mod batched;
+
 /// The measured window shared by every client of a run (timed mode): it opens at the first
 /// operation that starts at or after `warmup_us` once all clients together have started
 /// `warmup_ops_per_object` × `objects` operations, and lasts `measure_us`. Benchmark
@@ -172,10 +174,7 @@ pub async fn run_client<N: Nic>(
                 None => return,
             },
             None => {
-                let rank = match &zipf {
-                    Some(z) => z.sample(|| rng.next_u64()) - 1,
-                    None => ((rng.next_u64() as u128 * workload.objects as u128) >> 64) as u64,
-                };
+                let rank = draw_rank(&mut rng, zipf.as_ref(), workload.objects);
                 let (key, read_ratio) = match &workload.trace {
                     // A synthetic trace: popularity may drift, and every object has its own read ratio.
                     Some(t) => {
@@ -197,7 +196,10 @@ pub async fn run_client<N: Nic>(
             cache.stats.lock().unwrap_or_else(|e| e.into_inner()).first_op_ns = Some(start.0);
         }
         w.nic.cpu(Nanos(cache.config.cpu.app_ns)).await;
-        let r = if read {
+        let r = if workload.batch > 1 || workload.parts > 1 {
+            let draw = batched::Draw { rng: &mut rng, zipf: zipf.as_ref(), workload: &workload };
+            batched::op(&cache, &w, draw, key, read, &mut sequence, &log).await.map(|()| true)
+        } else if read {
             logged_read(&cache, &w, key, &log).await.map(|()| true)
         } else {
             sequence += 1;
@@ -239,6 +241,14 @@ pub async fn run_client<N: Nic>(
             latencies.lock().unwrap_or_else(|e| e.into_inner()).push(w.nic.now().0 - start.0);
             cache.stats.lock().unwrap_or_else(|e| e.into_inner()).ops += 1;
         }
+    }
+}
+
+/// An object's popularity rank: Zipf over `objects`, or uniform.
+fn draw_rank(rng: &mut impl Rng, zipf: Option<&Zipf>, objects: u64) -> u64 {
+    match zipf {
+        Some(z) => z.sample(|| rng.next_u64()) - 1,
+        None => ((rng.next_u64() as u128 * objects as u128) >> 64) as u64,
     }
 }
 
@@ -311,7 +321,7 @@ async fn app_write<N: Nic>(
     stamp: u64,
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<bool> {
-    let lock = lock_app(cache, w, key, stamp).await?;
+    let lock = lock_app(cache, w, key, 0, stamp).await?;
     let held_from = w.nic.now().0;
     if unless_timeout(cache, logged_read(cache, w, key, log).await)?.is_none() {
         return unlock(cache, w, lock, true).await;
@@ -342,14 +352,16 @@ fn unless_timeout<N: Nic, T>(cache: &Cache<N>, r: ProtocolResult<T>) -> Protocol
     }
 }
 
-/// Take the application's lock on `key` (CAS from 0 to `owner`); returns the lock's address.
+/// Take the application's lock on part `part` of `key` (CAS from 0 to `owner`); returns the
+/// lock's address.
 async fn lock_app<N: Nic>(
     cache: &Cache<N>,
     w: &Worker<N>,
     key: u64,
+    part: u64,
     owner: u64,
 ) -> ProtocolResult<crate::nic::RemoteAddr> {
-    let lock = cache.layout.app_lock(key);
+    let lock = cache.layout.app_lock(key, part);
     let from = w.nic.now().0;
     loop {
         let seen = w.nic.try_cas(lock, 0, owner, "application lock").await?;
@@ -409,7 +421,7 @@ async fn app_atomic<N: Nic>(
     stamp: u64,
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<bool> {
-    let lock = lock_app(cache, w, key, stamp).await?;
+    let lock = lock_app(cache, w, key, 0, stamp).await?;
     let held_from = w.nic.now().0;
     let Some(seen) = unless_timeout(cache, logged_read_value(cache, w, key, log).await)? else {
         return unlock(cache, w, lock, true).await;

@@ -26,6 +26,8 @@ use super::profit::{break_even, decode_threshold, encode_threshold, Event, Sampl
 use super::stats::Stats;
 
 mod atomic;
+mod batch;
+pub use batch::Span;
 mod headers;
 mod lock;
 pub(super) use lock::mode_lock_cn;
@@ -221,7 +223,14 @@ impl<N: Nic> Cache<N> {
         self.inflight.fetch_sub(1, Relaxed);
     }
     pub(super) fn copy_ns(&self) -> Nanos {
-        Nanos(self.config.cpu.copy_ns_per_kib * self.layout.object_bytes / 1024)
+        self.copy_ns_for(self.layout.object_bytes)
+    }
+    fn copy_ns_for(&self, bytes: u64) -> Nanos {
+        Nanos(self.config.cpu.copy_ns_per_kib * bytes / 1024)
+    }
+    /// The whole object, as a span.
+    pub fn whole(&self) -> Span {
+        Span { off: 0, len: self.layout.object_bytes }
     }
     /// Records the event (and returns it, so a caller can see what its access was).
     fn sample(&self, event: Event, ns: u64) -> Event {
@@ -322,33 +331,40 @@ impl<N: Nic> Cache<N> {
 
     /// Read object `key` into the thread's application buffer.
     pub async fn read(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Event> {
+        self.read_span(w, key, self.whole()).await
+    }
+
+    /// Read bytes `span` of object `key` into the same bytes of the worker's application
+    /// buffer; the index, the mode and a miss's fetch and install are the whole object's.
+    pub(super) async fn read_span(&self, w: &Worker<N>, key: u64, span: Span) -> ProtocolResult<Event> {
         let app = self.layout.app_buffer(w.thread);
-        let size = self.layout.object_bytes;
         let start = w.nic.now();
         if self.config.variant.centralized() {
+            assert!(span == self.whole(), "CMCache reads whole objects (the plan refuses parts)");
             let event = super::cmcache::read(self, w, key).await?;
             return Ok(self.sample(event, w.nic.now().0 - start.0));
         }
         if !self.config.variant.caches() {
-            self.fetch(w, key, app).await?;
+            self.fetch_span(w, key, app, span).await?;
             return Ok(self.sample(Event::ReadBypass, w.nic.now().0 - start.0));
         }
         let Some(hdr) = self.enter_header(w, key).await? else {
-            self.fetch(w, key, app).await?;
+            self.fetch_span(w, key, app, span).await?;
             return Ok(self.sample(Event::ReadBypass, w.nic.now().0 - start.0));
         };
         let r: ProtocolResult<Event> = async {
             let st = self.check_mode(w, hdr, key, true).await?;
             if st & MODE_ON == 0 {
-                self.fetch(w, key, app).await?;
+                self.fetch_span(w, key, app, span).await?;
                 return Ok(Event::ReadBypass);
             }
             loop {
                 let valid = self.load(hdr, HDR_VALID);
                 let filling = self.load(hdr, HDR_FILL) != 0 && self.config.mutant != Mutant::HitIgnoresFill;
                 if valid != 0 && !filling {
-                    self.nic.local().copy_from(app, self.nic.local(), self.layout.buffer(hdr), size);
-                    w.nic.cpu(self.copy_ns()).await;
+                    let from = self.layout.buffer(hdr) + span.off;
+                    self.nic.local().copy_from(app + span.off, self.nic.local(), from, span.len);
+                    w.nic.cpu(self.copy_ns_for(span.len)).await;
                     return Ok(Event::ReadHit);
                 }
                 if valid == 0 {
@@ -367,12 +383,14 @@ impl<N: Nic> Cache<N> {
     }
 
     async fn fetch(&self, w: &Worker<N>, key: u64, local: u64) -> ProtocolResult<()> {
-        let remote = self.layout.object(key);
-        let len = self.layout.object_bytes as u32;
-        w.nic
-            .try_batch(&[Verb::Read { remote, local_bytes: local, len_bytes: len }], "fetch object")
-            .await
-            .map(|_| ())
+        self.fetch_span(w, key, local, self.whole()).await
+    }
+
+    /// READ bytes `span` of object `key` to the same bytes of the object buffer at `local`.
+    async fn fetch_span(&self, w: &Worker<N>, key: u64, local: u64, span: Span) -> ProtocolResult<()> {
+        let remote = self.layout.object(key).add(span.off);
+        let read = Verb::Read { remote, local_bytes: local + span.off, len_bytes: span.len as u32 };
+        w.nic.try_batch(&[read], "fetch object").await.map(|_| ())
     }
 
     /// Register as owner, mark valid, fetch (L2-L5), then install if nothing re-validated or
@@ -484,18 +502,25 @@ impl<N: Nic> Cache<N> {
     /// Write the thread's application buffer to object `key` (the caller holds the
     /// application's lock on it).
     pub async fn write(&self, w: &Worker<N>, key: u64) -> ProtocolResult<Event> {
+        self.write_span(w, key, self.whole()).await
+    }
+
+    /// Write bytes `span` of the worker's application buffer to the same bytes of object `key`
+    /// (the caller holds the application's lock on them); invalidation is the whole object's.
+    pub(super) async fn write_span(&self, w: &Worker<N>, key: u64, span: Span) -> ProtocolResult<Event> {
         let app = self.layout.app_buffer(w.thread);
         let start = w.nic.now();
         if self.config.variant.centralized() {
+            assert!(span == self.whole(), "CMCache writes whole objects (the plan refuses parts)");
             let event = super::cmcache::write(self, w, key).await?;
             return Ok(self.sample(event, w.nic.now().0 - start.0));
         }
         if !self.config.variant.caches() {
-            self.flush(w, key, app).await?;
+            self.flush_span(w, key, app, span).await?;
             return Ok(self.sample(Event::WriteBypass, w.nic.now().0 - start.0));
         }
         let Some(hdr) = self.enter_header(w, key).await? else {
-            return self.write_disabled(w, key, start).await;
+            return self.write_disabled(w, key, span, start).await;
         };
         if let Some(t) = &self.tracker {
             t.begin(key);
@@ -503,26 +528,40 @@ impl<N: Nic> Cache<N> {
         let r: ProtocolResult<Event> = async {
             let st = self.check_mode(w, hdr, key, false).await?;
             if st & MODE_ON == 0 {
-                self.flush(w, key, app).await?;
+                self.flush_span(w, key, app, span).await?;
                 // A switch to on that began after our check may have let a CN cache the old
                 // value: invalidate as a cached write would ([CHOICE], spec §9.6).
                 let recheck = self.config.mutant != Mutant::BypassWriteNoRecheck;
                 if recheck && self.load(hdr, HDR_MODE) != st {
                     self.stats().bypass_rechecks += 1;
-                    self.invalidate_owners(w, key).await?;
+                    self.invalidate_owners(w, key, span).await?;
                     // Our own CN's copy too: a local miss may have fetched before the flush.
                     self.store(hdr, HDR_VALID, 0);
                 }
                 return Ok(Event::WriteBypass);
             }
             if self.config.mutant == Mutant::InvalidateBeforeFlush {
-                self.invalidate_owners(w, key).await?;
-                self.flush(w, key, app).await?;
+                self.invalidate_owners(w, key, span).await?;
+                self.flush_span(w, key, app, span).await?;
+            } else if self.config.mutant == Mutant::BatchInvalidateWithFlush
+                && w.thread > self.layout.threads as u32
+            {
+                // A batch lane posting its invalidations beside its flush, not after it.
+                let (flushed, invalidated) = crate::sync::join(
+                    self.flush_span(w, key, app, span),
+                    self.invalidate_owners(w, key, span),
+                )
+                .await;
+                flushed?;
+                invalidated?;
             } else {
-                self.flush(w, key, app).await?;
+                self.flush_span(w, key, app, span).await?;
                 if self.config.variant.coherent() {
-                    self.invalidate_owners(w, key).await?;
+                    self.invalidate_owners(w, key, span).await?;
                 }
+            }
+            if span != self.whole() {
+                return Ok(self.after_part_write(w, hdr, key, span).await);
             }
             // Write-allocate: the writer keeps the new value ([CHOICE], spec §9.9).
             let ticket = self.tickets.fetch_add(1, Relaxed);
@@ -550,8 +589,15 @@ impl<N: Nic> Cache<N> {
 
     /// A write while caching is disabled (a CN-list sync): flush, then invalidate the live CNs
     /// as a cached write would — some may not have disabled caching yet — and keep no copy.
-    async fn write_disabled(&self, w: &Worker<N>, key: u64, start: Nanos) -> ProtocolResult<Event> {
-        self.update_uncached(w, key, self.flush(w, key, self.layout.app_buffer(w.thread))).await?;
+    async fn write_disabled(
+        &self,
+        w: &Worker<N>,
+        key: u64,
+        span: Span,
+        start: Nanos,
+    ) -> ProtocolResult<Event> {
+        let app = self.layout.app_buffer(w.thread);
+        self.update_uncached(w, key, self.flush_span(w, key, app, span)).await?;
         Ok(self.sample(Event::WriteBypass, w.nic.now().0 - start.0))
     }
 
@@ -570,7 +616,7 @@ impl<N: Nic> Cache<N> {
         self.bypass_writes.fetch_add(1, Relaxed);
         let r = async {
             let out = op.await?;
-            self.invalidate_owners(w, key).await?;
+            self.invalidate_owners(w, key, self.whole()).await?;
             // This CN's own copy too, until the sync drops it.
             if let Some(h) = index::lookup_local(self.nic.local(), key, self.layout.index_buckets) {
                 self.store(h, HDR_VALID, 0);
@@ -585,18 +631,23 @@ impl<N: Nic> Cache<N> {
         r
     }
 
-    async fn flush(&self, w: &Worker<N>, key: u64, local: u64) -> ProtocolResult<()> {
-        let remote = self.layout.object(key);
-        let len = self.layout.object_bytes as u32;
-        w.nic
-            .try_batch(&[Verb::Write { remote, local_bytes: local, len_bytes: len }], "flush object")
-            .await
-            .map(|_| ())
+    /// WRITE bytes `span` of the object buffer at `local` to the same bytes of object `key`.
+    async fn flush_span(&self, w: &Worker<N>, key: u64, local: u64, span: Span) -> ProtocolResult<()> {
+        let remote = self.layout.object(key).add(span.off);
+        let write = Verb::Write { remote, local_bytes: local + span.off, len_bytes: span.len as u32 };
+        w.nic.try_batch(&[write], "flush object").await.map(|_| ())
     }
 
     /// Collect the owners (every other CN, or the owner set reset to `{me}`) and clear VALID of
-    /// their headers with one-sided WRITEs (L11-L12).
-    async fn invalidate_owners(&self, w: &Worker<N>, key: u64) -> ProtocolResult<()> {
+    /// their headers with one-sided WRITEs (L11-L12). A write of part of the object (`span`
+    /// not whole: nested) reads the owner set and leaves it as it is ([CHOICE]): writers of
+    /// other parts may collect concurrently, and a reset would hand the CNs it removed to a
+    /// writer still invalidating them, so a second writer could return before the copies its
+    /// flush made stale are gone (found by the fuzzer: `fuzz-batch.json`; mutant
+    /// `nested-write-resets-owners`). Bits then leave the set only at whole-object writes,
+    /// which hold the whole object.
+    async fn invalidate_owners(&self, w: &Worker<N>, key: u64, span: Span) -> ProtocolResult<()> {
+        let reset = span == self.whole() || self.config.mutant == Mutant::NestedWriteResetsOwners;
         let mut targets = if self.owner_sets {
             let set = self.layout.owner_set(key);
             let local = self.layout.owner_buffer(w.thread);
@@ -612,13 +663,15 @@ impl<N: Nic> Cache<N> {
             if let Some(t) = &self.tracker {
                 t.collecting(key);
             }
-            loop {
-                let seen = w.nic.try_cas(set, cur, mine, "owner-set collect").await?;
-                if seen == cur {
-                    break;
+            if reset {
+                loop {
+                    let seen = w.nic.try_cas(set, cur, mine, "owner-set collect").await?;
+                    if seen == cur {
+                        break;
+                    }
+                    self.stats().owner_cas_retries += 1;
+                    cur = seen;
                 }
-                self.stats().owner_cas_retries += 1;
-                cur = seen;
             }
             w.nic.mark("difache collected", cur);
             let owners: Vec<usize> =

@@ -12,7 +12,7 @@
 //! no write to the object in flight, every valid, enabled, settled copy holds the memory node's
 //! bytes (inv. 1/2).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use crate::harness::{LoggedOp, Memory};
@@ -23,20 +23,25 @@ use super::index;
 use super::layout::*;
 
 /// In-process record of writes in flight (check mode only): which objects are being written
-/// and which CNs a collecting writer still owes an invalidation.
+/// and which CNs a collecting writer still owes an invalidation. Counted, not flagged: writers
+/// of different parts of one nested object (`workload.parts`) collect and invalidate the same
+/// object concurrently, and one's invalidation of a CN does not pay what another owes it.
 #[derive(Default)]
 pub struct Tracker {
-    state: Mutex<BTreeMap<u64, (u32, BTreeSet<usize>)>>,
-    /// Objects whose owner set a writer's collect CAS may have reset, result not yet seen:
-    /// every CN counts as owed meanwhile.
-    collecting: Mutex<BTreeSet<u64>>,
+    state: Mutex<Writes>,
+    /// Per object, collect CASes on its owner set that may have reset it, result not yet
+    /// seen: every CN counts as owed meanwhile.
+    collecting: Mutex<BTreeMap<u64, u32>>,
     /// Node restarts: CNs that have not dropped their copies since a memory node restarted
     /// without its owner sets (bit per CN); their copies are not checked against owner sets.
     unsynced: Mutex<u64>,
 }
 
+/// Per object: writes in flight, and per CN the invalidations owed to it.
+type Writes = BTreeMap<u64, (u32, BTreeMap<usize, u32>)>;
+
 impl Tracker {
-    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<u64, (u32, BTreeSet<usize>)>) -> T) -> T {
+    fn with<T>(&self, f: impl FnOnce(&mut Writes) -> T) -> T {
         f(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()))
     }
     pub fn begin(&self, key: u64) {
@@ -54,17 +59,35 @@ impl Tracker {
     }
     /// A collect CAS on `key`'s owner set is about to be posted.
     pub fn collecting(&self, key: u64) {
-        self.collecting.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
+        *self.collecting.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_default() += 1;
     }
-    /// The collect's result: these CNs are owed an invalidation.
+    /// A collect's result: these CNs are owed an invalidation.
     pub fn pending(&self, key: u64, cns: &[usize]) {
-        self.collecting.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
-        self.with(|s| s.entry(key).or_default().1.extend(cns.iter().copied()));
+        let mut collecting = self.collecting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = collecting.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                collecting.remove(&key);
+            }
+        }
+        drop(collecting);
+        self.with(|s| {
+            let owed = &mut s.entry(key).or_default().1;
+            for &cn in cns {
+                *owed.entry(cn).or_default() += 1;
+            }
+        });
     }
+    /// One invalidation owed to `cn` for `key` is done.
     pub fn done(&self, key: u64, cn: usize) {
         self.with(|s| {
             if let Some(e) = s.get_mut(&key) {
-                e.1.remove(&cn);
+                if let Some(n) = e.1.get_mut(&cn) {
+                    *n -= 1;
+                    if *n == 0 {
+                        e.1.remove(&cn);
+                    }
+                }
             }
         });
     }
@@ -83,10 +106,10 @@ impl Tracker {
         self.with(|s| s.get(&key).is_some_and(|e| e.0 > 0))
     }
     fn owed(&self, key: u64, cn: usize) -> bool {
-        if self.collecting.lock().unwrap_or_else(|e| e.into_inner()).contains(&key) {
+        if self.collecting.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key) {
             return true;
         }
-        self.with(|s| s.get(&key).is_some_and(|e| e.1.contains(&cn)))
+        self.with(|s| s.get(&key).is_some_and(|e| e.1.contains_key(&cn)))
     }
 }
 
@@ -214,7 +237,7 @@ pub fn check_memory(layout: &Layout, ops: &[LoggedOp], memory: Memory) -> Result
     for (key, (last, mut allowed)) in by_key {
         let Some(last) = last else { continue };
         allowed.extend(last.write);
-        let held = memory(layout.object(key).add(8));
+        let held = memory(layout.register_stamp(key));
         if !allowed.contains(&held) {
             return Err(format!(
                 "object {key} holds {held:#x} at the end; the last acknowledged write (client {}, returned at {} ns) wrote {:#x}",

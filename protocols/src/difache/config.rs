@@ -318,8 +318,23 @@ pub struct Workload {
     /// other operation writes. Replaces `read_ratio` and `zipf_theta`; not with `trace`.
     #[serde(default)]
     pub trace_file: Option<String>,
+    /// Objects per application operation (default 1): a read reads `batch` distinct objects
+    /// (or parts) with one batched call (`Cache::read_batch`); a write locks them in order, reads
+    /// them with one batched call and writes them with another (`Cache::write_batch`), as a
+    /// transaction engine's batched accesses (§4.5). At most 16.
+    #[serde(default = "one")]
+    pub batch: u32,
+    /// Nested objects (default 1: none): every object holds `parts` equal parts, each with its
+    /// own application lock and version, accessed alone through the nested calls
+    /// (`Cache::read_nested`, `write_nested`): index, modes and invalidation per object, data
+    /// transfer per part (§4.5). Each part is at least 16 bytes.
+    #[serde(default = "one")]
+    pub parts: u32,
 }
 
+fn one() -> u32 {
+    1
+}
 fn kib() -> u32 {
     1024
 }
@@ -329,6 +344,9 @@ fn read_95() -> f64 {
 fn theta() -> f64 {
     0.99
 }
+
+/// The most objects one batched call accesses (scratch lanes per client: `Layout::lane`).
+pub const MAX_BATCH: u32 = 16;
 
 impl Workload {
     pub fn validate(&self) -> Vec<String> {
@@ -363,6 +381,23 @@ impl Workload {
         }
         if self.warmup_ops_per_object > 1 << 20 {
             out.push("warmup_ops_per_object: must be at most 1048576".into());
+        }
+        if self.batch == 0 || self.batch > MAX_BATCH {
+            out.push(format!("batch: must be in 1..={MAX_BATCH}"));
+        }
+        if self.parts == 0
+            || !(self.object_bytes / 8).is_multiple_of(self.parts.max(1))
+            || self.object_bytes / self.parts.max(1) < 16
+        {
+            out.push("parts: must divide object_bytes / 8, with at least 16 bytes per part".into());
+        }
+        if (self.batch > 1 || self.parts > 1)
+            && (self.atomic_ratio > 0.0 || self.trace.is_some() || self.trace_file.is_some())
+        {
+            out.push("batch: batched and nested accesses run without atomics and traces".into());
+        }
+        if self.batch as u64 > self.objects.saturating_mul(self.parts.max(1) as u64) {
+            out.push("batch: more distinct objects (or parts) per operation than there are".into());
         }
         if let Some(path) = &self.trace_file {
             if self.trace.is_some() {

@@ -20,7 +20,7 @@ use super::cache::Cache;
 use super::check::{check_memory, check_regular, invariants, Checks, Tracker};
 use super::cmcache::{self, Manager};
 use super::config::{Config, ManagerPlace, Variant, Workload, EVENT_NAMES};
-use super::layout::{object_tag, Layout};
+use super::layout::{part_tag, Layout};
 use super::profit::Event;
 use super::profit::EVENTS;
 use super::stats::{Stats, SWITCH_OFF, SWITCH_ON};
@@ -111,6 +111,18 @@ impl DifachePlan {
         };
         if workload.atomic_ratio > 0.0 && config.variant.centralized() {
             out.push(Problem::new("workload.atomic_ratio", "CMCache has no atomic operations: use 0"));
+        }
+        if (workload.batch > 1 || workload.parts > 1) && config.variant.centralized() {
+            out.push(Problem::new(
+                "workload.batch",
+                "CMCache has no batched or nested calls: use batch 1, parts 1",
+            ));
+        }
+        if (workload.batch > 1 || workload.parts > 1) && (config.crash_recovery || config.node_restarts) {
+            out.push(Problem::new(
+                "workload.batch",
+                "batched and nested accesses run without crash_recovery and node_restarts",
+            ));
         }
         point.no_symmetric("DiFache", &mut out);
         if point.memory_nodes == 0 || point.memory_nodes > 1024 {
@@ -355,7 +367,10 @@ impl Plan for DifachePlan {
             return;
         }
         for key in (0..self.layout.objects).filter(|&k| self.layout.home(k) == me) {
-            nic.local().store(self.layout.object(key).offset_bytes, object_tag(key));
+            for part in 0..self.layout.parts {
+                let at = self.layout.object(key).offset_bytes + part * self.layout.part_bytes();
+                nic.local().store(at, part_tag(key, part));
+            }
         }
     }
 
@@ -415,6 +430,8 @@ impl Plan for DifachePlan {
         };
         m.insert("throughput_mops".into(), tput);
         m.insert("ops".into(), total.ops as f64);
+        // Objects (or parts) accessed per second: every operation touches `batch` of them.
+        m.insert("objects_mops".into(), tput * self.workload.batch as f64);
         let e = total.events;
         let reads = (e[0] + e[1] + e[3]).max(1) as f64;
         m.insert("read_hit_ratio".into(), e[0] as f64 / reads);

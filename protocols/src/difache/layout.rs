@@ -2,8 +2,9 @@
 //! key's home bucket without asking, §4.1) and on every memory node.
 //!
 //! ```text
-//! compute node: [ index groups | headers (6 words each) | buffers | per-thread scratch ]
-//! memory node:  [ objects | app locks | owner sets | mode locks | membership ]
+//! compute node: [ index groups | headers (6 words each) | buffers | per-thread scratch | monitor
+//!                 | batch lanes ]
+//! memory node:  [ objects | app locks (one per part) | owner sets | mode locks | membership ]
 //! membership (read on memory node 0 only): [ CN list word | synced epoch per CN | heartbeat per CN ]
 //! ```
 //! Object `k` lives on memory node `k % m` at slot `k / m`.
@@ -45,13 +46,22 @@ pub struct Layout {
     pub recovery: bool,
     /// CMCache's manager node and where its handler staging buffers start there.
     pub manager: Option<(NodeId, u64)>,
+    /// Scratch sets per client thread: one, plus one per further element of a batched call
+    /// (`workload.batch`; `Cache::lane`).
+    pub lanes: u64,
+    /// Parts per object (`workload.parts`): nested objects the application locks and accesses
+    /// one by one, each with its own application lock; coherence stays per object.
+    pub parts: u64,
 }
 
 impl Layout {
     pub fn new(memory_nodes: u16, compute_nodes: u16, workload: &Workload, config: &Config) -> Layout {
         let (objects, bytes, threads) =
             (workload.objects, workload.object_bytes as u64, workload.threads_per_node as u64);
-        Layout::for_objects(memory_nodes, compute_nodes, objects, bytes, threads, config)
+        let mut layout = Layout::for_objects(memory_nodes, compute_nodes, objects, bytes, threads, config);
+        layout.lanes = workload.batch.max(1) as u64;
+        layout.parts = workload.parts.max(1) as u64;
+        layout
     }
 
     /// The layout for `objects` objects of `object_bytes` each and `threads` clients per CN,
@@ -78,6 +88,8 @@ impl Layout {
             mode_locks: config.mode_locks as u64,
             recovery: config.crash_recovery,
             manager: None,
+            lanes: 1,
+            parts: 1,
         }
     }
 
@@ -98,8 +110,25 @@ impl Layout {
     fn scratch_bytes(&self) -> u64 {
         self.object_bytes * 2 + self.compute_nodes as u64 * (LOOKUP_BYTES_MAX + 8) + 8
     }
-    fn scratch(&self, thread: u32) -> u64 {
-        self.buffers_base() + self.cache_objects * self.object_bytes + thread as u64 * self.scratch_bytes()
+    /// Scratch set `lane`: a client thread's (`lane < threads`), the monitor's (`threads`), or
+    /// a batch lane after the monitor's area (`Layout::lane`).
+    fn scratch(&self, lane: u32) -> u64 {
+        let lane = lane as u64;
+        if lane <= self.threads {
+            self.buffers_base() + self.cache_objects * self.object_bytes + lane * self.scratch_bytes()
+        } else {
+            self.lanes_base() + (lane - self.threads - 1) * self.scratch_bytes()
+        }
+    }
+    /// The scratch set of element `i` of a batched call by client `thread` (element 0 uses the
+    /// thread's own).
+    pub fn lane(&self, thread: u32, i: usize) -> u32 {
+        assert!((i as u64) < self.lanes, "batch element {i} beyond the layout's {} lanes", self.lanes);
+        if i == 0 {
+            thread
+        } else {
+            (self.threads + 1 + thread as u64 * (self.lanes - 1) + i as u64 - 1) as u32
+        }
     }
     /// The application's object buffer of `thread`.
     pub fn app_buffer(&self, thread: u32) -> u64 {
@@ -128,9 +157,12 @@ impl Layout {
     pub fn monitor_buffer(&self) -> u64 {
         self.scratch(self.threads as u32)
     }
-    pub fn compute_region_bytes(&self) -> u64 {
+    fn lanes_base(&self) -> u64 {
         let monitor = if self.recovery { self.membership_words() * 8 + MONITOR_CHUNK_BYTES } else { 0 };
         self.monitor_buffer() + monitor
+    }
+    pub fn compute_region_bytes(&self) -> u64 {
+        self.lanes_base() + self.threads * (self.lanes - 1) * self.scratch_bytes()
     }
 
     // ---- memory nodes ----
@@ -147,33 +179,57 @@ impl Layout {
     pub fn object(&self, key: u64) -> RemoteAddr {
         RemoteAddr::new(self.home(key), self.slot(key) * self.object_bytes)
     }
-    pub fn app_lock(&self, key: u64) -> RemoteAddr {
-        RemoteAddr::new(self.home(key), self.per_mn() * self.object_bytes + self.slot(key) * 8)
+    /// Bytes per part of an object (nested objects; the object's size without them).
+    pub fn part_bytes(&self) -> u64 {
+        self.object_bytes / self.parts
+    }
+    /// The history's register `register` (`key * parts + part`: one per object without
+    /// parts) as (object, part).
+    pub fn register(&self, register: u64) -> (u64, u64) {
+        (register / self.parts, register % self.parts)
+    }
+    /// Where register `register`'s stamp lives: the word after its part's tag.
+    pub fn register_stamp(&self, register: u64) -> RemoteAddr {
+        let (key, part) = self.register(register);
+        self.object(key).add(part * self.part_bytes() + 8)
+    }
+    /// The application's lock on part `part` of object `key`.
+    pub fn app_lock(&self, key: u64, part: u64) -> RemoteAddr {
+        let word = self.slot(key) * self.parts + part;
+        RemoteAddr::new(self.home(key), self.per_mn() * self.object_bytes + word * 8)
+    }
+    /// Where the owner sets start on a memory node (after the objects and application locks).
+    fn owner_sets_base(&self) -> u64 {
+        self.per_mn() * (self.object_bytes + 8 * self.parts)
+    }
+    /// Where the mode locks start on a memory node.
+    fn mode_locks_offset(&self) -> u64 {
+        self.owner_sets_base() + self.per_mn() * 8
     }
     /// [CHOICE] The owner set of an object sits at a fixed slot instead of behind a RACE hash
     /// table; a lookup still costs the one READ a RACE hit costs.
     pub fn owner_set(&self, key: u64) -> RemoteAddr {
-        RemoteAddr::new(self.home(key), self.per_mn() * (self.object_bytes + 8) + self.slot(key) * 8)
+        RemoteAddr::new(self.home(key), self.owner_sets_base() + self.slot(key) * 8)
     }
     pub fn mode_lock(&self, key: u64) -> RemoteAddr {
         let slot = super::index::mix(key ^ 0x6d6f_6465) % self.mode_locks;
-        RemoteAddr::new(self.home(key), self.per_mn() * (self.object_bytes + 16) + slot * 8)
+        RemoteAddr::new(self.home(key), self.mode_locks_offset() + slot * 8)
     }
     /// Where memory node `mn`'s mode locks start (the coordinator scans them after a crash).
     pub fn mode_locks_base(&self, mn: u16) -> RemoteAddr {
-        RemoteAddr::new(NodeId(mn), self.per_mn() * (self.object_bytes + 16))
+        RemoteAddr::new(NodeId(mn), self.mode_locks_offset())
     }
-    /// Where memory node `mn`'s application locks start, one word per slot.
+    /// Where memory node `mn`'s application locks start, one word per slot and part.
     pub fn app_locks_base(&self, mn: u16) -> RemoteAddr {
         RemoteAddr::new(NodeId(mn), self.per_mn() * self.object_bytes)
     }
     pub fn app_lock_slots(&self) -> u64 {
-        self.per_mn()
+        self.per_mn() * self.parts
     }
     /// The coordinator's CN-list word on memory node 0 (`recovery.rs`), then each CN's synced
     /// epoch, then each CN's heartbeat: `membership_words()` words read with one READ.
     pub fn membership(&self) -> RemoteAddr {
-        RemoteAddr::new(NodeId(0), self.per_mn() * (self.object_bytes + 16) + self.mode_locks * 8)
+        RemoteAddr::new(NodeId(0), self.mode_locks_offset() + self.mode_locks * 8)
     }
     pub fn membership_words(&self) -> u64 {
         if self.recovery {
@@ -189,7 +245,7 @@ impl Layout {
         self.membership().add(8 + (self.compute_nodes as u64 + cn as u64) * 8)
     }
     pub fn memory_region_bytes(&self) -> u64 {
-        self.per_mn() * (self.object_bytes + 16) + self.mode_locks * 8 + self.membership_words() * 8
+        self.mode_locks_offset() + self.mode_locks * 8 + self.membership_words() * 8
     }
 
     /// CMCache: the staging buffer of manager handler `i` (one object) on the manager node.
@@ -209,5 +265,11 @@ impl Layout {
 /// The first word of every object version: names the object, so a reader can tell another
 /// object's bytes (a recycled buffer) from its own.
 pub fn object_tag(key: u64) -> u64 {
-    0xD1FA_0000_0000_0000 | key
+    part_tag(key, 0)
+}
+
+/// The first word of part `part` of object `key` (nested objects: `workload.parts`); part 0's
+/// is the object's tag.
+pub fn part_tag(key: u64, part: u64) -> u64 {
+    0xD1FA_0000_0000_0000 | part << 40 | key
 }

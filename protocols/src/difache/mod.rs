@@ -12,13 +12,14 @@
 //! * [`cache`] — header allocation with default-mode discovery (§3.3), the mode check and
 //!   switch (§3.4), read hit / miss (§3.6), write with flush-then-invalidate by broadcast or
 //!   owner sets (§3.7), eviction; atomics that switch the object off first (§3.8,
-//!   `cache/atomic.rs`).
+//!   `cache/atomic.rs`); batched and nested calls (§4.5, `cache/batch.rs`).
 //! * [`profit`] — the caching-profit model (§3.5, reconstructed) and latency samples.
 //! * [`cmcache`] — the CMCache baseline: read misses and writes by RPC to a centralized manager
 //!   (a dedicated CN or memory node 0) that serializes them per object and invalidates owners.
 //! * [`recovery`] — compute-node failures: heartbeat timeouts, the coordinator's CN list, caching
 //!   disabled while the survivors sync and drop their caches, the dead CNs' locks freed.
-//! * [`bench`] — the micro-benchmark clients (lock, read, validate, write, unlock).
+//! * [`bench`] — the micro-benchmark clients (lock, read, validate, write, unlock); batched
+//!   and nested operations in `bench/batched.rs`.
 //! * [`trace`] — synthetic stand-ins for the Twitter cache traces (Figs. 11, 13 right), from
 //!   each cluster's published statistics.
 //! * [`check`] — the regular-register history check and the per-event invariants (spec §4).

@@ -27,6 +27,9 @@ pub enum Mutant {
     CmUnackedInvalidate,
     CmWriterKeepsLocal,
     AtomicWhileCaching,
+    NestedWriteKeepsCopy,
+    BatchInvalidateWithFlush,
+    NestedWriteResetsOwners,
 }
 
 crate::mutant_table!(Mutant {
@@ -66,4 +69,10 @@ crate::mutant_table!(Mutant {
         "CMCache: a writer whose slot another local thread claimed keeps that thread's fill, which the manager may have served before the write",
     "atomic-while-caching" => AtomicWhileCaching:
         "an atomic runs at the memory node without first switching the object's caching off, so cached copies outlive it (needs workload.atomic_ratio)",
+    "nested-write-keeps-copy" => NestedWriteKeepsCopy:
+        "a nested write patches its span into its own CN's copy and re-validates it, though another span's writer may have invalidated that copy meanwhile (needs workload.parts)",
+    "batch-invalidate-with-flush" => BatchInvalidateWithFlush:
+        "a batched write posts an element's invalidations beside its flush instead of after it completes, so an owner may re-fetch the old value (needs workload.batch)",
+    "nested-write-resets-owners" => NestedWriteResetsOwners:
+        "owner sets: a nested write resets the object's owner set as a whole write does, so a writer of another part that collects after it finds the owners gone and returns while the first writer is still invalidating them (needs workload.parts)",
 });

@@ -48,7 +48,7 @@ impl<N: Nic> Cache<N> {
                 }
             };
             if invalidate {
-                self.invalidate_owners(w, key).await?;
+                self.invalidate_owners(w, key, self.whole()).await?;
                 self.store(hdr, HDR_VALID, 0);
             }
             Ok(old)
