@@ -29,7 +29,8 @@ mod batched;
 
 /// The measured window shared by every client of a run (timed mode): it opens at the first
 /// operation that starts at or after `warmup_us` once all clients together have started
-/// `warmup_ops_per_object` × `objects` operations, and lasts `measure_us`. Benchmark
+/// `warmup_ops_per_object` × `objects` object accesses (operations; a batched call counts its
+/// objects), and lasts `measure_us`. Benchmark
 /// bookkeeping, not protocol state (every node of the run holds the same one).
 #[derive(Debug)]
 pub struct Window {
@@ -57,11 +58,17 @@ impl Window {
 
     /// An operation starts at `now`: is it in the window (opening it if due)?
     pub fn start(&self, now: u64) -> bool {
+        self.start_accessing(now, 1)
+    }
+
+    /// An operation that accesses `objects` objects (a batched call) starts at `now`: the
+    /// warm-up counts object accesses, so batches of any size warm the caches alike.
+    pub fn start_accessing(&self, now: u64, objects: u64) -> bool {
         let from = self.from_ns.load(Relaxed);
         if from != u64::MAX {
             return now >= from;
         }
-        let started = self.started.fetch_add(1, Relaxed) + 1;
+        let started = self.started.fetch_add(objects, Relaxed) + objects;
         if now >= self.min_ns && started > self.ops_needed {
             self.from_ns.store(now, Relaxed);
             return true;
@@ -188,7 +195,7 @@ pub async fn run_client<N: Nic>(
             }
         };
         let start = w.nic.now();
-        let measured = !timed || window.start(start.0);
+        let measured = !timed || window.start_accessing(start.0, workload.batch.max(1) as u64);
         if timed && measured {
             cache.reset_stats_once();
         }
@@ -510,5 +517,14 @@ mod tests {
             assert!(!early.start(i), "before the minimum time");
         }
         assert!(early.start(100_000));
+    }
+
+    #[test]
+    fn difache_window_counts_the_objects_of_a_batched_call() {
+        let w = Window::new(&workload(0, 2)); // 20 object accesses
+        for i in 0..5 {
+            assert!(!w.start_accessing(1_000 + i, 4), "call {i}: {} objects started", 4 * (i + 1));
+        }
+        assert!(w.start_accessing(2_000, 4), "the call that starts objects 21..24 opens the window");
     }
 }

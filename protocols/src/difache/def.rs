@@ -170,10 +170,12 @@ impl DifachePlan {
             )]);
         }
         if layout.compute_region_bytes() > REGION_MAX {
+            // With batches, the clients' scratch lanes can be what overflows.
+            let field = if workload.batch > 1 { "workload.batch" } else { "protocol_options.cache_objects" };
             return Err(vec![Problem::new(
-                "protocol_options.cache_objects",
+                field,
                 format!(
-                    "the cache needs {} bytes per compute node (at most 8 GiB)",
+                    "the cache and the clients' buffers need {} bytes per compute node (at most 8 GiB)",
                     layout.compute_region_bytes()
                 ),
             )]);

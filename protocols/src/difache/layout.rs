@@ -124,6 +124,7 @@ impl Layout {
     /// thread's own).
     pub fn lane(&self, thread: u32, i: usize) -> u32 {
         assert!((i as u64) < self.lanes, "batch element {i} beyond the layout's {} lanes", self.lanes);
+        assert!((thread as u64) < self.threads, "lanes belong to client threads, not to lane {thread}");
         if i == 0 {
             thread
         } else {
@@ -272,4 +273,37 @@ pub fn object_tag(key: u64) -> u64 {
 /// is the object's tag.
 pub fn part_tag(key: u64, part: u64) -> u64 {
     0xD1FA_0000_0000_0000 | part << 40 | key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn difache_batch_lanes_are_disjoint_and_after_the_monitor() {
+        let config = Config { crash_recovery: true, ..Config::paper() };
+        let plain = Layout::for_objects(2, 3, 10, 128, 4, &config);
+        let mut layout = plain.clone();
+        layout.lanes = 3;
+        let monitor_end = plain.compute_region_bytes();
+        let mut starts: Vec<u64> = (0..4u32)
+            .flat_map(|t| (0..3).map(move |i| (t, i)))
+            .map(|(t, i)| {
+                let at = layout.app_buffer(layout.lane(t, i));
+                assert!(
+                    at + layout.scratch_bytes() <= layout.compute_region_bytes(),
+                    "lane ({t}, {i}) outside"
+                );
+                if i == 0 {
+                    assert_eq!(at, plain.app_buffer(t), "element 0 uses the thread's own set");
+                } else {
+                    assert!(at >= monitor_end, "lane ({t}, {i}) overlaps the monitor's area");
+                }
+                at
+            })
+            .collect();
+        starts.sort_unstable();
+        assert!(starts.windows(2).all(|w| w[1] - w[0] >= layout.scratch_bytes()), "lanes overlap");
+        assert_eq!(layout.monitor_buffer(), plain.monitor_buffer(), "the layout without lanes is unchanged");
+    }
 }
