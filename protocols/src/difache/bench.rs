@@ -305,6 +305,12 @@ async fn logged_read_value<N: Nic>(
     Ok(value)
 }
 
+/// The stamp of a whole version `[tag, stamp, stamp, …]`, or `None` if another object's bytes
+/// (another tag) or two versions (torn) are in `words`.
+fn version_stamp(words: &[u64], tag: u64) -> Option<u64> {
+    (words[0] == tag && words[2..].iter().all(|&x| x == words[1])).then_some(words[1])
+}
+
 /// Read until the object is whole (one tag, one stamp); returns its stamp (0: never written).
 async fn validated_read<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64) -> ProtocolResult<u64> {
     let words = (cache.layout.object_bytes / 8) as usize;
@@ -313,8 +319,8 @@ async fn validated_read<N: Nic>(cache: &Cache<N>, w: &Worker<N>, key: u64) -> Pr
         let event = cache.read(w, key).await?;
         track(cache, w, key, event);
         cache.nic.local().read_words(cache.layout.app_buffer(w.thread), &mut buf);
-        if buf[0] == object_tag(key) && buf[2..].iter().all(|&x| x == buf[1]) {
-            return Ok(buf[1]);
+        if let Some(stamp) = version_stamp(&buf, object_tag(key)) {
+            return Ok(stamp);
         }
         cache.stats.lock().unwrap_or_else(|e| e.into_inner()).validation_retries += 1;
         w.nic.sleep(Nanos(cache.config.cpu.poll_ns)).await;

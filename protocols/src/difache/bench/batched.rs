@@ -17,7 +17,7 @@ use crate::workload::zipf::Zipf;
 use super::super::cache::{Cache, Span, Worker};
 use super::super::config::Workload;
 use super::super::layout::part_tag;
-use super::{draw_rank, lock_app, lock_held, log_write, record, track, unlock};
+use super::{draw_rank, lock_app, lock_held, log_write, record, track, unlock, version_stamp};
 
 /// What the operation draws its further registers from (the client's generator).
 pub struct Draw<'a, R: Rng> {
@@ -62,10 +62,11 @@ pub async fn op<N: Nic, R: Rng>(
 ) -> ProtocolResult<()> {
     let mut regs = draw.registers(first);
     if read {
-        return logged_reads(cache, w, &regs, log).await.map(|_| ());
+        return logged_reads(cache, w, &regs, &spans(cache, &regs), log).await.map(|_| ());
     }
     // Locks in register order, so two writers never wait for each other's in a cycle.
     regs.sort_unstable();
+    let spans = spans(cache, &regs);
     let stamps: Vec<u64> = regs
         .iter()
         .map(|_| {
@@ -78,7 +79,7 @@ pub async fn op<N: Nic, R: Rng>(
         locks.push(lock_app(cache, w, key, part, stamp).await?);
     }
     let held_from = w.nic.now().0;
-    logged_reads(cache, w, &regs, log).await?;
+    logged_reads(cache, w, &regs, &spans, log).await?;
     let pb = cache.layout.part_bytes();
     let mut logged = Vec::with_capacity(regs.len());
     for (i, (&(key, part), &stamp)) in regs.iter().zip(&stamps).enumerate() {
@@ -88,7 +89,7 @@ pub async fn op<N: Nic, R: Rng>(
         cache.nic.local().write_words(cache.layout.app_buffer(lane) + part * pb, &words);
         logged.push(log_write(w, register(cache, key, part), stamp, log));
     }
-    let events = cache.write_batch(w, &spans(cache, &regs)).await?;
+    let events = cache.write_batch(w, &spans).await?;
     let done = w.nic.now().0;
     for (&(key, _), event) in regs.iter().zip(events) {
         track(cache, w, key, event);
@@ -121,14 +122,14 @@ async fn logged_reads<N: Nic>(
     cache: &Cache<N>,
     w: &Worker<N>,
     regs: &[(u64, u64)],
+    spans: &[(u64, Span)],
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<Vec<u64>> {
     let invoke = w.nic.now().0;
-    let spans = spans(cache, regs);
-    let events = cache.read_batch(w, &spans).await?;
+    let events = cache.read_batch(w, spans).await?;
     let returned = w.nic.now().0;
     let mut seen = Vec::with_capacity(regs.len());
-    for (i, ((&(key, part), &(_, span)), event)) in regs.iter().zip(&spans).zip(events).enumerate() {
+    for (i, ((&(key, part), &(_, span)), event)) in regs.iter().zip(spans).zip(events).enumerate() {
         track(cache, w, key, event);
         let lane = cache.lane(w, i);
         let mut at = returned;
@@ -157,5 +158,5 @@ async fn logged_reads<N: Nic>(
 fn whole<N: Nic>(cache: &Cache<N>, lane: &Worker<N>, key: u64, part: u64, span: Span) -> Option<u64> {
     let mut buf = vec![0u64; (span.len / 8) as usize];
     cache.nic.local().read_words(cache.layout.app_buffer(lane.thread) + span.off, &mut buf);
-    (buf[0] == part_tag(key, part) && buf[2..].iter().all(|&x| x == buf[1])).then_some(buf[1])
+    version_stamp(&buf, part_tag(key, part))
 }
