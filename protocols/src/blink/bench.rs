@@ -80,6 +80,10 @@ pub async fn run_ops<P: Pages>(
                 vec![(op.key, None, v)]
             }),
             OpKind::Update | OpKind::Insert | OpKind::Delete => {
+                let value_ns = tree.shared.config.value_bytes * tree.shared.config.value_byte_ns;
+                if value_ns > 0 {
+                    tree.pages.cpu(value_ns).await;
+                }
                 sequence += 1;
                 let stamp = write_stamp(me, thread, sequence);
                 tree.store(op.key, stamp).await.map(|old| vec![(op.key, Some(stamp), old)])

@@ -35,6 +35,18 @@ pub struct TreeConfig {
     pub node_ns: u64,
     /// Wait before re-reading the meta page while a new root is being installed, ns.
     pub root_backoff_ns: u64,
+    /// Bytes of value the client generates before each store. The tree stores a one-word
+    /// stamp; this only charges the client's CPU. ScaleStore's YCSB runner fills each update's
+    /// value with "randomly generated strings of 128 bytes" (paper §6.1; `ycsb.cpp` and
+    /// `ycsb_in_memory_tree.cpp` call `getRandString` per update), except in the GAM
+    /// comparison, whose runner stores "a hard-coded value" (§6.4). Default 0.
+    pub value_bytes: u64,
+    /// CPU per generated value byte. [CHOICE, derived] `getRandString` draws one 64-bit
+    /// Mersenne Twister number per byte (`getRand(48, 123)`), 8 bytes of generator output; the
+    /// Mersenne Twister produces ~2.3 cycles per output byte (Lemire's testingRNG), so ~18
+    /// cycles per draw plus the modulo and two range checks: ~20 cycles, 6-9 ns at the testbed
+    /// Xeon Gold 5120's 2.2-3.2 GHz. 8 ns.
+    pub value_byte_ns: u64,
     #[serde(skip)]
     pub mutant: Mutant,
 }
@@ -46,6 +58,8 @@ impl Default for TreeConfig {
             bulk_fill: 0.7,
             node_ns: 200,
             root_backoff_ns: 1000,
+            value_bytes: 0,
+            value_byte_ns: 8,
             mutant: Mutant::None,
         }
     }

@@ -14,6 +14,11 @@ use crate::workload::open_loop::OpenLoopSpec;
 pub struct CpuCosts {
     /// A worker's operation on a page it holds (translation-table lookup, latch, record copy).
     pub local_op_ns: u64,
+    /// The part of `local_op_ns` that translates a PID into a frame pointer: the lookup in a
+    /// translation table far larger than the CPU's caches (150 GB of 4 KB pages: 37 M entries),
+    /// so one DRAM access, the same "~100 ns" as `common::local_latch::LINE_NS`. [CHOICE] Only
+    /// [`PageAccess::Swizzled`] reads it.
+    pub translation_ns: u64,
     /// A message handler's work on one request (lookup, try-latch, metadata update, post).
     pub handler_ns: u64,
     /// A worker building and posting one request.
@@ -28,6 +33,7 @@ impl Default for CpuCosts {
     fn default() -> Self {
         CpuCosts {
             local_op_ns: 300,
+            translation_ns: crate::common::local_latch::LINE_NS,
             handler_ns: 300,
             request_ns: 100,
             provider_frame_ns: 10,
@@ -94,6 +100,9 @@ pub struct Config {
     pub transfer_done_message: bool,
     /// The ablation's local latch costs (paper §6.2, `local.rs`); default: none charged.
     pub local: LocalLatches,
+    /// How a worker reaches a cached page: through the PID translation table (ScaleStore), or
+    /// by a direct pointer (Fig. 11's single-node comparisons). One node only.
+    pub page_access: PageAccess,
     #[serde(skip)]
     pub mutant: Mutant,
 }
@@ -112,8 +121,44 @@ impl Default for Config {
             directory_sends_owned_page: false,
             transfer_done_message: false,
             local: LocalLatches::default(),
+            page_access: PageAccess::Translated,
             mutant: Mutant::None,
         }
+    }
+}
+
+/// `protocol_options.page_access`: what a hit on a cached page costs beyond the tree's search.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PageAccess {
+    /// ScaleStore: every page access translates the PID to its frame (paper §6.7.1: "for every
+    /// page access, a page identifier is translated to the corresponding memory pointer").
+    #[default]
+    Translated,
+    /// The single-node systems of paper Fig. 11 that ScaleStore is compared with, on the same
+    /// page layout and latching: the in-memory OLC B-tree (child pointers are memory
+    /// addresses) and LeanStore (pointer swizzling: a cached child is reached by its pointer;
+    /// a page not cached goes to the SSD as ScaleStore's does). A hit costs `local_op_ns`
+    /// without `translation_ns`; nothing else changes.
+    Swizzled,
+}
+
+impl Config {
+    /// CPU of one access to a page this node holds (the hot path, or after a fetch).
+    pub fn hit_ns(&self) -> u64 {
+        match self.page_access {
+            PageAccess::Translated => self.cpu.local_op_ns,
+            PageAccess::Swizzled => self.cpu.local_op_ns - self.cpu.translation_ns,
+        }
+    }
+
+    /// `page_access: swizzled` describes single-node systems.
+    pub fn check_nodes(&self, nodes: usize) -> Option<String> {
+        (self.page_access == PageAccess::Swizzled && nodes != 1).then(|| {
+            format!(
+                "page_access: \"swizzled\" models the single-node systems of Fig. 11 (an in-memory B-tree, LeanStore); this point has {nodes} nodes"
+            )
+        })
     }
 }
 
@@ -136,6 +181,9 @@ impl Config {
         }
         if self.poll_ns == 0 {
             out.push("poll_ns: must be at least 1".into());
+        }
+        if self.cpu.translation_ns > self.cpu.local_op_ns {
+            out.push("cpu.translation_ns: is part of cpu.local_op_ns, so at most it".into());
         }
         let e = &self.eviction;
         if e.providers == 0 || e.providers > 16 {

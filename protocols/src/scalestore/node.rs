@@ -273,7 +273,7 @@ impl<N: Nic> Node<N> {
             match next {
                 Next::Done(v) => {
                     self.charge_lines(&w.nic, w.index, &[Touch::Lookup, Touch::Access]).await;
-                    self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
+                    self.nic.cpu(Nanos(self.config.hit_ns())).await;
                     return Ok((v, true));
                 }
                 Next::Wait => {
@@ -287,7 +287,7 @@ impl<N: Nic> Node<N> {
                     let v = self.remote(w, g, exclusive, Then::Touch(key, access), has_copy).await;
                     self.settled.notify_all();
                     let v = v?;
-                    self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
+                    self.nic.cpu(Nanos(self.config.hit_ns())).await;
                     return Ok((v, false));
                 }
             }
@@ -564,7 +564,7 @@ impl<N: Nic> Node<N> {
                 Next::Done => {
                     let touches = [Touch::Lookup, Touch::Access, Touch::Latch(g, exclusive)];
                     self.charge_lines(&w.nic, w.index, &touches).await;
-                    self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
+                    self.nic.cpu(Nanos(self.config.hit_ns())).await;
                     let mut s = self.stats();
                     s.latches += 1;
                     s.latch_hits += 1;
@@ -587,7 +587,7 @@ impl<N: Nic> Node<N> {
                         self.wait_unpinned(w, g).await;
                     }
                     self.charge_lines(&w.nic, w.index, &[Touch::Latch(g, exclusive)]).await;
-                    self.nic.cpu(Nanos(self.config.cpu.local_op_ns)).await;
+                    self.nic.cpu(Nanos(self.config.hit_ns())).await;
                     self.stats().latches += 1;
                     return Ok(false);
                 }

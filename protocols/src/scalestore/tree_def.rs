@@ -164,7 +164,9 @@ impl BlinkScaleStorePlan {
             merge_options(&Value::Object(options), "protocol_options", &presets, RESERVED)
                 .map_err(|p| vec![p])?;
         let mut out = Vec::new();
-        for p in config.validate() {
+        let nodes =
+            point.symmetric_nodes as usize + point.memory_nodes as usize + point.compute_nodes as usize;
+        for p in config.validate().into_iter().chain(config.check_nodes(nodes)) {
             let (field, reason) = p.split_once(": ").unwrap_or(("", &p));
             out.push(Problem::new(join_path("protocol_options", field), reason));
         }
