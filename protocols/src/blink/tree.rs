@@ -43,7 +43,7 @@ pub struct TreeConfig {
     pub value_bytes: u64,
     /// CPU per generated value byte. [CHOICE, derived] `getRandString` draws one 64-bit
     /// Mersenne Twister number per byte (`getRand(48, 123)`), 8 bytes of generator output; the
-    /// Mersenne Twister produces ~2.3 cycles per output byte (Lemire's testingRNG), so ~18
+    /// Mersenne Twister costs 2.29 cycles per output byte (Lemire's testingRNG table), so ~18
     /// cycles per draw plus the modulo and two range checks: ~20 cycles, 6-9 ns at the testbed
     /// Xeon Gold 5120's 2.2-3.2 GHz. 8 ns.
     pub value_byte_ns: u64,
@@ -85,6 +85,12 @@ impl TreeConfig {
         }
         if !(self.bulk_fill > 0.0 && self.bulk_fill <= 1.0) {
             out.push("bulk_fill: must be in (0, 1]".into());
+        }
+        if self.value_bytes > 1 << 20 || self.value_byte_ns > 1_000 {
+            out.push(
+                "value_bytes: at most 1 MiB of generated value, at most 1,000 ns per byte (value_byte_ns)"
+                    .into(),
+            );
         }
         out
     }

@@ -139,7 +139,7 @@ pub enum PageAccess {
     /// page layout and latching: the in-memory OLC B-tree (child pointers are memory
     /// addresses) and LeanStore (pointer swizzling: a cached child is reached by its pointer;
     /// a page not cached goes to the SSD as ScaleStore's does). A hit costs `local_op_ns`
-    /// without `translation_ns`; nothing else changes.
+    /// without `translation_ns`; nothing else about it changes.
     Swizzled,
 }
 
@@ -148,7 +148,7 @@ impl Config {
     pub fn hit_ns(&self) -> u64 {
         match self.page_access {
             PageAccess::Translated => self.cpu.local_op_ns,
-            PageAccess::Swizzled => self.cpu.local_op_ns - self.cpu.translation_ns,
+            PageAccess::Swizzled => self.cpu.local_op_ns.saturating_sub(self.cpu.translation_ns),
         }
     }
 
@@ -160,9 +160,7 @@ impl Config {
             )
         })
     }
-}
 
-impl Config {
     /// On memory + compute nodes (SELCC's setup), a memory node's handlers are its cores
     /// (`cluster.memory_node_cores`, 1 by default) unless `handler_tasks` is given.
     pub fn handlers_from_memory_cores(&mut self, point: &crate::harness::PointSpec) {
