@@ -110,6 +110,27 @@ fn trend_verdicts(name: &str, text: &str) -> Vec<Option<bool>> {
 }
 
 #[test]
+fn quiet_runs_print_no_progress_lines_but_the_same_results() {
+    // Goal: `--quiet` drops the per-point progress lines and nothing else: same summary.
+    let dir = scratch("quiet");
+    let file = dir.join("scenario.json");
+    std::fs::write(&file, tiny()).unwrap();
+    let (loud, quiet) = (dir.join("loud"), dir.join("quiet"));
+    let a = dmsim(&["run", file.to_str().unwrap(), "--out", loud.to_str().unwrap()]);
+    let b = dmsim(&["run", file.to_str().unwrap(), "--out", quiet.to_str().unwrap(), "--quiet"]);
+    assert!(a.status.success() && b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    let progress = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).matches(" x=").count();
+    assert!(progress(&a) > 0, "the default run shows its points");
+    assert_eq!(progress(&b), 0, "{}", String::from_utf8_lossy(&b.stderr));
+    let results = |d: &Path| {
+        let s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
+        s["results"].clone()
+    };
+    assert_eq!(results(&loud), results(&quiet));
+}
+
+#[test]
 fn a_within_x_trend_holds_inside_its_tolerance_and_fails_outside() {
     // Goal: `within_x:<x>` ("stable") compares this x's value with another x's under the row's
     // tolerance: generous, it holds; a millionth, it fails (1 and 2 threads differ).

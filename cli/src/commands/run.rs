@@ -42,6 +42,9 @@ pub struct RunArgs {
     /// and fabric resource, `fabric_wait_<kind>_<resource>_ns_per_verb`. Changes no result.
     #[arg(long)]
     pub fabric_waits: bool,
+    /// No progress line per point (a failed point is still reported), as `dmsim fuzz --quiet`.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// How `--trace` writes a point's trace.
@@ -129,12 +132,14 @@ pub fn run(args: RunArgs) -> ExitCode {
                 };
                 let r = run_point_guarded(&registry, p, RunOptions { trace });
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                eprintln!(
-                    "{} {}{}",
-                    progress(n, total, started.elapsed().as_secs_f64()),
-                    describe(p),
-                    r.as_ref().err().map_or(String::new(), |e| format!(": {e}"))
-                );
+                if !args.quiet || r.is_err() {
+                    eprintln!(
+                        "{} {}{}",
+                        progress(n, total, started.elapsed().as_secs_f64()),
+                        describe(p),
+                        r.as_ref().err().map_or(String::new(), |e| format!(": {e}"))
+                    );
+                }
                 r
             })
             .collect()
