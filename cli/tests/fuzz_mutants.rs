@@ -56,6 +56,11 @@ const SLOW_TO_CATCH: &[&str] = &[
     // node yet; 2 of 100,000 random schedules with every fault (session 31, the bug it plants was
     // the correct protocol's). Its two shrunk schedules are regressions in `fuzz_replays.rs`.
     "write-behind-unexposed",
+    // GAM: a read of a line being written back after the home served the write-back and granted
+    // the block elsewhere; 10 of 3,000 random schedules, the first at seed 842 (session 33, the
+    // bug it plants was the correct protocol's). Its two schedules are regressions in
+    // `fuzz_replays.rs` (`gam-evicting-line-serves-reads-*.json`).
+    "evicting-line-serves-reads",
     "checksum-skipped",
     "stale-cache-type-used",
     "non-admitted-no-write-back",
@@ -311,6 +316,18 @@ fn mutants_a_late_response_exposes_are_caught() {
             "{scenario}: {mutant} not caught in {budget} schedules"
         );
     }
+}
+
+/// GAM's `evicting-line-serves-reads` (a read of a line whose write-back the home has already
+/// served, while another node holds the block): 10 of 3,000 random schedules without faults,
+/// 9 of seeds 1..=1,000 with delays, drops and pauses (the first at seed 61), so a budget of
+/// 600 misses it with probability ≈ 0.991⁶⁰⁰ ≈ 0.5 %.
+#[test]
+fn gam_evicting_line_mutant_is_caught_with_message_faults() {
+    let faults = Faults::parse("delay,drop,pause").unwrap();
+    let summary =
+        campaign_with(&target("gam/fuzz-small.json"), "evicting-line-serves-reads", true, 600, faults);
+    assert!(summary.first_failing_seed.is_some(), "evicting-line-serves-reads not caught in 600 schedules");
 }
 
 /// Marlin's `smo-no-drain` is in `SLOW_TO_CATCH` for Dolphin's (Marlin's: 135 of seeds

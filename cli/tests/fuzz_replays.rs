@@ -194,12 +194,17 @@ fn pct_finds_a_mutant() {
 #[test]
 fn known_bugs_still_reproduce() {
     // Goal: an open bug the fuzzer found stays reproducible until it is fixed (then this test
-    // fails: move the replay to tests/replays/ as a regression and update the protocol's
-    // NEEDS.md). Each file: the correct protocol, a schedule that breaks an invariant.
+    // fails: turn the replay into a regression — a mutant that restores the bug, the file in
+    // tests/replays/ naming it — and update the protocol's NEEDS.md). Each file: the correct
+    // protocol, a schedule that breaks an invariant. None is open since session 33 (GAM's two,
+    // `gam-evicting-line-serves-reads-*.json`); the directory comes back with the next one.
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/replays/known-bugs"));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => panic!("{}: {e}", dir.display()),
+    };
     files.sort();
-    assert!(!files.is_empty());
     for path in files {
         let file = ReplayFile::read(&path).unwrap();
         assert_eq!(file.mutant, "none", "{}", path.display());

@@ -78,7 +78,8 @@ pub fn check_swmr(nodes: &[&NodeState]) -> Result<(), String> {
             match state {
                 LineState::Exclusive => h.0 += 1,
                 LineState::Shared => h.1 += 1,
-                LineState::Invalid => {}
+                // Serves no access (`Line::can_serve`): a write-back in flight is not a copy.
+                LineState::Invalid | LineState::WritingBack => {}
             }
         });
     }

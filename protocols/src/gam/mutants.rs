@@ -15,6 +15,7 @@ pub enum Mutant {
     WriteBackIgnored,
     DowngradedOwnerForgotten,
     InvalidateKeepsCopy,
+    EvictingLineServesReads,
 }
 
 crate::mutant_table!(Mutant {
@@ -30,4 +31,7 @@ crate::mutant_table!(Mutant {
         "after a downgrade the home forgets the former owner's Shared copy",
     "invalidate-keeps-copy" => InvalidateKeepsCopy:
         "a sharer acks an Invalidate but keeps reading its copy",
+    "evicting-line-serves-reads" => EvictingLineServesReads:
+        "an Exclusive line being written back stays Exclusive and readable until the home acks \
+         (the bug of session 33: the home may already have granted the block elsewhere)",
 });

@@ -23,9 +23,13 @@
 //!    node and recalls us before the grant arrives. We cannot answer without the data, so the
 //!    recall is deferred on the fetching line and answered right after our access is applied.
 //!    No deadlock: the grant is already on its way.
-//! 3. *A Recall overtakes our write-back.* An evicting line keeps its frame and Exclusive state
-//!    until the home acknowledges the write-back, so the recall is answered from the frame; the
-//!    home then finds the write-back stale and ignores its data.
+//! 3. *A Recall overtakes our write-back.* An evicting line keeps its frame (state
+//!    `WritingBack`) until the home acknowledges the write-back, so the recall is answered from
+//!    the frame; the home then finds the write-back stale and ignores its data.
+//! 4. *The home serves the write-back before we hear of it.* It clears the block and may grant
+//!    it to another node, whose writes our copy no longer sees. So an evicting line serves no
+//!    access, reads included, from the moment the write-back leaves (found by the fuzzer: a
+//!    node read its evicting copy while another node held the block Exclusive).
 //!
 //! Messages go through [`crate::common::rpc`]: each client thread and drainer is an
 //! [`rpc::Client`] with its own reply port; the invalidation handler is an [`rpc::Handler`].
@@ -54,12 +58,17 @@ use super::store_buffer::StoreBuffer;
 pub const CHANNEL_CLIENT_BASE: u16 = 1;
 pub const CHANNEL_INV_BASE: u16 = 3000;
 
-/// A cached block's MSI state (GAM: Shared / Exclusive(dirty) / Invalid).
+/// A cached block's MSI state (GAM: Shared / Exclusive(dirty) / Invalid), plus the one
+/// transitional state a copy can be observed in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LineState {
     Invalid,
     Shared,
     Exclusive,
+    /// The Exclusive copy is being written back (race 3): no access is served from it — the
+    /// home may already have taken the data and granted the block elsewhere — and its frame
+    /// stays only to answer a Recall that overtook the write-back. Gone at `WriteBackDone`.
+    WritingBack,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,7 +110,7 @@ impl Line {
         if write {
             self.state == LineState::Exclusive && self.busy.is_none()
         } else {
-            self.state != LineState::Invalid
+            matches!(self.state, LineState::Shared | LineState::Exclusive)
         }
     }
 }
@@ -599,6 +608,9 @@ impl<N: Nic> Node<N> {
                             let line = cache.lines.get_mut(&victim).unwrap();
                             if line.state == LineState::Exclusive {
                                 line.busy = Some(Busy::Evicting);
+                                if self.config.mutant != Mutant::EvictingLineServesReads {
+                                    line.state = LineState::WritingBack;
+                                }
                                 let frame = line.frame.unwrap();
                                 Plan::Evict { victim, words: self.frame_words(frame) }
                             } else {
@@ -716,9 +728,16 @@ impl<N: Nic> Node<N> {
                     self.stats.lock().unwrap().recalls_deferred += 1;
                     return None;
                 }
-                assert_eq!(line.state, LineState::Exclusive, "a Recall for block {block} we do not own");
-                line.state = if downgrade { LineState::Shared } else { LineState::Invalid };
                 let frame = line.frame.expect("an Exclusive line has a frame");
+                match line.state {
+                    LineState::Exclusive => {
+                        line.state = if downgrade { LineState::Shared } else { LineState::Invalid }
+                    }
+                    // The Recall overtook our write-back (race 3): the frame still holds the
+                    // data we are writing back; the line stays until the home acks.
+                    LineState::WritingBack => {}
+                    other => panic!("a Recall for block {block} we do not own ({other:?})"),
+                }
                 Some(Msg::Ack { block, data: Some(self.frame_words(frame)) })
             }
             other => panic!("an invalidation handler received {other:?}"),
