@@ -65,9 +65,10 @@ pub enum LineState {
     Invalid,
     Shared,
     Exclusive,
-    /// The Exclusive copy is being written back (race 3): no access is served from it — the
+    /// The Exclusive copy is being written back (race 4): no access is served from it — the
     /// home may already have taken the data and granted the block elsewhere — and its frame
-    /// stays only to answer a Recall that overtook the write-back. Gone at `WriteBackDone`.
+    /// stays only to answer a Recall that overtook the write-back (race 3). Gone at
+    /// `WriteBackDone`.
     WritingBack,
 }
 
@@ -704,10 +705,12 @@ impl<N: Nic> Node<N> {
             Msg::Invalidate { block } => {
                 self.stats.lock().unwrap().invalidations_received += 1;
                 if let Some(line) = cache.lines.get_mut(&block) {
-                    assert_ne!(
-                        line.state,
-                        LineState::Exclusive,
-                        "an Invalidate for our Exclusive block {block}"
+                    // The home invalidates only nodes it counts as sharers and waits for their
+                    // acks before it grants: never a copy we own or are writing back.
+                    assert!(
+                        !matches!(line.state, LineState::Exclusive | LineState::WritingBack),
+                        "an Invalidate for our {:?} block {block}",
+                        line.state
                     );
                     if line.busy == Some(Busy::Fetching) {
                         line.invalidated_while_fetching = true;
@@ -729,13 +732,14 @@ impl<N: Nic> Node<N> {
                     return None;
                 }
                 let frame = line.frame.expect("an Exclusive line has a frame");
+                // A Recall that overtook our write-back (race 3) is answered from the frame,
+                // which still holds the data being written back. Its line then becomes what
+                // the home will count it: a sharer after a downgrade (the home queues our
+                // write-back behind the read and finds it stale), else nothing.
                 match line.state {
-                    LineState::Exclusive => {
+                    LineState::Exclusive | LineState::WritingBack => {
                         line.state = if downgrade { LineState::Shared } else { LineState::Invalid }
                     }
-                    // The Recall overtook our write-back (race 3): the frame still holds the
-                    // data we are writing back; the line stays until the home acks.
-                    LineState::WritingBack => {}
                     other => panic!("a Recall for block {block} we do not own ({other:?})"),
                 }
                 Some(Msg::Ack { block, data: Some(self.frame_words(frame)) })
