@@ -152,15 +152,6 @@ impl Config {
         }
     }
 
-    /// `page_access: swizzled` describes single-node systems.
-    pub fn check_nodes(&self, nodes: usize) -> Option<String> {
-        (self.page_access == PageAccess::Swizzled && nodes != 1).then(|| {
-            format!(
-                "page_access: \"swizzled\" models the single-node systems of Fig. 11 (an in-memory B-tree, LeanStore); this point has {nodes} nodes"
-            )
-        })
-    }
-
     /// On memory + compute nodes (SELCC's setup), a memory node's handlers are its cores
     /// (`cluster.memory_node_cores`, 1 by default) unless `handler_tasks` is given.
     pub fn handlers_from_memory_cores(&mut self, point: &crate::harness::PointSpec) {
@@ -169,8 +160,14 @@ impl Config {
         }
     }
 
-    pub fn validate(&self) -> Vec<String> {
+    /// Problems with these options on a point of `nodes` nodes.
+    pub fn validate(&self, nodes: usize) -> Vec<String> {
         let mut out = Vec::new();
+        if self.page_access == PageAccess::Swizzled && nodes != 1 {
+            out.push(format!(
+                "page_access: \"swizzled\" models the single-node systems of Fig. 11 (an in-memory B-tree, LeanStore); this point has {nodes} nodes"
+            ));
+        }
         if self.page_bytes < 64 || !self.page_bytes.is_multiple_of(64) || self.page_bytes > 1 << 20 {
             out.push("page_bytes: must be a multiple of 64 in 64..=1 MiB".into());
         }

@@ -167,10 +167,7 @@ impl ScaleStorePlan {
             merge_options(&point.protocol_options, "protocol_options", &presets, RESERVED)
                 .map_err(|p| vec![p])?;
         let mut out: Vec<Problem> = workload.validate().iter().map(|p| at("workload", p)).collect();
-        out.extend(config.validate().iter().map(|p| at("protocol_options", p)));
-        if let Some(p) = config.check_nodes(point.symmetric_nodes as usize) {
-            out.push(at("protocol_options", &p));
-        }
+        out.extend(config.validate(point.symmetric_nodes as usize).iter().map(|p| at("protocol_options", p)));
         config.mutant = match super::mutants::named(&point.mutant) {
             Some(m) => m,
             None => {

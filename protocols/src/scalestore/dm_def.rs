@@ -88,11 +88,7 @@ impl ScaleStoreDmPlan {
         let mut out = Vec::new();
         config.handlers_from_memory_cores(point);
         config.page_bytes = w.gcl_size_bytes as u64;
-        for p in config
-            .validate()
-            .into_iter()
-            .chain(config.check_nodes(point.memory_nodes as usize + point.compute_nodes as usize))
-        {
+        for p in config.validate(point.memory_nodes as usize + point.compute_nodes as usize) {
             let (field, reason) = p.split_once(": ").unwrap_or(("", &p));
             out.push(Problem::new(crate::harness::join_path("protocol_options", field), reason));
         }

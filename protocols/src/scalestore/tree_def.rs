@@ -166,7 +166,7 @@ impl BlinkScaleStorePlan {
         let mut out = Vec::new();
         let nodes =
             point.symmetric_nodes as usize + point.memory_nodes as usize + point.compute_nodes as usize;
-        for p in config.validate().into_iter().chain(config.check_nodes(nodes)) {
+        for p in config.validate(nodes) {
             let (field, reason) = p.split_once(": ").unwrap_or(("", &p));
             out.push(Problem::new(join_path("protocol_options", field), reason));
         }
