@@ -26,6 +26,7 @@ use super::profit::Event;
 use super::trace;
 
 mod batched;
+pub mod ford;
 
 /// The measured window shared by every client of a run (timed mode): it opens at the first
 /// operation that starts at or after `warmup_us` once all clients together have started
@@ -175,6 +176,14 @@ pub async fn run_client<N: Nic>(
         if cache.config.node_restarts {
             cache.wait_unfenced(&w).await;
         }
+        if let Some(spec) = &workload.transactions {
+            let mut draw = ford::Draw { rng: &mut rng, zipf: zipf.as_ref(), workload: &workload, spec };
+            let drawn = draw.transaction();
+            if !run_transaction(&cache, &w, drawn, &mut sequence, &log, &latencies, &window, timed).await {
+                return;
+            }
+            continue;
+        }
         let (key, read) = match &requests.trace {
             Some(feed) => match feed.next(thread, w.nic.now().0) {
                 Some(r) => (r.object(workload.objects), r.op.is_read()),
@@ -249,6 +258,50 @@ pub async fn run_client<N: Nic>(
             cache.stats.lock().unwrap_or_else(|e| e.into_inner()).ops += 1;
         }
     }
+}
+
+/// One FORD transaction (`workload.transactions`), measured as an operation when it commits
+/// in the window; `false` once the client stopped at an error (kept in the cache's slot).
+async fn run_transaction<N: Nic>(
+    cache: &Cache<N>,
+    w: &Worker<N>,
+    drawn: (Vec<u64>, usize),
+    sequence: &mut u64,
+    log: &Option<(OpLog, u32)>,
+    latencies: &Mutex<Vec<u64>>,
+    window: &Window,
+    timed: bool,
+) -> bool {
+    let start = w.nic.now();
+    let measured = !timed || window.start_accessing(start.0, drawn.0.len() as u64);
+    if timed && measured {
+        cache.reset_stats_once();
+    }
+    if measured && cache.stats().first_op_ns.is_none() {
+        cache.stats().first_op_ns = Some(start.0);
+    }
+    w.nic.cpu(Nanos(cache.config.cpu.app_ns)).await;
+    let outcome = match ford::transaction(cache, w, drawn, sequence, log, log.is_some()).await {
+        Ok(o) => o,
+        Err(e) => {
+            cache.errors.record(e);
+            return false;
+        }
+    };
+    let counted = measured && (!timed || window.completes_by_end(w.nic.now().0));
+    let mut stats = cache.stats();
+    match outcome {
+        ford::Outcome::Committed { objects, read_write } if counted => {
+            latencies.lock().unwrap_or_else(|e| e.into_inner()).push(w.nic.now().0 - start.0);
+            stats.ops += 1;
+            stats.txn_objects += objects;
+            stats.txn_read_write += read_write as u64;
+        }
+        ford::Outcome::LockAbort if counted => stats.txn_lock_aborts += 1,
+        ford::Outcome::ValidationAbort if counted => stats.txn_validation_aborts += 1,
+        _ => {}
+    }
+    true
 }
 
 /// An object's popularity rank: Zipf over `objects`, or uniform.

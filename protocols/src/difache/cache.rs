@@ -175,7 +175,9 @@ impl<N: Nic> Cache<N> {
             // The timelines span the whole run.
             let timeline = std::mem::take(&mut stats.timeline);
             let tracked = std::mem::take(&mut stats.tracked);
-            *stats = Stats { timeline, tracked, ..Stats::default() };
+            // The serializability check covers every committed transaction, warm-up included.
+            let txns = std::mem::take(&mut stats.txns);
+            *stats = Stats { timeline, tracked, txns, ..Stats::default() };
         }
     }
 
@@ -183,7 +185,7 @@ impl<N: Nic> Cache<N> {
         Worker { nic: self.nic.qp(thread as u16 + 1), thread }
     }
 
-    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+    pub(in crate::difache) fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 

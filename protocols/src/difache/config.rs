@@ -331,6 +331,46 @@ pub struct Workload {
     /// transfer per part (§4.5). Each part is at least 16 bytes.
     #[serde(default = "one")]
     pub parts: u32,
+    /// FORD's transactions over the cache instead of single operations (Fig. 14 bottom;
+    /// `bench/ford.rs`): each client runs transactions of `batch`-style batched accesses with
+    /// FORD's execution, validation and commit. `read_ratio` and `batch` are then unused.
+    #[serde(default)]
+    pub transactions: Option<Transactions>,
+}
+
+/// `workload.transactions`: the transaction mix FORD runs (DiFache §6.1: F1 and TAO are
+/// "low-contention, data-intensive workloads with 99% of transactions being read-only and
+/// having large batch sizes—up to 10 for F1 and 1,000 for TAO").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transactions {
+    /// Share of read-only transactions (F1 and TAO: 0.99).
+    pub read_only_ratio: f64,
+    /// Objects per transaction: uniform in `1..=max_objects` ([CHOICE] uniform: the paper says
+    /// "up to"; F1 10, TAO 1,000).
+    pub max_objects: u32,
+    /// Objects a read-write transaction writes: uniform in `1..=max_writes`, at most its size;
+    /// the rest it only reads ([CHOICE]: the paper gives no write-set size).
+    #[serde(default = "one")]
+    pub max_writes: u32,
+}
+
+impl Transactions {
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !(0.0..=1.0).contains(&self.read_only_ratio) {
+            out.push("transactions.read_only_ratio: must be in [0, 1]".into());
+        }
+        if self.max_objects == 0 || self.max_objects > MAX_BATCH {
+            out.push(format!("transactions.max_objects: must be in 1..={MAX_BATCH}"));
+        }
+        if self.max_writes == 0 || self.max_writes > self.max_objects.min(16) {
+            out.push(
+                "transactions.max_writes: must be in 1..=max_objects, at most 16 (one batched write)".into(),
+            );
+        }
+        out
+    }
 }
 
 fn one() -> u32 {
@@ -396,6 +436,22 @@ impl Workload {
             && (self.atomic_ratio > 0.0 || self.trace.is_some() || self.trace_file.is_some())
         {
             out.push("batch: batched and nested accesses run without atomics and traces".into());
+        }
+        if let Some(t) = &self.transactions {
+            out.extend(t.validate());
+            if self.batch > 1
+                || self.parts > 1
+                || self.atomic_ratio > 0.0
+                || self.trace.is_some()
+                || self.trace_file.is_some()
+            {
+                out.push("transactions: run without batch, parts, atomic_ratio and traces (a transaction draws its own objects)".into());
+            }
+            if t.max_objects as u64 > self.objects {
+                out.push(
+                    "transactions.max_objects: more distinct objects per transaction than there are".into(),
+                );
+            }
         }
         if self.batch as u64 > self.objects.saturating_mul(self.parts.max(1) as u64) {
             out.push("batch: more distinct objects (or parts) per operation than there are".into());

@@ -31,6 +31,8 @@ use crate::harness::{
     LoggedOp, Memory, NodeReport, NodeRun, OpLog, Plan, PointSpec, Problem, Protocol, Violation,
 };
 use crate::nic::{Cluster, Nanos, Nic, NodeId, NodeKind, Task};
+use crate::txn::check::serializable;
+use crate::txn::engine::TxnRecord;
 
 #[derive(Clone, Copy)]
 pub struct Difache;
@@ -111,6 +113,12 @@ impl DifachePlan {
         };
         if workload.atomic_ratio > 0.0 && config.variant.centralized() {
             out.push(Problem::new("workload.atomic_ratio", "CMCache has no atomic operations: use 0"));
+        }
+        if workload.transactions.is_some() && (config.crash_recovery || config.node_restarts) {
+            out.push(Problem::new(
+                "workload.transactions",
+                "FORD's transactions run without crash_recovery and node_restarts",
+            ));
         }
         if (workload.batch > 1 || workload.parts > 1) && config.variant.centralized() {
             out.push(Problem::new(
@@ -466,6 +474,19 @@ impl Plan for DifachePlan {
                 m.insert(name.into(), v);
             }
         }
+        if self.workload.transactions.is_some() {
+            // FORD (Fig. 14 bottom): `throughput_mops` counts committed transactions.
+            m.insert("objects_mops".into(), tput * total.txn_objects as f64 / ops);
+            m.insert("objects_per_txn".into(), total.txn_objects as f64 / ops);
+            m.insert("read_write_share".into(), total.txn_read_write as f64 / ops);
+            let attempts = (total.ops + total.txn_lock_aborts + total.txn_validation_aborts).max(1) as f64;
+            m.insert(
+                "abort_ratio".into(),
+                (total.txn_lock_aborts + total.txn_validation_aborts) as f64 / attempts,
+            );
+            m.insert("lock_aborts".into(), total.txn_lock_aborts as f64);
+            m.insert("validation_aborts".into(), total.txn_validation_aborts as f64);
+        }
         m.insert("validation_retries_per_op".into(), total.validation_retries as f64 / ops);
         // Diagnostics: where a write's time goes under the application's lock.
         let takes = total.app_lock_takes.max(1) as f64;
@@ -581,6 +602,11 @@ impl Plan for DifachePlan {
         let log = Self::history(reports);
         check_regular(&log)
             .map_err(|m| Violation::new("regular reads (no stale read after a completed write)", m))?;
+        if self.workload.transactions.is_some() && self.check.histories() {
+            let txns: Vec<TxnRecord> = Self::parse(reports).into_iter().flat_map(|r| r.stats.txns).collect();
+            serializable(&txns)
+                .map_err(|m| Violation::new("FORD's committed transactions are serializable", m))?;
+        }
         if let Some(memory) = memory {
             check_memory(&self.layout, &log, memory)
                 .map_err(|m| Violation::new("no acknowledged write lost (memory at the end)", m))?;

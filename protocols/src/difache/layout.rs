@@ -52,6 +52,9 @@ pub struct Layout {
     /// Parts per object (`workload.parts`): nested objects the application locks and accesses
     /// one by one, each with its own application lock; coherence stays per object.
     pub parts: u64,
+    /// FORD's undo log per client on every memory node (`workload.transactions`; 0 without):
+    /// a 16-byte record header and the old image of every object a transaction may write.
+    pub undo_log_bytes: u64,
 }
 
 impl Layout {
@@ -61,6 +64,11 @@ impl Layout {
         let mut layout = Layout::for_objects(memory_nodes, compute_nodes, objects, bytes, threads, config);
         layout.lanes = workload.batch.max(1) as u64;
         layout.parts = workload.parts.max(1) as u64;
+        if let Some(t) = &workload.transactions {
+            // A transaction's objects go through the batched calls 16 at a time (`ford::QP_WINDOW`).
+            layout.lanes = t.max_objects.min(super::bench::ford::QP_WINDOW as u32) as u64;
+            layout.undo_log_bytes = 16 + t.max_writes as u64 * bytes;
+        }
         layout
     }
 
@@ -90,6 +98,7 @@ impl Layout {
             manager: None,
             lanes: 1,
             parts: 1,
+            undo_log_bytes: 0,
         }
     }
 
@@ -245,8 +254,15 @@ impl Layout {
     pub fn heartbeat(&self, cn: usize) -> RemoteAddr {
         self.membership().add(8 + (self.compute_nodes as u64 + cn as u64) * 8)
     }
+    /// FORD's undo log of client `thread` of compute node number `cn` on memory node `mn`.
+    pub fn undo_log(&self, mn: u16, cn: usize, thread: u32) -> RemoteAddr {
+        let base = self.mode_locks_offset() + self.mode_locks * 8 + self.membership_words() * 8;
+        let client = cn as u64 * self.threads + thread as u64;
+        RemoteAddr::new(NodeId(mn), base + client * self.undo_log_bytes)
+    }
     pub fn memory_region_bytes(&self) -> u64 {
-        self.mode_locks_offset() + self.mode_locks * 8 + self.membership_words() * 8
+        let logs = self.compute_nodes as u64 * self.threads * self.undo_log_bytes;
+        self.mode_locks_offset() + self.mode_locks * 8 + self.membership_words() * 8 + logs
     }
 
     /// CMCache: the staging buffer of manager handler `i` (one object) on the manager node.

@@ -30,6 +30,7 @@ pub enum Mutant {
     NestedWriteKeepsCopy,
     BatchInvalidateWithFlush,
     NestedWriteResetsOwners,
+    FordSkipLockCheck,
 }
 
 crate::mutant_table!(Mutant {
@@ -75,4 +76,6 @@ crate::mutant_table!(Mutant {
         "a batched write posts an element's invalidations beside its flush instead of after it completes, so an owner may re-fetch the old value (needs workload.batch)",
     "nested-write-resets-owners" => NestedWriteResetsOwners:
         "owner sets: a nested write resets the object's owner set as a whole write does, so a writer of another part that collects after it finds the owners gone and returns while the first writer is still invalidating them (needs workload.parts)",
+    "ford-skip-lock-check" => FordSkipLockCheck:
+        "FORD over the cache: validation re-reads the read-only objects' versions without first reading their locks, so a reader that saw half of a commit's writes passes (needs workload.transactions)",
 });

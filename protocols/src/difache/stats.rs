@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::profit::Event;
+use crate::txn::engine::TxnRecord;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
@@ -101,6 +102,22 @@ pub struct Stats {
     pub atomic_switches: u64,
     #[serde(default)]
     pub atomic_stale_reads: u64,
+    /// FORD transactions (`workload.transactions`, `bench/ford.rs`): measured commits (`ops`
+    /// counts them too), the objects they accessed, and aborts by cause — a lock another
+    /// transaction held (execution), a read object changed or locked (validation). Not
+    /// serialized when 0, so reports of other workloads are unchanged.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub txn_objects: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub txn_lock_aborts: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub txn_validation_aborts: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub txn_read_write: u64,
+    /// Every committed transaction of a checked run (warm-up included): what it read and
+    /// installed, for the serializability check (`txn::check::serializable`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub txns: Vec<TxnRecord>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -174,5 +191,10 @@ impl Stats {
         self.atomics += o.atomics;
         self.atomic_switches += o.atomic_switches;
         self.atomic_stale_reads += o.atomic_stale_reads;
+        self.txn_objects += o.txn_objects;
+        self.txn_lock_aborts += o.txn_lock_aborts;
+        self.txn_validation_aborts += o.txn_validation_aborts;
+        self.txn_read_write += o.txn_read_write;
+        self.txns.extend_from_slice(&o.txns);
     }
 }

@@ -107,18 +107,18 @@ pub async fn op<N: Nic, R: Rng>(
     Ok(())
 }
 
-fn register<N: Nic>(cache: &Cache<N>, key: u64, part: u64) -> u64 {
+pub(super) fn register<N: Nic>(cache: &Cache<N>, key: u64, part: u64) -> u64 {
     key * cache.layout.parts + part
 }
 
-fn spans<N: Nic>(cache: &Cache<N>, regs: &[(u64, u64)]) -> Vec<(u64, Span)> {
+pub(super) fn spans<N: Nic>(cache: &Cache<N>, regs: &[(u64, u64)]) -> Vec<(u64, Span)> {
     let pb = cache.layout.part_bytes();
     regs.iter().map(|&(key, part)| (key, Span { off: part * pb, len: pb })).collect()
 }
 
 /// Read every register with one batched call, then alone again each one that was torn
 /// (another tag, or two stamps) until whole; log each read; return the stamps seen.
-async fn logged_reads<N: Nic>(
+pub(super) async fn logged_reads<N: Nic>(
     cache: &Cache<N>,
     w: &Worker<N>,
     regs: &[(u64, u64)],
