@@ -293,6 +293,14 @@ fn difache_batched_and_nested_five_thousand_schedules() {
 }
 
 #[test]
+fn difache_ford_transactions_five_thousand_schedules() {
+    // FORD's transactions over the cache (`scenarios/difache/fuzz-ford.json`, Fig. 14 bottom):
+    // no-wait locks, validation, batched commits under DiFache, noAC, CMCache and no cache;
+    // every object's reads as a regular register and the committed transactions serializable.
+    campaign("difache/fuzz-ford.json");
+}
+
+#[test]
 fn difache_atomics_five_thousand_schedules() {
     // Atomics (a CAS at the memory node after switching the object off, or followed by
     // invalidations under noAC) mixed with cached reads and writes, the fuzz-small swarm plus

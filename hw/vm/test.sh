@@ -79,7 +79,7 @@ SELFTEST=$TARGET/debug/dmsim-hw-selftest
 [ -n "$VERBS" ] && [ -x "$WS/$VERBS" ] && VERBS=$WS/$VERBS
 [ -x "$VERBS" ] && [ -x "$SELFTEST" ] || { echo "FAIL: test binaries not found ($VERBS, $SELFTEST)"; exit 1; }
 ADDS=(-a "$VERBS:/opt/verbs" -a "$SELFTEST:/opt/selftest")
-SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/gam-3node.json hw/vm/scenarios/selcc-3node-evict.json hw/vm/scenarios/selcc-1client.json hw/vm/scenarios/sherman-3node.json hw/vm/scenarios/sherman-packed-3node.json hw/vm/scenarios/sherman-difache-3node.json hw/vm/scenarios/smart-3node.json hw/vm/scenarios/blink-3node.json hw/vm/scenarios/dex-3node.json hw/vm/scenarios/scalestore-3node.json hw/vm/scenarios/scalestore-3node-evict.json hw/vm/scenarios/dolphin-3node.json hw/vm/scenarios/difache-3node.json hw/vm/scenarios/difache-atomic-3node.json hw/vm/scenarios/cmcache-3node.json}
+SCENARIOS=${DMSIM_HW_SCENARIOS-hw/vm/scenarios/nic-3node.json hw/vm/scenarios/selcc-3node.json hw/vm/scenarios/gam-3node.json hw/vm/scenarios/selcc-3node-evict.json hw/vm/scenarios/selcc-1client.json hw/vm/scenarios/sherman-3node.json hw/vm/scenarios/sherman-packed-3node.json hw/vm/scenarios/sherman-difache-3node.json hw/vm/scenarios/smart-3node.json hw/vm/scenarios/blink-3node.json hw/vm/scenarios/dex-3node.json hw/vm/scenarios/scalestore-3node.json hw/vm/scenarios/scalestore-3node-evict.json hw/vm/scenarios/dolphin-3node.json hw/vm/scenarios/difache-3node.json hw/vm/scenarios/difache-atomic-3node.json hw/vm/scenarios/difache-ford-3node.json hw/vm/scenarios/cmcache-3node.json}
 if [ -n "$SCENARIOS" ]; then
   ADDS+=(-a "$TARGET/debug/dmsim:/opt/dmsim")
   for f in $SCENARIOS; do
