@@ -30,7 +30,8 @@ pub enum Mutant {
     NestedWriteKeepsCopy,
     BatchInvalidateWithFlush,
     NestedWriteResetsOwners,
-    FordSkipLockCheck,
+    FordArtifactValidation,
+    FordEarlyUnlock,
 }
 
 crate::mutant_table!(Mutant {
@@ -76,6 +77,8 @@ crate::mutant_table!(Mutant {
         "a batched write posts an element's invalidations beside its flush instead of after it completes, so an owner may re-fetch the old value (needs workload.batch)",
     "nested-write-resets-owners" => NestedWriteResetsOwners:
         "owner sets: a nested write resets the object's owner set as a whole write does, so a writer of another part that collects after it finds the owners gone and returns while the first writer is still invalidating them (needs workload.parts)",
-    "ford-skip-lock-check" => FordSkipLockCheck:
-        "FORD over the cache: validation re-reads the read-only objects' versions without first reading their locks, so a reader that saw half of a commit's writes passes (needs workload.transactions)",
+    "ford-artifact-validation" => FordArtifactValidation:
+        "FORD over the cache: validation re-reads the read-only objects' versions without their locks, as the authors' code does; a transaction that holds locks may have validated already and write later, so two that read each other's write sets both commit, and a reader can order itself before and after one writer (needs workload.transactions)",
+    "ford-early-unlock" => FordEarlyUnlock:
+        "FORD over the cache: a commit clears its locks while its new images are still being written, so a reader can see one object of the write set new and another old and unlocked (needs workload.transactions)",
 });

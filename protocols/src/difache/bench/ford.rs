@@ -12,24 +12,32 @@
 //!   node before the commit writes (FORD awaits them there).
 //! * **Validation** (skipped for a read-only transaction of one object, as FORD's `TxCommit`):
 //!   the locks of the read-only objects are READ, then their versions read again through the
-//!   cache; a lock held or a version changed aborts.
+//!   cache; a lock held or a version changed aborts (FORD checks the versions only: see below).
 //! * **Commit.** New versions (read version + 1) are written with one batched call — flush to
 //!   the memory node, then invalidate the other compute nodes' copies — and the locks are
 //!   released by WRITEs of 0 (FORD posts them unsignaled; see [`release`]).
 //!
 //! An aborted transaction is dropped and the client draws a new one (FORD's worker loop).
 //!
-//! Why validation reads the locks, which FORD's does not: FORD keeps its lock word in the item,
-//! and a commit makes the item *invisible* (lock bit and visibility bit) before writing it, so
-//! a reader of a half-committed write set aborts on the bit it fetched with the item. Here the
-//! lock is the object's separate application lock ([CHOICE], as DiFache's micro-benchmark
-//! keeps them: a lock word inside a cached object would be a stale copy, and an atomic on it
-//! switches the object's caching off, DiFache §4.5), so a cached read cannot see it. Reading the
-//! locks *before* re-reading the versions closes the same hole: a reader that saw one object of
-//! a commit's write set new and another old finds the second one either still locked or, once
-//! unlocked, already rewritten (the commit's writes all return before its unlocks are posted).
-//! The mutant `ford-skip-lock-check` removes the lock READ; the serializability check catches
-//! the fractured reads it lets through.
+//! Why validation reads the locks, which FORD's does not. FORD keeps its lock word in the item,
+//! and a commit makes the item *invisible* before writing it, so a reader of a half-committed
+//! write set aborts on the bit it fetched with the item. Here the lock is the object's separate
+//! application lock ([CHOICE], as DiFache's micro-benchmark keeps them): a lock word inside a
+//! cached object is read stale from a copy, and FORD's lock CAS is not serialized with the
+//! holder's writes, which the cache's atomic requires (the fuzzer found owner sets corrupted
+//! when the lock lived in the object under noAC; NEEDS.md "FORD"). A cached read cannot see a
+//! separate lock, so validation READs it, then re-reads the version through the cache. And the
+//! lock check is needed anyway, with or without a cache: FORD's `IssueRemoteValidate` READs only
+//! the versions of read-only items, but a transaction T that holds locks may already have
+//! validated — its serialization point — and write later. Two read-write transactions that
+//! each read what the other writes both pass (write skew), and a read-only reader can see T's
+//! older version of b with a newer version of a written after T validated a: a dependency
+//! cycle (found by the fuzzer on the authors' rule: mutant `ford-artifact-validation`). With the
+//! lock READ first: a reader that saw b older and locked aborts, one that saw it unlocked read
+//! it after T's unlock, which follows T's writes, so its version re-read sees T's. In FORD's
+//! item the version (byte 32) and the lock (byte 40) are one 16-byte READ, so the check would
+//! cost FORD nothing more. Mutant `ford-early-unlock` clears the locks while the new images are
+//! still being written.
 
 use rand_chacha::rand_core::Rng;
 
@@ -136,7 +144,15 @@ pub async fn transaction<N: Nic>(
             installed.push((key, v + 1));
         }
         let write_regs: Vec<(u64, u64)> = write_set.iter().map(|&k| (k, 0)).collect();
-        cache.write_batch(w, &spans(cache, &write_regs)).await?;
+        let write_spans = spans(cache, &write_regs);
+        let images = cache.write_batch(w, &write_spans);
+        if cache.config.mutant == Mutant::FordEarlyUnlock {
+            let (written, unlocked) = crate::sync::join(images, release(cache, w, write_set, &locks)).await;
+            written?;
+            unlocked?;
+        } else {
+            images.await?;
+        }
         let done = w.nic.now().0;
         if let Some((l, _)) = log {
             let mut ops = l.lock();
@@ -144,7 +160,9 @@ pub async fn transaction<N: Nic>(
                 ops[i].return_ns = Some(done);
             }
         }
-        release(cache, w, write_set, &locks).await?;
+        if cache.config.mutant != Mutant::FordEarlyUnlock {
+            release(cache, w, write_set, &locks).await?;
+        }
     }
     if record {
         let reads =
@@ -239,7 +257,7 @@ async fn validated<N: Nic>(
     // The version word (after the tag) of each object; CMCache moves whole objects only.
     let span = if cache.config.variant.centralized() { cache.whole() } else { Span { off: 0, len: 16 } };
     for (group, seen) in keys.chunks(QP_WINDOW).zip(versions.chunks(QP_WINDOW)) {
-        if cache.config.mutant != Mutant::FordSkipLockCheck {
+        if cache.config.mutant != Mutant::FordArtifactValidation {
             let reads = group.iter().enumerate().map(|(i, &key)| {
                 let local_bytes = cache.layout.owner_buffer(cache.layout.lane(w.thread, i));
                 let verb = [Verb::Read { remote: cache.layout.app_lock(key, 0), local_bytes, len_bytes: 8 }];
