@@ -49,6 +49,7 @@ fn layout_and_config() -> (Layout, Config) {
         trace_file: None,
         batch: 1,
         parts: 1,
+        transactions: None,
     };
     let layout = Layout::new(1, 2, &workload, &config);
     (layout, config)

@@ -77,6 +77,11 @@ impl Window {
         false
     }
 
+    /// Timed mode (`workload.measure_us` > 0): operations count only in the window.
+    pub fn timed(&self) -> bool {
+        self.len_ns > 0
+    }
+
     /// Has the window opened by `now`?
     pub fn opened(&self, now: u64) -> bool {
         now >= self.from_ns.load(Relaxed)
@@ -179,7 +184,7 @@ pub async fn run_client<N: Nic>(
         if let Some(spec) = &workload.transactions {
             let mut draw = ford::Draw { rng: &mut rng, zipf: zipf.as_ref(), workload: &workload, spec };
             let drawn = draw.transaction();
-            if !run_transaction(&cache, &w, drawn, &mut sequence, &log, &latencies, &window, timed).await {
+            if !run_transaction(&cache, &w, drawn, &mut sequence, &log, &latencies, &window).await {
                 return;
             }
             continue;
@@ -270,8 +275,8 @@ async fn run_transaction<N: Nic>(
     log: &Option<(OpLog, u32)>,
     latencies: &Mutex<Vec<u64>>,
     window: &Window,
-    timed: bool,
 ) -> bool {
+    let timed = window.timed();
     let start = w.nic.now();
     let measured = !timed || window.start_accessing(start.0, drawn.0.len() as u64);
     if timed && measured {

@@ -124,7 +124,7 @@ pub async fn transaction<N: Nic>(
     }
 
     // Validation (FORD skips it for a read-only transaction of one object).
-    let validate = !read_set.is_empty() && !(write_set.is_empty() && read_set.len() == 1);
+    let validate = read_set.len() > 1 || (read_set.len() == 1 && !write_set.is_empty());
     if validate && !validated(cache, w, read_set, &read_versions).await? {
         release(cache, w, write_set, &locks).await?;
         return Ok(Outcome::ValidationAbort);
