@@ -4,50 +4,30 @@
 //! serializability check (`run.check`), the caches serve the reads; a transaction workload
 //! mixed with batched operations is refused by name.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod support;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dmsim-ford-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn scenario(extra_workload: &str) -> String {
-    format!(
-        r#"{{
-  "paper": "difache", "name": "tiny-ford",
-  "protocol": "difache",
-  "cluster": {{ "memory_nodes": 1, "compute_nodes": 3, "nic_profile": "cx4_100g" }},
-  "protocol_options": {{ "index_buckets": 256, "cache_objects": 128 }},
-  "workload": {{ "objects": 60, "object_bytes": 128, "threads_per_node": 4, "ops_per_thread": 150,
-                 "zipf_theta": 0.99 {extra_workload},
-                 "transactions": {{ "read_only_ratio": 0.8, "max_objects": 6, "max_writes": 3 }} }},
-  "sweep": {{
-    "series": {{ "path": "protocol_options.variant", "values": ["nocache", "noac", "difache", "cmcache"] }}
-  }},
-  "plot": {{ "y_metric": "throughput_mops" }},
-  "run": {{ "seed": 3, "check": true }}
-}}"#
-    )
-}
-
-fn run(dir: &Path, text: &str) -> std::process::Output {
-    let file = dir.join("scenario.json");
-    std::fs::write(&file, text).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_dmsim"))
-        .args(["run", file.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap(), "-j", "1"])
-        .output()
-        .unwrap()
+fn scenario(batch: u32) -> Value {
+    json!({
+        "paper": "difache", "name": "tiny-ford",
+        "protocol": "difache",
+        "cluster": { "memory_nodes": 1, "compute_nodes": 3, "nic_profile": "cx4_100g" },
+        "protocol_options": { "index_buckets": 256, "cache_objects": 128 },
+        "workload": { "objects": 60, "object_bytes": 128, "threads_per_node": 4, "ops_per_thread": 150,
+                      "zipf_theta": 0.99, "batch": batch,
+                      "transactions": { "read_only_ratio": 0.8, "max_objects": 6, "max_writes": 3 } },
+        "sweep": {
+            "series": { "path": "protocol_options.variant", "values": ["nocache", "noac", "difache", "cmcache"] }
+        },
+        "plot": { "y_metric": "throughput_mops" },
+        "run": { "seed": 3, "check": true }
+    })
 }
 
 #[test]
 fn every_variant_commits_serializable_transactions_and_both_aborts_happen() {
-    let dir = scratch("run");
-    let out = run(&dir, &scenario(""));
+    let (out, dir) = support::run_scenario("ford-run", &scenario(1));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("out/summary.json")).unwrap()).unwrap();
@@ -77,8 +57,7 @@ fn every_variant_commits_serializable_transactions_and_both_aborts_happen() {
 
 #[test]
 fn transactions_refuse_batched_operations_by_name() {
-    let dir = scratch("refused");
-    let out = run(&dir, &scenario(r#", "batch": 2"#));
+    let (out, _) = support::run_scenario("ford-refused", &scenario(2));
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("workload.transactions") && err.contains("batch"), "{err}");

@@ -130,7 +130,7 @@ pub async fn transaction<N: Nic>(
         return Ok(Outcome::ValidationAbort);
     }
 
-    // Commit: the new versions through the cache, then the locks released unwaited.
+    // Commit: the new versions through the cache, then the locks released (`release`).
     let mut installed = Vec::with_capacity(write_set.len());
     if !write_set.is_empty() {
         let mut logged = Vec::with_capacity(write_set.len());
