@@ -27,6 +27,7 @@ use super::trace;
 
 mod batched;
 pub mod ford;
+pub mod tpcc;
 
 /// The measured window shared by every client of a run (timed mode): it opens at the first
 /// operation that starts at or after `warmup_us` once all clients together have started
@@ -174,6 +175,7 @@ pub async fn run_client<N: Nic>(
     let zipf = (workload.zipf_theta > 0.0).then(|| Zipf::new(workload.objects, workload.zipf_theta));
     let mut sequence = (requests.incarnation as u64) << 24;
     let timed = workload.measure_us > 0;
+    let tables = workload.transactions.as_ref().and_then(|t| t.tpcc.as_ref()).map(tpcc::Tables::new);
     for _ in 0..workload.ops_per_thread {
         if timed && window.closed(w.nic.now().0) {
             break;
@@ -182,9 +184,16 @@ pub async fn run_client<N: Nic>(
             cache.wait_unfenced(&w).await;
         }
         if let Some(spec) = &workload.transactions {
-            let mut draw = ford::Draw { rng: &mut rng, zipf: zipf.as_ref(), workload: &workload, spec };
-            let drawn = draw.transaction();
-            if !run_transaction(&cache, &w, drawn, &mut sequence, &log, &latencies, &window).await {
+            let job = match &tables {
+                Some(tables) => Job::Tpcc(tpcc::Kind::draw(&mut rng), tables),
+                None => {
+                    let mut draw =
+                        ford::Draw { rng: &mut rng, zipf: zipf.as_ref(), workload: &workload, spec };
+                    Job::Synthetic(draw.transaction())
+                }
+            };
+            let client = Client { cache: &cache, w: &w, log: &log, latencies: &latencies, window: &window };
+            if !run_transaction(&client, job, &mut rng, &mut sequence).await {
                 return;
             }
             continue;
@@ -265,28 +274,58 @@ pub async fn run_client<N: Nic>(
     }
 }
 
+/// What a client's FORD transaction is: a synthetic one (F1, TAO: its objects and how many
+/// of the first it writes) or a TPC-C one.
+enum Job<'a> {
+    Synthetic((Vec<u64>, usize)),
+    Tpcc(tpcc::Kind, &'a tpcc::Tables),
+}
+
+/// A client's handles for its measured transactions.
+struct Client<'a, N: Nic> {
+    cache: &'a Cache<N>,
+    w: &'a Worker<N>,
+    log: &'a Option<(OpLog, u32)>,
+    latencies: &'a Mutex<Vec<u64>>,
+    window: &'a Window,
+}
+
 /// One FORD transaction (`workload.transactions`), measured as an operation when it commits
 /// in the window (timed mode: completes in it); `false` once the client stopped at an error (kept in the cache's slot).
-async fn run_transaction<N: Nic>(
-    cache: &Cache<N>,
-    w: &Worker<N>,
-    drawn: (Vec<u64>, usize),
+async fn run_transaction<N: Nic, R: Rng>(
+    c: &Client<'_, N>,
+    job: Job<'_>,
+    rng: &mut R,
     sequence: &mut u64,
-    log: &Option<(OpLog, u32)>,
-    latencies: &Mutex<Vec<u64>>,
-    window: &Window,
 ) -> bool {
+    let (cache, w, window) = (c.cache, c.w, c.window);
     let timed = window.timed();
     let start = w.nic.now();
-    let measured = !timed || window.start_accessing(start.0, drawn.0.len() as u64);
+    let objects = match &job {
+        Job::Synthetic((keys, _)) => keys.len() as u64,
+        Job::Tpcc(..) => 1,
+    };
+    let measured = !timed || window.start_accessing(start.0, objects);
     if timed && measured {
         cache.reset_stats_once();
     }
     if measured && cache.stats().first_op_ns.is_none() {
         cache.stats().first_op_ns = Some(start.0);
     }
-    w.nic.cpu(Nanos(cache.config.cpu.app_ns)).await;
-    let outcome = match ford::transaction(cache, w, drawn, sequence, log, log.is_some()).await {
+    let record = c.log.is_some();
+    let mut wraps = 0;
+    let result = match job {
+        Job::Synthetic(drawn) => {
+            w.nic.cpu(Nanos(cache.config.cpu.app_ns)).await;
+            ford::transaction(cache, w, drawn, sequence, c.log, record).await
+        }
+        Job::Tpcc(kind, tables) => {
+            // The application's work is charged per execution round (`tpcc::Exe::round`).
+            let ctx = tpcc::Ctx { tables, app_ns: cache.config.cpu.app_ns, log: c.log, record };
+            tpcc::transaction(cache, w, kind, rng, sequence, &ctx, &mut wraps).await
+        }
+    };
+    let outcome = match result {
         Ok(o) => o,
         Err(e) => {
             cache.errors.record(e);
@@ -298,9 +337,10 @@ async fn run_transaction<N: Nic>(
     let now = w.nic.now().0;
     let counted = if timed { window.opened(now) && window.completes_by_end(now) } else { measured };
     let mut stats = cache.stats();
+    stats.tpcc_wraps += wraps;
     match outcome {
         ford::Outcome::Committed { objects, read_write } if counted => {
-            latencies.lock().unwrap_or_else(|e| e.into_inner()).push(w.nic.now().0 - start.0);
+            c.latencies.lock().unwrap_or_else(|e| e.into_inner()).push(w.nic.now().0 - start.0);
             stats.ops += 1;
             stats.txn_objects += objects;
             stats.txn_read_write += read_write as u64;

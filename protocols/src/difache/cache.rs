@@ -177,7 +177,7 @@ impl<N: Nic> Cache<N> {
             let tracked = std::mem::take(&mut stats.tracked);
             // The serializability check covers every committed transaction, warm-up included.
             let txns = std::mem::take(&mut stats.txns);
-            *stats = Stats { timeline, tracked, txns, ..Stats::default() };
+            *stats = Stats { timeline, tracked, txns, tpcc_wraps: stats.tpcc_wraps, ..Stats::default() };
         }
     }
 

@@ -344,20 +344,55 @@ pub struct Workload {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Transactions {
-    /// Share of read-only transactions (F1 and TAO: 0.99).
+    /// Share of read-only transactions (F1 and TAO: 0.99). Unused with `tpcc`.
+    #[serde(default)]
     pub read_only_ratio: f64,
     /// Objects per transaction: uniform in `1..=max_objects` ([CHOICE] uniform: the paper says
-    /// "up to"; F1 10, TAO 1,000).
+    /// "up to"; F1 10, TAO 1,000). Unused with `tpcc`.
+    #[serde(default)]
     pub max_objects: u32,
     /// Objects a read-write transaction writes: uniform in `1..=max_writes`, at most its size;
-    /// the rest it only reads ([CHOICE]: the paper gives no write-set size).
+    /// the rest it only reads ([CHOICE]: the paper gives no write-set size). Unused with `tpcc`.
     #[serde(default = "one")]
     pub max_writes: u32,
+    /// FORD's TPC-C instead of the synthetic mix (`bench/tpcc.rs`). `workload.objects` is then
+    /// replaced by the rows of its tables ([`FordTpcc::rows`]).
+    #[serde(default)]
+    pub tpcc: Option<FordTpcc>,
+}
+
+/// `workload.transactions.tpcc`: FORD's TPC-C (DiFache §6.1: "8 warehouses are allocated to
+/// represent high-contention and compute-intensive workloads"). Defaults are the authors'
+/// shipped tables (`workload/tpcc/tpcc_tables/*.json` bucket counts): 8 warehouses, 10
+/// districts each, 300 customers per district, 10,000 items (and stock rows per warehouse).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FordTpcc {
+    #[serde(default = "eight")]
+    pub warehouses: u32,
+    #[serde(default = "ten")]
+    pub districts: u32,
+    /// Customers per district; each district is loaded with this many orders, the last 30 %
+    /// undelivered (FORD's `SCALE_CONSTANT_BETWEEN_NEWORDER_ORDER` 0.7).
+    #[serde(default = "three_hundred")]
+    pub customers: u32,
+    #[serde(default = "ten_thousand")]
+    pub items: u32,
+    /// Order slots per district for the run's NewOrders ([CHOICE]: FORD inserts into hash
+    /// buckets of fixed capacity too). A NewOrder takes the slot of its district's version,
+    /// wrapping past the last (counted in `tpcc_wraps`); StockLevel reads the 20 below the
+    /// district's next order, so at least 21 keep them apart from the one being inserted.
+    #[serde(default = "sixty_four")]
+    pub order_slots: u32,
 }
 
 impl Transactions {
     pub fn validate(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Some(t) = &self.tpcc {
+            out.extend(t.validate());
+            return out;
+        }
         if !(0.0..=1.0).contains(&self.read_only_ratio) {
             out.push("transactions.read_only_ratio: must be in [0, 1]".into());
         }
@@ -371,10 +406,57 @@ impl Transactions {
         }
         out
     }
+
+    /// The most objects one transaction writes (the undo log's capacity).
+    pub fn max_write_set(&self) -> u32 {
+        match &self.tpcc {
+            Some(_) => super::bench::tpcc::MAX_WRITE_SET,
+            None => self.max_writes,
+        }
+    }
+}
+
+impl FordTpcc {
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let fields = [
+            ("warehouses", self.warehouses, 1, 1 << 10),
+            ("districts", self.districts, 1, 100),
+            ("customers", self.customers, 4, 1 << 16),
+            ("items", self.items, 15, 1 << 20),
+            ("order_slots", self.order_slots, 21, 1 << 16),
+        ];
+        for (name, v, lo, hi) in fields {
+            if !(lo..=hi).contains(&v) {
+                out.push(format!("transactions.tpcc.{name}: must be in {lo}..={hi}"));
+            }
+        }
+        out
+    }
+
+    /// Rows of all tables: the objects the workload needs.
+    pub fn rows(&self) -> u64 {
+        super::bench::tpcc::Tables::new(self).rows
+    }
 }
 
 fn one() -> u32 {
     1
+}
+fn eight() -> u32 {
+    8
+}
+fn ten() -> u32 {
+    10
+}
+fn three_hundred() -> u32 {
+    300
+}
+fn ten_thousand() -> u32 {
+    10_000
+}
+fn sixty_four() -> u32 {
+    64
 }
 fn kib() -> u32 {
     1024
@@ -447,7 +529,7 @@ impl Workload {
             {
                 out.push("transactions: run without batch, parts, atomic_ratio and traces (a transaction draws its own objects)".into());
             }
-            if t.max_objects as u64 > self.objects {
+            if t.tpcc.is_none() && t.max_objects as u64 > self.objects {
                 out.push(
                     "transactions.max_objects: more distinct objects per transaction than there are".into(),
                 );

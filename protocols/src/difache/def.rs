@@ -91,6 +91,12 @@ fn at(prefix: &str, text: &str) -> Problem {
 impl DifachePlan {
     pub fn new(point: &PointSpec) -> Result<DifachePlan, Vec<Problem>> {
         let mut workload: Workload = parse_typed(&point.workload, "workload").map_err(|p| vec![p])?;
+        // FORD's TPC-C: one object per row of its tables.
+        if let Some(t) = workload.transactions.as_ref().and_then(|t| t.tpcc.as_ref()) {
+            if t.validate().is_empty() {
+                workload.objects = t.rows();
+            }
+        }
         let presets = [
             ("default", Config::paper()),
             ("difache", Config::paper()),
@@ -486,6 +492,9 @@ impl Plan for DifachePlan {
             );
             m.insert("lock_aborts".into(), total.txn_lock_aborts as f64);
             m.insert("validation_aborts".into(), total.txn_validation_aborts as f64);
+            if self.workload.transactions.as_ref().is_some_and(|t| t.tpcc.is_some()) {
+                m.insert("tpcc_wraps".into(), total.tpcc_wraps as f64);
+            }
         }
         m.insert("validation_retries_per_op".into(), total.validation_retries as f64 / ops);
         // Diagnostics: where a write's time goes under the application's lock.

@@ -66,8 +66,9 @@ impl Layout {
         layout.parts = workload.parts.max(1) as u64;
         if let Some(t) = &workload.transactions {
             // A transaction's objects go through the batched calls 16 at a time (`ford::QP_WINDOW`).
-            layout.lanes = t.max_objects.min(super::bench::ford::QP_WINDOW as u32) as u64;
-            layout.undo_log_bytes = 16 + t.max_writes as u64 * bytes;
+            let most = if t.tpcc.is_some() { u32::MAX } else { t.max_objects };
+            layout.lanes = most.min(super::bench::ford::QP_WINDOW as u32) as u64;
+            layout.undo_log_bytes = 16 + t.max_write_set() as u64 * bytes;
         }
         layout
     }

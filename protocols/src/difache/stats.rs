@@ -114,6 +114,10 @@ pub struct Stats {
     pub txn_validation_aborts: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub txn_read_write: u64,
+    /// FORD's TPC-C: NewOrders that reused an order slot (`transactions.tpcc.order_slots`
+    /// too small; warm-up included, never reset).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tpcc_wraps: u64,
     /// Every committed transaction of a checked run (warm-up included): what it read and
     /// installed, for the serializability check (`txn::check::serializable`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -195,6 +199,7 @@ impl Stats {
         self.txn_lock_aborts += o.txn_lock_aborts;
         self.txn_validation_aborts += o.txn_validation_aborts;
         self.txn_read_write += o.txn_read_write;
+        self.tpcc_wraps += o.tpcc_wraps;
         self.txns.extend_from_slice(&o.txns);
     }
 }

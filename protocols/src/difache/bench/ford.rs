@@ -107,69 +107,144 @@ pub async fn transaction<N: Nic>(
     log: &Option<(OpLog, u32)>,
     record: bool,
 ) -> ProtocolResult<Outcome> {
-    *sequence += 1;
-    let id = write_stamp(cache.nic.node(), w.thread, *sequence);
+    let mut dtx = Dtx::begin(cache, w, sequence);
     let (write_set, read_set) = keys.split_at(writes);
-
-    // Execution: lock the write set (no-wait), then read every object.
-    let locks = lock_all(cache, w, write_set, id).await?;
-    if locks.iter().any(|held| !held) {
-        release(cache, w, write_set, &locks).await?;
+    if dtx.execute(cache, w, read_set, write_set, log).await?.is_none() {
         return Ok(Outcome::LockAbort);
     }
-    let read_versions = reads(cache, w, read_set, log).await?;
-    let old = reads(cache, w, write_set, log).await?;
-    if !write_set.is_empty() {
-        undo_log(cache, w, write_set.len(), id).await?;
+    dtx.commit(cache, w, log, record).await
+}
+
+/// A FORD transaction in flight: its read-only set and its read-write set (locked), each
+/// object with the version it read.
+pub struct Dtx {
+    pub id: u64,
+    read_only: Vec<(u64, u64)>,
+    read_write: Vec<(u64, u64)>,
+}
+
+impl Dtx {
+    pub fn begin<N: Nic>(cache: &Cache<N>, w: &Worker<N>, sequence: &mut u64) -> Dtx {
+        *sequence += 1;
+        let id = write_stamp(cache.nic.node(), w.thread, *sequence);
+        Dtx { id, read_only: Vec::new(), read_write: Vec::new() }
     }
 
-    // Validation (FORD skips it for a read-only transaction of one object).
-    let validate = read_set.len() > 1 || (read_set.len() == 1 && !write_set.is_empty());
-    if validate && !validated(cache, w, read_set, &read_versions).await? {
-        release(cache, w, write_set, &locks).await?;
-        return Ok(Outcome::ValidationAbort);
+    /// Objects accessed so far (both sets).
+    pub fn objects(&self) -> u64 {
+        (self.read_only.len() + self.read_write.len()) as u64
     }
 
-    // Commit: the new versions through the cache, then the locks released (`release`).
-    let mut installed = Vec::with_capacity(write_set.len());
-    if !write_set.is_empty() {
-        let mut logged = Vec::with_capacity(write_set.len());
-        for (i, (&key, &v)) in write_set.iter().zip(&old).enumerate() {
-            let words = (cache.layout.object_bytes / 8) as usize;
-            let mut image = vec![v + 1; words];
-            image[0] = object_tag(key);
-            let lane = cache.layout.lane(w.thread, i);
-            cache.nic.local().write_words(cache.layout.app_buffer(lane), &image);
-            logged.push(log_write(w, register(cache, key, 0), v + 1, log));
-            installed.push((key, v + 1));
+    /// One execution round (FORD's `TxExe`): lock `read_write` (no-wait), then read
+    /// `read_only` and `read_write`; their versions. `None`: a lock was held by another
+    /// transaction, and this one has released every lock it held (a lock abort).
+    pub async fn execute<N: Nic>(
+        &mut self,
+        cache: &Cache<N>,
+        w: &Worker<N>,
+        read_only: &[u64],
+        read_write: &[u64],
+        log: &Option<(OpLog, u32)>,
+    ) -> ProtocolResult<Option<(Vec<u64>, Vec<u64>)>> {
+        let held = lock_all(cache, w, read_write, self.id).await?;
+        if held.iter().any(|h| !h) {
+            let mine: Vec<u64> = read_write.iter().zip(&held).filter(|(_, &h)| h).map(|(&k, _)| k).collect();
+            self.release(cache, w, &mine).await?;
+            return Ok(None);
         }
-        let write_regs: Vec<(u64, u64)> = write_set.iter().map(|&k| (k, 0)).collect();
-        let write_spans = spans(cache, &write_regs);
-        let images = cache.write_batch(w, &write_spans);
-        if cache.config.mutant == Mutant::FordEarlyUnlock {
-            let (written, unlocked) = crate::sync::join(images, release(cache, w, write_set, &locks)).await;
-            written?;
-            unlocked?;
-        } else {
-            images.await?;
+        let ro = reads(cache, w, read_only, log).await?;
+        let rw = reads(cache, w, read_write, log).await?;
+        self.read_only.extend(read_only.iter().copied().zip(ro.iter().copied()));
+        self.read_write.extend(read_write.iter().copied().zip(rw.iter().copied()));
+        Ok(Some((ro, rw)))
+    }
+
+    /// Drop the last `n` objects of the read-only set: reads FORD issues with `fail_abort`
+    /// off and removes when the key is absent (`RemoveLastROItem`); they are not validated.
+    pub fn forget_read_only(&mut self, n: usize) {
+        self.read_only.truncate(self.read_only.len().saturating_sub(n));
+    }
+
+    /// Give up after a decision of the application: release the locks.
+    pub async fn abort<N: Nic>(self, cache: &Cache<N>, w: &Worker<N>) -> ProtocolResult<()> {
+        let mine: Vec<u64> = self.read_write.iter().map(|&(k, _)| k).collect();
+        self.release(cache, w, &mine).await
+    }
+
+    async fn release<N: Nic>(&self, cache: &Cache<N>, w: &Worker<N>, mine: &[u64]) -> ProtocolResult<()> {
+        let mut all: Vec<u64> = self.read_write.iter().map(|&(k, _)| k).collect();
+        all.extend_from_slice(mine);
+        all.sort_unstable();
+        all.dedup();
+        release(cache, w, &all).await
+    }
+
+    /// Undo log, validation of the read-only set, the new versions (read version + 1) through
+    /// the cache, then the locks released. `record` keeps the transaction for the
+    /// serializability check.
+    pub async fn commit<N: Nic>(
+        self,
+        cache: &Cache<N>,
+        w: &Worker<N>,
+        log: &Option<(OpLog, u32)>,
+        record: bool,
+    ) -> ProtocolResult<Outcome> {
+        let write_set: Vec<u64> = self.read_write.iter().map(|&(k, _)| k).collect();
+        let read_keys: Vec<u64> = self.read_only.iter().map(|&(k, _)| k).collect();
+        let read_versions: Vec<u64> = self.read_only.iter().map(|&(_, v)| v).collect();
+        if !write_set.is_empty() {
+            undo_log(cache, w, &self.read_write, self.id).await?;
         }
-        let done = w.nic.now().0;
-        if let Some((l, _)) = log {
-            let mut ops = l.lock();
-            for i in logged.into_iter().flatten() {
-                ops[i].return_ns = Some(done);
+
+        // Validation (FORD skips it for a read-only transaction of one object).
+        let validate = read_keys.len() > 1 || (read_keys.len() == 1 && !write_set.is_empty());
+        if validate && !validated(cache, w, &read_keys, &read_versions).await? {
+            release(cache, w, &write_set).await?;
+            return Ok(Outcome::ValidationAbort);
+        }
+
+        // Commit: the new versions through the cache, [`QP_WINDOW`] at a time, then the locks
+        // released (`release`).
+        let mut installed = Vec::with_capacity(write_set.len());
+        let words = (cache.layout.object_bytes / 8) as usize;
+        for group in self.read_write.chunks(QP_WINDOW) {
+            let mut logged = Vec::with_capacity(group.len());
+            for (i, &(key, v)) in group.iter().enumerate() {
+                let mut image = vec![v + 1; words];
+                image[0] = object_tag(key);
+                let lane = cache.layout.lane(w.thread, i);
+                cache.nic.local().write_words(cache.layout.app_buffer(lane), &image);
+                logged.push(log_write(w, register(cache, key, 0), v + 1, log));
+                installed.push((key, v + 1));
+            }
+            let write_regs: Vec<(u64, u64)> = group.iter().map(|&(k, _)| (k, 0)).collect();
+            let write_spans = spans(cache, &write_regs);
+            let images = cache.write_batch(w, &write_spans);
+            if cache.config.mutant == Mutant::FordEarlyUnlock {
+                let keys: Vec<u64> = group.iter().map(|&(k, _)| k).collect();
+                let (written, unlocked) = crate::sync::join(images, release(cache, w, &keys)).await;
+                written?;
+                unlocked?;
+            } else {
+                images.await?;
+            }
+            let done = w.nic.now().0;
+            if let Some((l, _)) = log {
+                let mut ops = l.lock();
+                for i in logged.into_iter().flatten() {
+                    ops[i].return_ns = Some(done);
+                }
             }
         }
         if cache.config.mutant != Mutant::FordEarlyUnlock {
-            release(cache, w, write_set, &locks).await?;
+            release(cache, w, &write_set).await?;
         }
+        if record {
+            let reads = self.read_only.iter().chain(&self.read_write).copied().collect();
+            cache.stats().txns.push(TxnRecord { id: self.id, reads, writes: installed });
+        }
+        Ok(Outcome::Committed { objects: self.objects(), read_write: !write_set.is_empty() })
     }
-    if record {
-        let reads =
-            read_set.iter().copied().zip(read_versions).chain(write_set.iter().copied().zip(old)).collect();
-        cache.stats().txns.push(TxnRecord { id, reads, writes: installed });
-    }
-    Ok(Outcome::Committed { objects: keys.len() as u64, read_write: !write_set.is_empty() })
 }
 
 /// The most READs and atomics one client keeps outstanding on its QP: the NIC's
@@ -195,54 +270,79 @@ async fn reads<N: Nic>(
     Ok(out)
 }
 
-/// CAS every lock of `keys` from free to `owner`, all posted together; whether each was taken.
+/// CAS every lock of `keys` from free to `owner`, [`QP_WINDOW`] posted together at a time;
+/// whether each was taken.
 async fn lock_all<N: Nic>(
     cache: &Cache<N>,
     w: &Worker<N>,
     keys: &[u64],
     owner: u64,
 ) -> ProtocolResult<Vec<bool>> {
-    let cases = keys.iter().map(|&key| w.nic.try_cas(cache.layout.app_lock(key, 0), 0, owner, "FORD lock"));
-    let seen = join_all(cases.collect()).await;
-    seen.into_iter()
-        .map(|r| {
+    let mut out = Vec::with_capacity(keys.len());
+    for group in keys.chunks(QP_WINDOW) {
+        let cases =
+            group.iter().map(|&key| w.nic.try_cas(cache.layout.app_lock(key, 0), 0, owner, "FORD lock"));
+        for r in join_all(cases.collect()).await {
             // `owner` is unique: only this CAS, run a second time, can find it.
-            r.map(|old| old == 0 || cache.cas_replayed(w, old == owner, "FORD lock"))
-        })
-        .collect()
-}
-
-/// Release the locks this transaction holds (`held[i]` for `keys[i]`): one WRITE of 0 each,
-/// posted together. FORD posts them unsignaled and never waits ([CHOICE] here they are
-/// awaited: an unsignaled WRITE holds a slot of the QP's 16 until it completes, and the next
-/// transaction's group of 16 READs would overflow it; this adds one round trip to read-write
-/// transactions only). The authors' abort also "releases" locks whose CAS failed, i.e. another
-/// transaction's; not reproduced (NEEDS.md "FORD").
-async fn release<N: Nic>(cache: &Cache<N>, w: &Worker<N>, keys: &[u64], held: &[bool]) -> ProtocolResult<()> {
-    let unlocks = keys
-        .iter()
-        .zip(held)
-        .filter(|(_, &h)| h)
-        .map(|(&key, _)| w.nic.try_write_word(cache.layout.app_lock(key, 0), 0, "FORD unlock"));
-    join_all(unlocks.collect()).await.into_iter().collect()
-}
-
-/// The undo log: a record header and the old image of each of the `writes` locked objects
-/// (read into lanes `0..writes`) to this client's log on every memory node, awaited.
-async fn undo_log<N: Nic>(cache: &Cache<N>, w: &Worker<N>, writes: usize, id: u64) -> ProtocolResult<()> {
-    let layout = &cache.layout;
-    let cn = layout.cn_index(cache.nic.node());
-    let mut verbs = Vec::with_capacity((writes + 1) * layout.memory_nodes as usize);
-    for mn in 0..layout.memory_nodes {
-        let at = layout.undo_log(mn, cn, w.thread);
-        verbs.push(Verb::WriteWord { remote: at, value: id });
-        for i in 0..writes {
-            let local_bytes = layout.app_buffer(layout.lane(w.thread, i));
-            let remote = at.add(16 + i as u64 * layout.object_bytes);
-            verbs.push(Verb::Write { remote, local_bytes, len_bytes: layout.object_bytes as u32 });
+            out.push(r.map(|old| old == 0 || cache.cas_replayed(w, old == owner, "FORD lock"))?);
         }
     }
-    w.nic.try_batches_by_target(&verbs, "FORD undo log").await
+    Ok(out)
+}
+
+/// Release the locks of `keys` (held by this transaction): one WRITE of 0 each, [`QP_WINDOW`]
+/// posted together at a time. FORD posts them unsignaled and never waits ([CHOICE] here they
+/// are awaited: an unsignaled WRITE holds a slot of the QP's 16 until it completes, and the
+/// next transaction's group of 16 READs would overflow it; this adds one round trip to
+/// read-write transactions only). The authors' abort also "releases" locks whose CAS failed,
+/// i.e. another transaction's; not reproduced (NEEDS.md "FORD").
+async fn release<N: Nic>(cache: &Cache<N>, w: &Worker<N>, keys: &[u64]) -> ProtocolResult<()> {
+    for group in keys.chunks(QP_WINDOW) {
+        let unlocks =
+            group.iter().map(|&key| w.nic.try_write_word(cache.layout.app_lock(key, 0), 0, "FORD unlock"));
+        join_all(unlocks.collect()).await.into_iter().collect::<ProtocolResult<()>>()?;
+    }
+    Ok(())
+}
+
+/// The undo log: a record header and the old image of each locked object (`read_write`, with
+/// the versions read) to this client's log on every memory node, awaited; the images go
+/// through the client's lanes, [`QP_WINDOW`] WRITEs per memory node at a time (the header
+/// rides with the first group).
+async fn undo_log<N: Nic>(
+    cache: &Cache<N>,
+    w: &Worker<N>,
+    read_write: &[(u64, u64)],
+    id: u64,
+) -> ProtocolResult<()> {
+    let layout = &cache.layout;
+    let cn = layout.cn_index(cache.nic.node());
+    let words = (layout.object_bytes / 8) as usize;
+    // The first group shares its window with the header.
+    let mut first = 0;
+    while first < read_write.len() {
+        let n = if first == 0 { QP_WINDOW - 1 } else { QP_WINDOW }.min(read_write.len() - first);
+        let mut verbs = Vec::with_capacity((n + 1) * layout.memory_nodes as usize);
+        for (i, &(key, v)) in read_write[first..first + n].iter().enumerate() {
+            let mut image = vec![v; words];
+            image[0] = object_tag(key);
+            cache.nic.local().write_words(layout.app_buffer(layout.lane(w.thread, i)), &image);
+        }
+        for mn in 0..layout.memory_nodes {
+            let at = layout.undo_log(mn, cn, w.thread);
+            if first == 0 {
+                verbs.push(Verb::WriteWord { remote: at, value: id });
+            }
+            for i in 0..n {
+                let local_bytes = layout.app_buffer(layout.lane(w.thread, i));
+                let remote = at.add(16 + (first + i) as u64 * layout.object_bytes);
+                verbs.push(Verb::Write { remote, local_bytes, len_bytes: layout.object_bytes as u32 });
+            }
+        }
+        w.nic.try_batches_by_target(&verbs, "FORD undo log").await?;
+        first += n;
+    }
+    Ok(())
 }
 
 /// FORD's validation of the read-only objects, [`QP_WINDOW`] at a time: none locked (one
