@@ -3,8 +3,9 @@
 //! registers — an object, or one part of a nested object, each with its own lock and version
 //! `[part_tag, stamp, stamp, …]`. A read reads them all with one batched call and validates
 //! each; a write takes their locks in register order (no deadlock between clients), reads
-//! them with one batched call, writes them with another, and unlocks. The history logs one
-//! operation per register (register `key * parts + part`).
+//! them with one batched call, writes them with another, and unlocks. A batch of more than 16
+//! goes in calls of 16, each after the one before (the QP's outstanding READs, as FORD's
+//! transactions). The history logs one operation per register (register `key * parts + part`).
 
 use rand_chacha::rand_core::Rng;
 
@@ -17,6 +18,7 @@ use crate::workload::zipf::Zipf;
 use super::super::cache::{Cache, Span, Worker};
 use super::super::config::Workload;
 use super::super::layout::part_tag;
+use super::ford::QP_WINDOW;
 use super::{draw_rank, lock_app, lock_held, log_write, record, track, unlock, version_stamp};
 
 /// What the operation draws its further registers from (the client's generator).
@@ -62,7 +64,7 @@ pub async fn op<N: Nic, R: Rng>(
 ) -> ProtocolResult<()> {
     let mut regs = draw.registers(first);
     if read {
-        return logged_reads(cache, w, &regs, &spans(cache, &regs), log).await.map(|_| ());
+        return reads(cache, w, &regs, log).await;
     }
     // Locks in register order, so two writers never wait for each other's in a cycle.
     regs.sort_unstable();
@@ -79,30 +81,49 @@ pub async fn op<N: Nic, R: Rng>(
         locks.push(lock_app(cache, w, key, part, stamp).await?);
     }
     let held_from = w.nic.now().0;
-    logged_reads(cache, w, &regs, &spans, log).await?;
+    reads(cache, w, &regs, log).await?;
+    // Written QP_WINDOW at a time, as read (the first group's lanes are reused).
     let pb = cache.layout.part_bytes();
-    let mut logged = Vec::with_capacity(regs.len());
-    for (i, (&(key, part), &stamp)) in regs.iter().zip(&stamps).enumerate() {
-        let mut words = vec![stamp; (pb / 8) as usize];
-        words[0] = part_tag(key, part);
-        let lane = cache.layout.lane(w.thread, i);
-        cache.nic.local().write_words(cache.layout.app_buffer(lane) + part * pb, &words);
-        logged.push(log_write(w, register(cache, key, part), stamp, log));
-    }
-    let events = cache.write_batch(w, &spans).await?;
-    let done = w.nic.now().0;
-    for (&(key, _), event) in regs.iter().zip(events) {
-        track(cache, w, key, event);
-    }
-    if let Some((l, _)) = log {
-        let mut ops = l.lock();
-        for i in logged.into_iter().flatten() {
-            ops[i].return_ns = Some(done);
+    for ((group, stamps), spans) in
+        regs.chunks(QP_WINDOW).zip(stamps.chunks(QP_WINDOW)).zip(spans.chunks(QP_WINDOW))
+    {
+        let mut logged = Vec::with_capacity(group.len());
+        for (i, (&(key, part), &stamp)) in group.iter().zip(stamps).enumerate() {
+            let mut words = vec![stamp; (pb / 8) as usize];
+            words[0] = part_tag(key, part);
+            let lane = cache.layout.lane(w.thread, i);
+            cache.nic.local().write_words(cache.layout.app_buffer(lane) + part * pb, &words);
+            logged.push(log_write(w, register(cache, key, part), stamp, log));
+        }
+        let events = cache.write_batch(w, spans).await?;
+        let done = w.nic.now().0;
+        for (&(key, _), event) in group.iter().zip(events) {
+            track(cache, w, key, event);
+        }
+        if let Some((l, _)) = log {
+            let mut ops = l.lock();
+            for i in logged.into_iter().flatten() {
+                ops[i].return_ns = Some(done);
+            }
         }
     }
     lock_held(cache, w, regs[0].0, held_from);
     for lock in locks {
         unlock(cache, w, lock, false).await?;
+    }
+    Ok(())
+}
+
+/// Read `regs` with batched calls of at most [`QP_WINDOW`] (the QP's outstanding READs), each
+/// group after the one before; `logged_reads` per group.
+async fn reads<N: Nic>(
+    cache: &Cache<N>,
+    w: &Worker<N>,
+    regs: &[(u64, u64)],
+    log: &Option<(OpLog, u32)>,
+) -> ProtocolResult<()> {
+    for group in regs.chunks(QP_WINDOW) {
+        logged_reads(cache, w, group, &spans(cache, group), log).await?;
     }
     Ok(())
 }
