@@ -231,6 +231,15 @@ impl<N: Nic> Cache<N> {
         Nanos(self.config.cpu.copy_ns_per_kib * bytes / 1024)
     }
     /// The whole object, as a span.
+    /// The most elements one batched call takes so that the client's QP never holds more than
+    /// `ford::QP_WINDOW` (the NIC's `max_rd_atomic`) outstanding verbs: each element keeps one
+    /// verb in flight per target at a time, two with owner sets (a miss fetches the object and
+    /// re-reads its owner set in one doorbell).
+    pub fn batch_window(&self) -> usize {
+        let per_element = if self.owner_sets { 2 } else { 1 };
+        super::bench::ford::QP_WINDOW / per_element
+    }
+
     pub fn whole(&self) -> Span {
         Span { off: 0, len: self.layout.object_bytes }
     }

@@ -4,8 +4,8 @@
 //! `[part_tag, stamp, stamp, …]`. A read reads them all with one batched call and validates
 //! each; a write takes their locks in register order (no deadlock between clients), reads
 //! them with one batched call, writes them with another, and unlocks. A batch of more than 16
-//! goes in calls of 16, each after the one before (the QP's outstanding READs, as FORD's
-//! transactions). The history logs one operation per register (register `key * parts + part`).
+//! (8 with owner sets) goes in several calls, each after the one before (`Cache::batch_window`:
+//! the QP's outstanding READs), as FORD's transactions do. The history logs one operation per register (register `key * parts + part`).
 
 use rand_chacha::rand_core::Rng;
 
@@ -18,7 +18,6 @@ use crate::workload::zipf::Zipf;
 use super::super::cache::{Cache, Span, Worker};
 use super::super::config::Workload;
 use super::super::layout::part_tag;
-use super::ford::QP_WINDOW;
 use super::{draw_rank, lock_app, lock_held, log_write, record, track, unlock, version_stamp};
 
 /// What the operation draws its further registers from (the client's generator).
@@ -82,11 +81,10 @@ pub async fn op<N: Nic, R: Rng>(
     }
     let held_from = w.nic.now().0;
     reads(cache, w, &regs, log).await?;
-    // Written QP_WINDOW at a time, as read (the first group's lanes are reused).
+    // Written `batch_window` at a time, as read (the first group's lanes are reused).
+    let window = cache.batch_window();
     let pb = cache.layout.part_bytes();
-    for ((group, stamps), spans) in
-        regs.chunks(QP_WINDOW).zip(stamps.chunks(QP_WINDOW)).zip(spans.chunks(QP_WINDOW))
-    {
+    for ((group, stamps), spans) in regs.chunks(window).zip(stamps.chunks(window)).zip(spans.chunks(window)) {
         let mut logged = Vec::with_capacity(group.len());
         for (i, (&(key, part), &stamp)) in group.iter().zip(stamps).enumerate() {
             let mut words = vec![stamp; (pb / 8) as usize];
@@ -114,15 +112,15 @@ pub async fn op<N: Nic, R: Rng>(
     Ok(())
 }
 
-/// Read `regs` with batched calls of at most [`QP_WINDOW`] (the QP's outstanding READs), each
-/// group after the one before; `logged_reads` per group.
+/// Read `regs` with batched calls of at most `Cache::batch_window` elements (the QP's
+/// outstanding READs), each group after the one before; `logged_reads` per group.
 async fn reads<N: Nic>(
     cache: &Cache<N>,
     w: &Worker<N>,
     regs: &[(u64, u64)],
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<()> {
-    for group in regs.chunks(QP_WINDOW) {
+    for group in regs.chunks(cache.batch_window()) {
         logged_reads(cache, w, group, &spans(cache, group), log).await?;
     }
     Ok(())

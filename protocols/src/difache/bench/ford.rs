@@ -203,11 +203,11 @@ impl Dtx {
             return Ok(Outcome::ValidationAbort);
         }
 
-        // Commit: the new versions through the cache, [`QP_WINDOW`] at a time, then the locks
+        // Commit: the new versions through the cache, `batch_window` at a time, then the locks
         // released (`release`).
         let mut installed = Vec::with_capacity(write_set.len());
         let words = (cache.layout.object_bytes / 8) as usize;
-        for group in self.read_write.chunks(QP_WINDOW) {
+        for group in self.read_write.chunks(cache.batch_window()) {
             let mut logged = Vec::with_capacity(group.len());
             for (i, &(key, v)) in group.iter().enumerate() {
                 let mut image = vec![v + 1; words];
@@ -249,12 +249,13 @@ impl Dtx {
 
 /// The most READs and atomics one client keeps outstanding on its QP: the NIC's
 /// `max_rd_atomic` (16 on ConnectX-3/4/5, the profiles' `qp_outstanding_max`). A transaction's
-/// objects go through the cache's batched calls this many at a time ([CHOICE]: FORD posts all
-/// of a set's READs before one yield and the NIC pipelines them 16 deep; here each group of 16
-/// waits for the previous one).
+/// objects go through the cache's batched calls this many at a time — half as many with owner
+/// sets, where a miss keeps two READs outstanding (`Cache::batch_window`) — ([CHOICE]: FORD
+/// posts all of a set's READs before one yield and the NIC pipelines them 16 deep; here each
+/// group waits for the previous one).
 pub const QP_WINDOW: usize = 16;
 
-/// Read `keys` (validated, logged) through the cache's batched calls, [`QP_WINDOW`] at a time;
+/// Read `keys` (validated, logged) through the cache's batched calls, `Cache::batch_window` at a time;
 /// their versions.
 async fn reads<N: Nic>(
     cache: &Cache<N>,
@@ -263,7 +264,7 @@ async fn reads<N: Nic>(
     log: &Option<(OpLog, u32)>,
 ) -> ProtocolResult<Vec<u64>> {
     let mut out = Vec::with_capacity(keys.len());
-    for group in keys.chunks(QP_WINDOW) {
+    for group in keys.chunks(cache.batch_window()) {
         let regs: Vec<(u64, u64)> = group.iter().map(|&k| (k, 0)).collect();
         out.extend(logged_reads(cache, w, &regs, &spans(cache, &regs), log).await?);
     }
@@ -345,7 +346,7 @@ async fn undo_log<N: Nic>(
     Ok(())
 }
 
-/// FORD's validation of the read-only objects, [`QP_WINDOW`] at a time: none locked (one
+/// FORD's validation of the read-only objects, `Cache::batch_window` at a time: none locked (one
 /// 8-byte READ each, posted together), then each one's version read again through the cache
 /// and unchanged.
 async fn validated<N: Nic>(
@@ -356,7 +357,8 @@ async fn validated<N: Nic>(
 ) -> ProtocolResult<bool> {
     // The version word (after the tag) of each object; CMCache moves whole objects only.
     let span = if cache.config.variant.centralized() { cache.whole() } else { Span { off: 0, len: 16 } };
-    for (group, seen) in keys.chunks(QP_WINDOW).zip(versions.chunks(QP_WINDOW)) {
+    let window = cache.batch_window();
+    for (group, seen) in keys.chunks(window).zip(versions.chunks(window)) {
         if cache.config.mutant != Mutant::FordArtifactValidation {
             let reads = group.iter().enumerate().map(|(i, &key)| {
                 let local_bytes = cache.layout.owner_buffer(cache.layout.lane(w.thread, i));
