@@ -165,12 +165,6 @@ impl Dtx {
         self.read_only.truncate(self.read_only.len().saturating_sub(n));
     }
 
-    /// Give up after a decision of the application: release the locks.
-    pub async fn abort<N: Nic>(self, cache: &Cache<N>, w: &Worker<N>) -> ProtocolResult<()> {
-        let mine: Vec<u64> = self.read_write.iter().map(|&(k, _)| k).collect();
-        self.release(cache, w, &mine).await
-    }
-
     async fn release<N: Nic>(&self, cache: &Cache<N>, w: &Worker<N>, mine: &[u64]) -> ProtocolResult<()> {
         let mut all: Vec<u64> = self.read_write.iter().map(|&(k, _)| k).collect();
         all.extend_from_slice(mine);
